@@ -1,0 +1,88 @@
+//! The authentication pipeline: bearer extraction, the verified-token cache, JWT verification or
+//! introspection, then the endpoint-wide scope check.
+
+use std::time::Duration;
+
+use http::{HeaderMap, Uri};
+
+use super::bearer::bearer_token;
+use super::jwt::JwtVerifier;
+use super::principal::Principal;
+use super::rejection::{AuthError, InvalidToken};
+use super::scope::{ScopeHierarchy, ScopeSet};
+use super::token_cache::{TokenCache, TokenDigest, digest};
+
+/// Everything needed to turn a request's credentials into a [`Principal`].
+pub(crate) struct Authenticator {
+    pub jwt: Option<JwtVerifier>,
+    #[cfg(feature = "introspection")]
+    pub introspector: Option<super::introspection::Introspector>,
+    pub cache: Option<TokenCache>,
+    pub cache_max_age: Duration,
+    pub required_scopes: ScopeSet,
+    pub hierarchy: ScopeHierarchy,
+    pub max_token_bytes: usize,
+}
+
+/// What the synchronous first step found.
+pub(crate) enum FirstStep<'a> {
+    /// The token was in the cache: the request is decided without waiting.
+    Decided(Result<Principal, AuthError>),
+    /// The token must be verified.
+    Verify { token: &'a str, key: TokenDigest },
+}
+
+impl Authenticator {
+    /// Extracts the token and consults the cache, without awaiting anything.
+    pub fn first_step<'a>(&self, headers: &'a HeaderMap, uri: &Uri) -> FirstStep<'a> {
+        let token = match bearer_token(headers, uri) {
+            Ok(token) => token,
+            Err(error) => return FirstStep::Decided(Err(error)),
+        };
+        if token.len() > self.max_token_bytes {
+            return FirstStep::Decided(Err(AuthError::InvalidToken(InvalidToken::TooLarge)));
+        }
+        let key = digest(token);
+        if let Some(principal) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
+            return FirstStep::Decided(self.check_scopes(principal));
+        }
+        FirstStep::Verify { token, key }
+    }
+
+    /// Verifies a token that was not in the cache, caches it, and checks the endpoint scopes.
+    pub async fn verify(&self, token: &str, key: TokenDigest) -> Result<Principal, AuthError> {
+        let (principal, max_age) = self.verify_uncached(token).await?;
+        if let Some(cache) = &self.cache {
+            cache.insert(key, &principal, max_age);
+        }
+        self.check_scopes(principal)
+    }
+
+    async fn verify_uncached(&self, token: &str) -> Result<(Principal, Duration), AuthError> {
+        if let Some(jwt) = self.jwt.as_ref().filter(|_| JwtVerifier::looks_like_jwt(token)) {
+            let principal = jwt.verify(token, &self.hierarchy).await?;
+            return Ok((principal, self.cache_max_age));
+        }
+        #[cfg(feature = "introspection")]
+        if let Some(introspector) = &self.introspector {
+            let principal = introspector.introspect(token, &self.hierarchy).await?;
+            return Ok((principal, introspector.cache_max_age));
+        }
+        Err(AuthError::InvalidToken(if JwtVerifier::looks_like_jwt(token) {
+            InvalidToken::Malformed
+        } else {
+            InvalidToken::Unverifiable
+        }))
+    }
+
+    /// The endpoint-wide scope check: every required scope, directly or through the hierarchy.
+    pub fn check_scopes(&self, principal: Principal) -> Result<Principal, AuthError> {
+        if self.required_scopes.iter().all(|s| principal.has_scope(s)) {
+            Ok(principal)
+        } else {
+            Err(AuthError::InsufficientScope {
+                required: self.required_scopes.clone(),
+            })
+        }
+    }
+}

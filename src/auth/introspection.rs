@@ -1,0 +1,245 @@
+//! Opaque access tokens, checked with RFC 7662 token introspection through the `oauth2` crate.
+//!
+//! The layer authenticates to the introspection endpoint with its own client credentials
+//! (`client_secret_basic` by default, `client_secret_post` on request), posts the token, and
+//! accepts it only if the answer says `active: true`, names a configured issuer (when it names
+//! one), lists the canonical resource in `aud`, and has not expired. An `active: false` answer
+//! is a 401 `invalid_token`; an unreachable or nonsensical endpoint is a 503, never an allow.
+//! Results are cached by the shared verified-token cache, for at most
+//! [`Introspection::cache_max_age`] and never past the token's `exp`.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use oauth2::basic::{BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenResponse, BasicTokenType};
+use oauth2::{
+    AccessToken, AuthType, ClientId, ClientSecret, EndpointNotSet, EndpointSet, HttpRequest, HttpResponse,
+    IntrospectionUrl, StandardRevocableToken, StandardTokenIntrospectionResponse, TokenIntrospectionResponse,
+};
+use serde_json::{Map, Value};
+
+use super::claims::principal_from_claims;
+use super::principal::{Principal, TokenKind};
+use super::rejection::{AuthError, InvalidToken};
+use super::scope::ScopeHierarchy;
+use crate::error::ConfigError;
+use crate::http_client::{FetchError, read_bounded};
+
+/// How the layer calls an RFC 7662 introspection endpoint.
+///
+/// ```
+/// use std::time::Duration;
+/// use mcp_gate::Introspection;
+///
+/// let introspection = Introspection::new("https://as.example/introspect", "gateway", "s3cret")
+///     .cache_max_age(Duration::from_secs(30));
+/// # let _ = introspection;
+/// ```
+#[derive(Clone)]
+pub struct Introspection {
+    endpoint: String,
+    client_id: String,
+    client_secret: String,
+    send_secret_in_body: bool,
+    cache_max_age: Duration,
+    timeout: Duration,
+    require_audience: bool,
+}
+
+impl std::fmt::Debug for Introspection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Introspection")
+            .field("endpoint", &self.endpoint)
+            .field("client_id", &self.client_id)
+            .field("client_secret", &"<redacted>")
+            .field("cache_max_age", &self.cache_max_age)
+            .finish()
+    }
+}
+
+impl Introspection {
+    /// Introspection at `endpoint`, authenticating as `client_id` with `client_secret`.
+    pub fn new(endpoint: impl Into<String>, client_id: impl Into<String>, client_secret: impl Into<String>) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            client_id: client_id.into(),
+            client_secret: client_secret.into(),
+            send_secret_in_body: false,
+            cache_max_age: Duration::from_secs(60),
+            timeout: Duration::from_secs(5),
+            require_audience: true,
+        }
+    }
+
+    /// Sends the client credentials in the form body (`client_secret_post`) instead of HTTP Basic.
+    pub fn client_secret_post(mut self) -> Self {
+        self.send_secret_in_body = true;
+        self
+    }
+
+    /// The longest an introspection result is reused (default 60 s). Zero disables caching.
+    pub fn cache_max_age(mut self, max_age: Duration) -> Self {
+        self.cache_max_age = max_age;
+        self
+    }
+
+    /// Timeout of one introspection call (default 5 s).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Accepts answers without an `aud` member. By default `aud` must be present and list the
+    /// resource: an introspection answer that does not say which resource the token is for
+    /// could belong to any resource of the same authorization server.
+    pub fn allow_missing_audience(mut self) -> Self {
+        self.require_audience = false;
+        self
+    }
+}
+
+/// Extra members of the introspection answer, kept for the principal's claims.
+#[derive(Clone, Debug, Default, serde::Deserialize, serde::Serialize)]
+struct OtherMembers {
+    #[serde(flatten)]
+    members: Map<String, Value>,
+}
+
+impl oauth2::ExtraTokenFields for OtherMembers {}
+
+type Answer = StandardTokenIntrospectionResponse<OtherMembers, BasicTokenType>;
+
+type IntrospectionClient = oauth2::Client<
+    BasicErrorResponse,
+    BasicTokenResponse,
+    Answer,
+    StandardRevocableToken,
+    BasicRevocationErrorResponse,
+    EndpointNotSet,
+    EndpointNotSet,
+    EndpointSet,
+    EndpointNotSet,
+    EndpointNotSet,
+>;
+
+/// Largest introspection answer read, in bytes.
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// A configured introspection client.
+pub(crate) struct Introspector {
+    client: IntrospectionClient,
+    http: reqwest::Client,
+    issuers: Vec<String>,
+    audience: String,
+    pub cache_max_age: Duration,
+    timeout: Duration,
+    require_audience: bool,
+    leeway: u64,
+}
+
+impl Introspector {
+    pub fn new(
+        config: Introspection,
+        http: reqwest::Client,
+        issuers: Vec<String>,
+        audience: String,
+        leeway: u64,
+    ) -> Result<Self, ConfigError> {
+        let url = IntrospectionUrl::new(config.endpoint.clone()).map_err(|_| ConfigError::InvalidUrl {
+            field: "introspection endpoint",
+            value: config.endpoint.clone(),
+            reason: "not an absolute URL",
+        })?;
+        let auth_type = if config.send_secret_in_body {
+            AuthType::RequestBody
+        } else {
+            AuthType::BasicAuth
+        };
+        let client = oauth2::Client::new(ClientId::new(config.client_id))
+            .set_client_secret(ClientSecret::new(config.client_secret))
+            .set_auth_type(auth_type)
+            .set_introspection_url(url);
+        Ok(Self {
+            client,
+            http,
+            issuers,
+            audience,
+            cache_max_age: config.cache_max_age,
+            timeout: config.timeout,
+            require_audience: config.require_audience,
+            leeway,
+        })
+    }
+
+    pub async fn introspect(&self, token: &str, hierarchy: &ScopeHierarchy) -> Result<Principal, AuthError> {
+        let http = self.http.clone();
+        let timeout = self.timeout;
+        let send = move |request: HttpRequest| {
+            let http = http.clone();
+            async move { send(&http, request, timeout).await }
+        };
+        let token = AccessToken::new(token.to_owned());
+        let answer = self
+            .client
+            .introspect(&token)
+            .set_token_type_hint("access_token")
+            .request_async(&send)
+            .await
+            .map_err(|error| {
+                tracing::warn!(target: "mcp_gate::introspection", %error, "introspection failed");
+                AuthError::IntrospectionUnavailable
+            })?;
+        self.accept(answer, hierarchy)
+    }
+
+    fn accept(&self, answer: Answer, hierarchy: &ScopeHierarchy) -> Result<Principal, AuthError> {
+        let invalid = AuthError::InvalidToken;
+        if !answer.active() {
+            return Err(invalid(InvalidToken::Inactive));
+        }
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        if let Some(exp) = answer.exp() {
+            if (exp.timestamp().max(0) as u64).saturating_add(self.leeway) < now {
+                return Err(invalid(InvalidToken::Expired));
+            }
+        }
+        if let Some(nbf) = answer.nbf() {
+            if nbf.timestamp().max(0) as u64 > now.saturating_add(self.leeway) {
+                return Err(invalid(InvalidToken::NotYetValid));
+            }
+        }
+        let issuer = match answer.iss() {
+            Some(iss) if self.issuers.iter().any(|i| i == iss) => iss.to_owned(),
+            Some(_) => return Err(invalid(InvalidToken::WrongIssuer)),
+            None => match self.issuers.as_slice() {
+                [only] => only.clone(),
+                _ => return Err(invalid(InvalidToken::WrongIssuer)),
+            },
+        };
+        match answer.aud() {
+            Some(aud) if aud.iter().any(|a| *a == self.audience) => {}
+            Some(_) => return Err(invalid(InvalidToken::WrongAudience)),
+            None if self.require_audience => return Err(invalid(InvalidToken::WrongAudience)),
+            None => {}
+        }
+        let Ok(Value::Object(claims)) = serde_json::to_value(&answer) else {
+            return Err(AuthError::IntrospectionUnavailable);
+        };
+        principal_from_claims(claims, &issuer, TokenKind::Introspected, hierarchy).map_err(invalid)
+    }
+}
+
+async fn send(http: &reqwest::Client, request: HttpRequest, timeout: Duration) -> Result<HttpResponse, FetchError> {
+    let request = reqwest::Request::try_from(request)?;
+    let response = tokio::time::timeout(timeout, http.execute(request))
+        .await
+        .map_err(|_| FetchError::Invalid("introspection timed out"))??;
+    let status = response.status();
+    let content_type = response.headers().get(http::header::CONTENT_TYPE).cloned();
+    let body = read_bounded(response, MAX_ANSWER_BYTES).await?;
+    let mut answer = HttpResponse::new(body);
+    *answer.status_mut() = status;
+    if let Some(value) = content_type {
+        answer.headers_mut().insert(http::header::CONTENT_TYPE, value);
+    }
+    Ok(answer)
+}

@@ -1,0 +1,69 @@
+//! The Protected Resource Metadata document (RFC 9728) and the routes that serve it.
+//!
+//! The document is served outside authentication, since it is what an unauthenticated client
+//! reads to learn where to get a token. It is built and serialised once, when the layer is
+//! built. It is served at `/.well-known/oauth-protected-resource` followed by the resource's
+//! path (RFC 9728 §3.1) and, for clients that only probe the root, at the bare well-known path,
+//! with CORS open to every origin so browser-based clients can read it.
+
+use bytes::Bytes;
+use serde::Serialize;
+
+/// RFC 9728 Protected Resource Metadata, as the layer publishes it.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProtectedResourceMetadata {
+    /// The canonical resource URI, exactly what clients must use as `resource`.
+    pub resource: String,
+    /// Issuer identifiers of the authorization servers that issue tokens for this resource.
+    pub authorization_servers: Vec<String>,
+    /// Scopes clients may request.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scopes_supported: Vec<String>,
+    /// Always `["header"]`: the only accepted way to send a token.
+    pub bearer_methods_supported: Vec<String>,
+    /// A human-readable name of the resource.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_name: Option<String>,
+    /// A URL of human-readable documentation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resource_documentation: Option<String>,
+    /// RFC 9396 authorization details types this resource understands.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub authorization_details_types_supported: Vec<String>,
+}
+
+impl ProtectedResourceMetadata {
+    pub(crate) fn to_bytes(&self) -> Bytes {
+        Bytes::from(serde_json::to_vec(self).unwrap_or_default())
+    }
+}
+
+#[cfg(feature = "axum")]
+pub(crate) fn router<S: Clone + Send + Sync + 'static>(paths: &[String], document: Bytes) -> axum::Router<S> {
+    use axum::routing::get;
+    use http::{HeaderValue, Method, header};
+    use tower_http::cors::{Any, CorsLayer};
+
+    let serve = move || {
+        let document = document.clone();
+        async move {
+            (
+                [
+                    (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+                    (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300")),
+                ],
+                document,
+            )
+        }
+    };
+    let mut router = axum::Router::new();
+    for path in paths {
+        router = router.route(path, get(serve.clone()));
+    }
+    router.layer(
+        CorsLayer::new()
+            .allow_origin(Any)
+            .allow_methods([Method::GET, Method::OPTIONS])
+            .allow_headers(Any),
+    )
+}

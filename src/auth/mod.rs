@@ -1,0 +1,35 @@
+//! Who is calling: bearer extraction, token verification, scopes, challenges and metadata.
+//!
+//! This module knows nothing of MCP. It turns a request's credentials into a
+//! [`Principal`] or an [`AuthError`].
+
+pub(crate) mod authenticator;
+mod bearer;
+mod challenge;
+mod claims;
+#[cfg(feature = "introspection")]
+pub(crate) mod introspection;
+#[cfg(feature = "jwks")]
+pub(crate) mod jwks;
+pub(crate) mod jwt;
+pub(crate) mod keys;
+pub(crate) mod metadata;
+mod principal;
+mod rejection;
+pub(crate) mod scope;
+pub(crate) mod token_cache;
+
+pub use bearer::bearer_token;
+pub use challenge::ErrorCode;
+#[cfg(feature = "introspection")]
+pub use introspection::Introspection;
+#[cfg(feature = "jwks")]
+pub use jwks::KeyRefresh;
+pub use jwt::TypPolicy;
+pub use keys::StaticKeys;
+pub use metadata::ProtectedResourceMetadata;
+#[cfg(feature = "axum")]
+pub use principal::MissingPrincipal;
+pub use principal::{Principal, TokenKind};
+pub use rejection::{AuthError, InvalidRequest, InvalidToken};
+pub use scope::{ScopeHierarchy, ScopeSet};

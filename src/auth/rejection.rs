@@ -1,0 +1,308 @@
+//! Request-time refusals and their wire form.
+//!
+//! Every way a request can fail authentication is one [`AuthError`] variant with a fixed HTTP
+//! status, a `WWW-Authenticate` challenge and a small JSON body that says the same thing as the
+//! header. Reason codes (`AuthError::reason`) are stable strings, used in logs and in
+//! `error_description`; they never contain a token, a claim value or anything else a client sent.
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+
+use super::challenge::{Challenge, ErrorCode};
+use super::scope::ScopeSet;
+
+/// Why a request was malformed (RFC 6750 `invalid_request`, HTTP 400).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidRequest {
+    /// More than one `Authorization` header.
+    MultipleAuthorizationHeaders,
+    /// The `Authorization: Bearer` value is not one RFC 6750 `b64token`.
+    MalformedAuthorizationHeader,
+    /// A token in the query string (`access_token`), which the layer never accepts.
+    TokenInQuery,
+    /// A form-encoded body, the RFC 6750 §2.2 token carrier, which the layer never accepts.
+    FormEncodedBody,
+}
+
+impl InvalidRequest {
+    /// Stable reason code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::MultipleAuthorizationHeaders => "multiple_authorization_headers",
+            Self::MalformedAuthorizationHeader => "malformed_authorization_header",
+            Self::TokenInQuery => "token_in_query",
+            Self::FormEncodedBody => "form_encoded_body",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Self::MultipleAuthorizationHeaders => "more than one Authorization header",
+            Self::MalformedAuthorizationHeader => "the Authorization header is not a valid Bearer credential",
+            Self::TokenInQuery => "access tokens are accepted only in the Authorization header, not in the query",
+            Self::FormEncodedBody => "access tokens are accepted only in the Authorization header, not in a form body",
+        }
+    }
+}
+
+/// Why a token was refused (RFC 6750 `invalid_token`, HTTP 401).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum InvalidToken {
+    /// Not a JWS compact serialisation, or its parts do not decode.
+    Malformed,
+    /// Longer than the configured maximum token length.
+    TooLarge,
+    /// The JWT `typ` header is not an access-token type.
+    UnsupportedType,
+    /// The JWT header names critical extensions (`crit`).
+    CriticalHeader,
+    /// The `alg` is not allowed for the key that would verify it.
+    DisallowedAlgorithm,
+    /// No known key matches the token's `kid`, even after a key refresh.
+    UnknownKey,
+    /// The signature does not verify.
+    BadSignature,
+    /// `exp` has passed (beyond the leeway).
+    Expired,
+    /// `nbf` is in the future (beyond the leeway).
+    NotYetValid,
+    /// `iss` is missing or is not a configured issuer.
+    WrongIssuer,
+    /// `aud` does not contain the canonical resource URI.
+    WrongAudience,
+    /// A required claim (`exp`, `iss`, `aud`) is missing.
+    MissingClaim,
+    /// A claim has the wrong type (for example `scope` as a number).
+    BadClaim,
+    /// The introspection endpoint says the token is not active.
+    Inactive,
+    /// The token is not a JWT and no introspection endpoint is configured.
+    Unverifiable,
+}
+
+impl InvalidToken {
+    /// Stable reason code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::TooLarge => "too_large",
+            Self::UnsupportedType => "unsupported_type",
+            Self::CriticalHeader => "critical_header",
+            Self::DisallowedAlgorithm => "disallowed_algorithm",
+            Self::UnknownKey => "unknown_key",
+            Self::BadSignature => "bad_signature",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::WrongIssuer => "wrong_issuer",
+            Self::WrongAudience => "wrong_audience",
+            Self::MissingClaim => "missing_claim",
+            Self::BadClaim => "bad_claim",
+            Self::Inactive => "inactive",
+            Self::Unverifiable => "unverifiable",
+        }
+    }
+
+    fn description(self) -> &'static str {
+        match self {
+            Self::Malformed => "the token is malformed",
+            Self::TooLarge => "the token is too large",
+            Self::UnsupportedType => "the token type is not an access token",
+            Self::CriticalHeader => "the token has critical header extensions",
+            Self::DisallowedAlgorithm => "the token algorithm is not allowed",
+            Self::UnknownKey => "the token was signed with an unknown key",
+            Self::BadSignature => "the token signature is invalid",
+            Self::Expired => "the token has expired",
+            Self::NotYetValid => "the token is not yet valid",
+            Self::WrongIssuer => "the token issuer is not trusted",
+            Self::WrongAudience => "the token audience is not this resource",
+            Self::MissingClaim => "the token lacks a required claim",
+            Self::BadClaim => "the token has a malformed claim",
+            Self::Inactive => "the token is not active",
+            Self::Unverifiable => "the token cannot be verified",
+        }
+    }
+}
+
+/// A request refused before it reaches the inner service.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum AuthError {
+    /// No credential at all (401, a challenge without an error code, RFC 6750 §3.1).
+    #[error("no bearer token was presented")]
+    MissingCredential,
+    /// An `Authorization` header with another scheme (401, like a missing credential).
+    #[error("the Authorization header does not use the Bearer scheme")]
+    UnsupportedScheme,
+    /// A malformed request (400 `invalid_request`).
+    #[error("invalid request: {}", .0.as_str())]
+    InvalidRequest(InvalidRequest),
+    /// A token that does not verify (401 `invalid_token`).
+    #[error("invalid token: {}", .0.as_str())]
+    InvalidToken(InvalidToken),
+    /// A valid token without every scope the endpoint needs (403 `insufficient_scope`).
+    #[error("insufficient scope")]
+    InsufficientScope {
+        /// Every scope the endpoint needs (not only the missing ones).
+        required: ScopeSet,
+    },
+    /// Keys could not be fetched and none are known yet (503).
+    #[error("verification keys are unavailable")]
+    KeysUnavailable,
+    /// The introspection endpoint could not be reached or answered nonsense (503).
+    #[error("token introspection is unavailable")]
+    IntrospectionUnavailable,
+}
+
+impl AuthError {
+    /// The HTTP status of the refusal.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::MissingCredential | Self::UnsupportedScheme | Self::InvalidToken(_) => {
+                StatusCode::UNAUTHORIZED
+            }
+            Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
+            Self::InsufficientScope { .. } => StatusCode::FORBIDDEN,
+            Self::KeysUnavailable | Self::IntrospectionUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+        }
+    }
+
+    /// The RFC 6750 error code, if the refusal has one.
+    pub fn error_code(&self) -> Option<ErrorCode> {
+        match self {
+            Self::MissingCredential | Self::UnsupportedScheme => None,
+            Self::InvalidRequest(_) => Some(ErrorCode::InvalidRequest),
+            Self::InvalidToken(_) => Some(ErrorCode::InvalidToken),
+            Self::InsufficientScope { .. } => Some(ErrorCode::InsufficientScope),
+            Self::KeysUnavailable | Self::IntrospectionUnavailable => None,
+        }
+    }
+
+    /// A stable reason code for logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::MissingCredential => "missing_credential",
+            Self::UnsupportedScheme => "unsupported_scheme",
+            Self::InvalidRequest(r) => r.as_str(),
+            Self::InvalidToken(r) => r.as_str(),
+            Self::InsufficientScope { .. } => "insufficient_scope",
+            Self::KeysUnavailable => "keys_unavailable",
+            Self::IntrospectionUnavailable => "introspection_unavailable",
+        }
+    }
+
+    fn description(&self) -> &'static str {
+        match self {
+            Self::MissingCredential => "this resource needs a bearer token",
+            Self::UnsupportedScheme => "this resource accepts only Bearer credentials",
+            Self::InvalidRequest(r) => r.description(),
+            Self::InvalidToken(r) => r.description(),
+            Self::InsufficientScope { .. } => "the token lacks scopes this resource needs",
+            Self::KeysUnavailable => "token verification keys are temporarily unavailable",
+            Self::IntrospectionUnavailable => "token introspection is temporarily unavailable",
+        }
+    }
+
+    /// Renders the refusal: status, `WWW-Authenticate`, `Cache-Control: no-store` and a JSON
+    /// body that agrees with the header.
+    ///
+    /// `endpoint_scope` is the space-separated set of scopes the endpoint needs; it is sent as
+    /// the challenge's `scope` so that clients request everything at once.
+    pub(crate) fn to_response(&self, resource_metadata: &str, endpoint_scope: &str) -> Response<Bytes> {
+        let scope_text;
+        let scope = match self {
+            Self::InsufficientScope { required } => {
+                scope_text = required.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+                Some(scope_text.as_str())
+            }
+            _ => Some(endpoint_scope).filter(|s| !s.is_empty()),
+        };
+        let error = self.error_code();
+        let description = error.map(|_| self.description());
+
+        let mut body = serde_json::Map::new();
+        if let Some(code) = error {
+            body.insert("error".into(), code.as_str().into());
+        }
+        body.insert("error_description".into(), self.description().into());
+        if let Some(scope) = scope {
+            body.insert("scope".into(), scope.into());
+        }
+        body.insert("resource_metadata".into(), resource_metadata.into());
+        let body = serde_json::to_vec(&body).unwrap_or_default();
+
+        let mut response = Response::new(Bytes::from(body));
+        *response.status_mut() = self.status();
+        let headers = response.headers_mut();
+        if !matches!(self, Self::KeysUnavailable | Self::IntrospectionUnavailable) {
+            let challenge = Challenge {
+                resource_metadata,
+                scope,
+                error,
+                error_description: description,
+            };
+            headers.insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
+        } else {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const META: &str = "http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp";
+
+    fn json(response: &Response<Bytes>) -> serde_json::Value {
+        serde_json::from_slice(response.body()).unwrap()
+    }
+
+    #[test]
+    fn missing_credential_has_no_error_code() {
+        let r = AuthError::MissingCredential.to_response(META, "mcp:read");
+        assert_eq!(r.status(), 401);
+        assert_eq!(
+            r.headers()[header::WWW_AUTHENTICATE],
+            format!("Bearer scope=\"mcp:read\", resource_metadata=\"{META}\"").as_str()
+        );
+        assert_eq!(r.headers()[header::CACHE_CONTROL], "no-store");
+        assert!(json(&r).get("error").is_none());
+    }
+
+    #[test]
+    fn insufficient_scope_lists_every_required_scope() {
+        let required: ScopeSet = ["mcp:read", "mcp:admin"].map(String::from).into();
+        let r = AuthError::InsufficientScope { required }.to_response(META, "mcp:read");
+        assert_eq!(r.status(), 403);
+        let header = r.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(header.contains("error=\"insufficient_scope\""));
+        assert!(header.contains("scope=\"mcp:admin mcp:read\""));
+        let body = json(&r);
+        assert_eq!(body["error"], "insufficient_scope");
+        assert_eq!(body["scope"], "mcp:admin mcp:read");
+    }
+
+    #[test]
+    fn invalid_request_is_400_and_body_agrees() {
+        let r = AuthError::InvalidRequest(InvalidRequest::TokenInQuery).to_response(META, "");
+        assert_eq!(r.status(), 400);
+        let header = r.headers()[header::WWW_AUTHENTICATE].to_str().unwrap();
+        assert!(header.starts_with("Bearer error=\"invalid_request\""));
+        assert!(!header.contains("scope="));
+        assert_eq!(json(&r)["error"], "invalid_request");
+    }
+
+    #[test]
+    fn unavailable_keys_are_503_without_challenge() {
+        let r = AuthError::KeysUnavailable.to_response(META, "");
+        assert_eq!(r.status(), 503);
+        assert!(r.headers().get(header::WWW_AUTHENTICATE).is_none());
+    }
+}

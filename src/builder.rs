@@ -1,0 +1,457 @@
+//! [`GateBuilder`]: every option of the layer, checked once when it is built.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use url::Url;
+
+use crate::auth::authenticator::Authenticator;
+use crate::auth::jwt::{JwtVerifier, TrustedIssuer, TypPolicy};
+use crate::auth::keys::{KeySource, StaticKeys};
+use crate::auth::metadata::ProtectedResourceMetadata;
+use crate::auth::scope::{ScopeHierarchy, ScopeSet, is_valid_scope_token};
+use crate::auth::token_cache::TokenCache;
+use crate::error::ConfigError;
+use crate::gate::{Gate, GateInner};
+use crate::resource::{METADATA_WELL_KNOWN, ResourceUri};
+
+/// A trusted token issuer and where its verification keys come from.
+///
+/// ```
+/// use mcp_gate::{Issuer, StaticKeys};
+///
+/// let discovered = Issuer::discover("https://auth.example.com");
+/// let explicit = Issuer::with_jwks_uri("https://auth.example.com", "https://auth.example.com/keys");
+/// # let _ = (discovered, explicit);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Issuer {
+    id: String,
+    keys: IssuerKeys,
+}
+
+#[derive(Clone, Debug)]
+enum IssuerKeys {
+    Discover,
+    JwksUri(String),
+    Static(StaticKeys),
+}
+
+impl Issuer {
+    /// Keys found through the issuer's metadata: RFC 8414
+    /// `/.well-known/oauth-authorization-server`, then OpenID `/.well-known/openid-configuration`.
+    pub fn discover(id: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            keys: IssuerKeys::Discover,
+        }
+    }
+
+    /// Keys fetched from an explicit JWK set URL.
+    pub fn with_jwks_uri(id: impl Into<String>, jwks_uri: impl Into<String>) -> Self {
+        Self {
+            id: id.into(),
+            keys: IssuerKeys::JwksUri(jwks_uri.into()),
+        }
+    }
+
+    /// Keys fixed in the configuration.
+    pub fn with_keys(id: impl Into<String>, keys: StaticKeys) -> Self {
+        Self {
+            id: id.into(),
+            keys: IssuerKeys::Static(keys),
+        }
+    }
+
+    /// The issuer identifier, compared exactly with the `iss` claim.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl From<&str> for Issuer {
+    fn from(id: &str) -> Self {
+        Issuer::discover(id)
+    }
+}
+
+impl From<String> for Issuer {
+    fn from(id: String) -> Self {
+        Issuer::discover(id)
+    }
+}
+
+/// Builds a [`Gate`].
+///
+/// ```
+/// use mcp_gate::{Gate, Issuer, StaticKeys};
+///
+/// let keys = StaticKeys::from_jwks_json(r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1",
+///   "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#).unwrap();
+/// let gate = Gate::builder()
+///     .resource("https://mcp.example.com/mcp")
+///     .issuer(Issuer::with_keys("https://auth.example.com", keys))
+///     .required_scopes(["mcp:read"])
+///     .build()
+///     .unwrap();
+/// assert_eq!(gate.resource().as_str(), "https://mcp.example.com/mcp");
+///
+/// // Mistakes are found here, not at the first request.
+/// let error = Gate::builder().resource("https://mcp.example.com/mcp#x").issuer("https://auth.example.com").build();
+/// assert!(error.is_err());
+/// ```
+#[derive(Debug)]
+#[must_use]
+pub struct GateBuilder {
+    resource: Option<String>,
+    issuers: Vec<Issuer>,
+    required_scopes: Vec<String>,
+    hierarchy: ScopeHierarchy,
+    leeway: Duration,
+    typ: TypPolicy,
+    cache_capacity: u64,
+    cache_max_age: Duration,
+    max_token_bytes: usize,
+    resource_name: Option<String>,
+    resource_documentation: Option<String>,
+    authorization_details_types: Vec<String>,
+    scopes_supported: Option<Vec<String>>,
+    authorization_servers: Option<Vec<String>>,
+    allow_insecure_http: bool,
+    #[cfg(feature = "jwks")]
+    key_refresh: crate::auth::jwks::KeyRefresh,
+    #[cfg(feature = "jwks")]
+    http_client: Option<reqwest::Client>,
+    #[cfg(feature = "introspection")]
+    introspection: Option<crate::auth::introspection::Introspection>,
+}
+
+impl Default for GateBuilder {
+    fn default() -> Self {
+        Self {
+            resource: None,
+            issuers: Vec::new(),
+            required_scopes: Vec::new(),
+            hierarchy: ScopeHierarchy::new(),
+            leeway: Duration::from_secs(30),
+            typ: TypPolicy::default(),
+            cache_capacity: 10_000,
+            cache_max_age: Duration::from_secs(300),
+            max_token_bytes: 8 * 1024,
+            resource_name: None,
+            resource_documentation: None,
+            authorization_details_types: Vec::new(),
+            scopes_supported: None,
+            authorization_servers: None,
+            allow_insecure_http: false,
+            #[cfg(feature = "jwks")]
+            key_refresh: Default::default(),
+            #[cfg(feature = "jwks")]
+            http_client: None,
+            #[cfg(feature = "introspection")]
+            introspection: None,
+        }
+    }
+}
+
+impl GateBuilder {
+    /// The URI clients connect to, which tokens must carry in `aud` (required). It is
+    /// canonicalised (see [`ResourceUri`]).
+    pub fn resource(mut self, uri: impl Into<String>) -> Self {
+        self.resource = Some(uri.into());
+        self
+    }
+
+    /// Trusts an issuer; a plain string means [`Issuer::discover`]. Repeat for several issuers.
+    pub fn issuer(mut self, issuer: impl Into<Issuer>) -> Self {
+        self.issuers.push(issuer.into());
+        self
+    }
+
+    /// Scopes every request must carry (403 `insufficient_scope` otherwise).
+    pub fn required_scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.required_scopes.extend(scopes.into_iter().map(Into::into));
+        self
+    }
+
+    /// Lets broader scopes imply narrower ones.
+    pub fn scope_hierarchy(mut self, hierarchy: ScopeHierarchy) -> Self {
+        self.hierarchy = hierarchy;
+        self
+    }
+
+    /// Clock-skew tolerance for `exp` and `nbf` (default 30 s, at most 5 min).
+    pub fn leeway(mut self, leeway: Duration) -> Self {
+        self.leeway = leeway;
+        self
+    }
+
+    /// Which JWT `typ` values are accepted (default: `at+jwt`, `JWT` or none).
+    pub fn typ_policy(mut self, policy: TypPolicy) -> Self {
+        self.typ = policy;
+        self
+    }
+
+    /// Size of the verified-token cache (default 10,000 entries; 0 disables it).
+    pub fn token_cache_capacity(mut self, capacity: u64) -> Self {
+        self.cache_capacity = capacity;
+        self
+    }
+
+    /// Longest a verified JWT stays cached (default 5 min; never past its `exp`).
+    pub fn token_cache_max_age(mut self, max_age: Duration) -> Self {
+        self.cache_max_age = max_age;
+        self
+    }
+
+    /// Longest token accepted, in bytes (default 8 KiB).
+    pub fn max_token_bytes(mut self, max: usize) -> Self {
+        self.max_token_bytes = max;
+        self
+    }
+
+    /// `resource_name` in the metadata document.
+    pub fn resource_name(mut self, name: impl Into<String>) -> Self {
+        self.resource_name = Some(name.into());
+        self
+    }
+
+    /// `resource_documentation` in the metadata document.
+    pub fn resource_documentation(mut self, url: impl Into<String>) -> Self {
+        self.resource_documentation = Some(url.into());
+        self
+    }
+
+    /// `authorization_details_types_supported` in the metadata document.
+    pub fn authorization_details_types<I, S>(mut self, types: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.authorization_details_types
+            .extend(types.into_iter().map(Into::into));
+        self
+    }
+
+    /// `scopes_supported` in the metadata document (default: the required scopes and every
+    /// scope named in the hierarchy).
+    pub fn scopes_supported<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scopes_supported = Some(scopes.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// `authorization_servers` in the metadata document (default: the trusted issuers).
+    pub fn authorization_servers<I, S>(mut self, servers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.authorization_servers = Some(servers.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Allows plain `http` issuer, JWKS and introspection URLs on non-loopback hosts.
+    /// Loopback hosts are always allowed; anything else should be HTTPS.
+    pub fn allow_insecure_http(mut self) -> Self {
+        self.allow_insecure_http = true;
+        self
+    }
+
+    /// How remote key sets are refreshed.
+    #[cfg(feature = "jwks")]
+    pub fn key_refresh(mut self, refresh: crate::auth::jwks::KeyRefresh) -> Self {
+        self.key_refresh = refresh;
+        self
+    }
+
+    /// The HTTP client for discovery, JWKS and introspection (default: a new rustls client).
+    #[cfg(feature = "jwks")]
+    pub fn http_client(mut self, client: reqwest::Client) -> Self {
+        self.http_client = Some(client);
+        self
+    }
+
+    /// Accepts opaque tokens through RFC 7662 introspection.
+    #[cfg(feature = "introspection")]
+    pub fn introspection(mut self, introspection: crate::auth::introspection::Introspection) -> Self {
+        self.introspection = Some(introspection);
+        self
+    }
+
+    /// Checks every option and builds the gate. Performs no I/O: keys are fetched on first use.
+    pub fn build(self) -> Result<Gate, ConfigError> {
+        if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
+            return Err(ConfigError::CryptoBackend);
+        }
+        let resource = ResourceUri::parse(self.resource.as_deref().ok_or(ConfigError::MissingResource)?)?;
+        if self.leeway > Duration::from_secs(300) {
+            return Err(ConfigError::InvalidOption {
+                field: "leeway",
+                reason: "at most 300 seconds",
+            });
+        }
+        if self.max_token_bytes == 0 {
+            return Err(ConfigError::InvalidOption {
+                field: "max_token_bytes",
+                reason: "must be positive",
+            });
+        }
+        let required_scopes: ScopeSet = self.required_scopes.iter().cloned().collect();
+        let supported = self.scopes_supported.clone().unwrap_or_else(|| {
+            let mut all: ScopeSet = required_scopes.clone();
+            all.extend(self.hierarchy.scopes().map(str::to_owned));
+            all.into_iter().collect()
+        });
+        for scope in required_scopes.iter().chain(&supported).map(String::as_str).chain(self.hierarchy.scopes()) {
+            if !is_valid_scope_token(scope) {
+                return Err(ConfigError::InvalidScope(scope.to_owned()));
+            }
+        }
+
+        #[cfg(feature = "jwks")]
+        let http_client = match self.http_client.clone() {
+            Some(client) => client,
+            None => reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ConfigError::HttpClient(e.to_string()))?,
+        };
+
+        let leeway = self.leeway.as_secs();
+        let mut trusted = Vec::with_capacity(self.issuers.len());
+        for issuer in &self.issuers {
+            self.check_url("issuer", &issuer.id)?;
+            if trusted.iter().any(|t: &TrustedIssuer| t.issuer == issuer.id) {
+                return Err(ConfigError::DuplicateIssuer(issuer.id.clone()));
+            }
+            let keys = match &issuer.keys {
+                IssuerKeys::Static(keys) => {
+                    if keys.is_empty() {
+                        return Err(ConfigError::NoUsableKey(issuer.id.clone()));
+                    }
+                    KeySource::Static(Arc::new(keys.clone().into_key_set()))
+                }
+                #[cfg(feature = "jwks")]
+                remote => {
+                    use crate::auth::jwks::{JwksLocation, RemoteJwks};
+                    let location = match remote {
+                        IssuerKeys::JwksUri(uri) => JwksLocation::Uri(self.check_url("jwks_uri", uri)?),
+                        _ => JwksLocation::Discover,
+                    };
+                    KeySource::Remote(Arc::new(RemoteJwks::new(
+                        issuer.id.clone(),
+                        location,
+                        http_client.clone(),
+                        self.key_refresh.clone(),
+                    )))
+                }
+                #[cfg(not(feature = "jwks"))]
+                _ => return Err(ConfigError::JwksFeatureDisabled(issuer.id.clone())),
+            };
+            trusted.push(TrustedIssuer::new(issuer.id.clone(), keys, resource.as_str(), leeway));
+        }
+        let issuer_ids: Vec<String> = self.issuers.iter().map(|i| i.id.clone()).collect();
+
+        #[cfg(feature = "introspection")]
+        let introspector = match self.introspection.clone() {
+            Some(config) => Some(crate::auth::introspection::Introspector::new(
+                config,
+                http_client.clone(),
+                issuer_ids.clone(),
+                resource.as_str().to_owned(),
+                leeway,
+            )?),
+            None => None,
+        };
+        #[cfg(feature = "introspection")]
+        let has_introspection = introspector.is_some();
+        #[cfg(not(feature = "introspection"))]
+        let has_introspection = false;
+        if trusted.is_empty() && !has_introspection {
+            return Err(ConfigError::NoTokenSource);
+        }
+
+        if let Some(doc) = &self.resource_documentation {
+            self.check_url("resource_documentation", doc)?;
+        }
+        let metadata = ProtectedResourceMetadata {
+            resource: resource.as_str().to_owned(),
+            authorization_servers: self.authorization_servers.clone().unwrap_or(issuer_ids),
+            scopes_supported: supported,
+            bearer_methods_supported: vec!["header".to_owned()],
+            resource_name: self.resource_name.clone(),
+            resource_documentation: self.resource_documentation.clone(),
+            authorization_details_types_supported: self.authorization_details_types.clone(),
+        };
+        let mut metadata_paths = vec![resource.metadata_path()];
+        if !resource.path().is_empty() {
+            metadata_paths.push(METADATA_WELL_KNOWN.to_owned());
+        }
+
+        let authenticator = Authenticator {
+            jwt: (!trusted.is_empty()).then(|| JwtVerifier::new(trusted, self.typ)),
+            #[cfg(feature = "introspection")]
+            introspector,
+            cache: (self.cache_capacity > 0).then(|| TokenCache::new(self.cache_capacity)),
+            cache_max_age: self.cache_max_age,
+            required_scopes: required_scopes.clone(),
+            hierarchy: self.hierarchy,
+            max_token_bytes: self.max_token_bytes,
+        };
+        let endpoint_scope = required_scopes.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+        Ok(Gate::from_inner(GateInner {
+            resource_metadata_url: resource.metadata_url(),
+            metadata_bytes: metadata.to_bytes(),
+            metadata,
+            metadata_paths,
+            endpoint_scope,
+            resource,
+            authenticator,
+        }))
+    }
+
+    /// Parses a URL option and enforces HTTPS except on loopback (or when allowed).
+    fn check_url(&self, field: &'static str, value: &str) -> Result<Url, ConfigError> {
+        let invalid = |reason: &'static str| {
+            if field == "issuer" {
+                ConfigError::InvalidIssuer {
+                    value: value.to_owned(),
+                    reason,
+                }
+            } else {
+                ConfigError::InvalidUrl {
+                    field,
+                    value: value.to_owned(),
+                    reason,
+                }
+            }
+        };
+        let url = Url::parse(value).map_err(|_| invalid("not an absolute URL"))?;
+        if url.fragment().is_some() {
+            return Err(invalid("a fragment is not allowed"));
+        }
+        if field == "issuer" && url.query().is_some() {
+            return Err(invalid("a query is not allowed"));
+        }
+        let loopback = match url.host() {
+            Some(url::Host::Domain(name)) => name == "localhost",
+            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+            None => return Err(invalid("a host is required")),
+        };
+        match url.scheme() {
+            "https" => Ok(url),
+            "http" if loopback || self.allow_insecure_http => Ok(url),
+            "http" => Err(invalid("plain http is allowed only on loopback hosts (see allow_insecure_http)")),
+            _ => Err(invalid("scheme must be https")),
+        }
+    }
+}

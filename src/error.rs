@@ -1,0 +1,74 @@
+//! Configuration errors: everything wrong with how the layer was set up, found when it is built.
+//!
+//! Request-time refusals are a different type, [`AuthError`](crate::AuthError): a
+//! `ConfigError` never reaches a client, and an `AuthError` never stops a server from starting.
+
+/// A mistake in the layer's configuration, reported by [`GateBuilder::build`](crate::GateBuilder::build).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// No resource URI was given.
+    #[error("the resource URI is required: call GateBuilder::resource")]
+    MissingResource,
+    /// The resource URI cannot be used as an RFC 8707 resource indicator.
+    #[error("invalid resource URI {value:?}: {reason}")]
+    InvalidResource {
+        /// The URI as given.
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// No issuer was configured and introspection is off, so no token could ever be accepted.
+    #[error("no token source: configure at least one issuer or token introspection")]
+    NoTokenSource,
+    /// An issuer identifier is not a usable URL.
+    #[error("invalid issuer {value:?}: {reason}")]
+    InvalidIssuer {
+        /// The issuer as given.
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The same issuer was configured twice.
+    #[error("issuer {0:?} is configured twice")]
+    DuplicateIssuer(String),
+    /// A URL option (JWKS URI, introspection endpoint, documentation link) is unusable.
+    #[error("invalid URL for {field}: {value:?}: {reason}")]
+    InvalidUrl {
+        /// Which option.
+        field: &'static str,
+        /// The URL as given.
+        value: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// A static verification key could not be read.
+    #[error("invalid verification key: {0}")]
+    InvalidKey(String),
+    /// A key set holds no key the layer can verify with.
+    #[error("the key set for issuer {0:?} holds no usable verification key")]
+    NoUsableKey(String),
+    /// A remote key source was configured but the crate was built without the `jwks` feature.
+    #[error("remote keys for issuer {0:?} need the `jwks` feature")]
+    JwksFeatureDisabled(String),
+    /// No single JWT crypto backend is active.
+    #[error(
+        "no JWT crypto backend is active: enable exactly one of the features `rust_crypto` and \
+         `aws-lc-rs`, or install one with jsonwebtoken::crypto::CryptoProvider::install_default"
+    )]
+    CryptoBackend,
+    /// A scope string does not follow RFC 6749 §3.3.
+    #[error("invalid scope {0:?}: scopes are printable ASCII without spaces, quotes or backslashes")]
+    InvalidScope(String),
+    /// A numeric or duration option is out of range.
+    #[error("invalid value for {field}: {reason}")]
+    InvalidOption {
+        /// Which option.
+        field: &'static str,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The HTTP client for key fetches and introspection could not be built.
+    #[error("could not build the HTTP client: {0}")]
+    HttpClient(String),
+}

@@ -1,0 +1,150 @@
+//! [`Gate`]: the built, shareable configuration behind the layer.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, Response, Uri};
+
+use crate::auth::authenticator::{Authenticator, FirstStep};
+use crate::auth::metadata::ProtectedResourceMetadata;
+use crate::auth::{AuthError, Principal};
+use crate::builder::GateBuilder;
+use crate::layer::GateLayer;
+use crate::resource::ResourceUri;
+
+/// A built gate: verification keys, caches, policy and metadata, shared by every clone.
+///
+/// Build one with [`Gate::builder`], put [`Gate::layer`] in front of the MCP service, and
+/// serve [`Gate::metadata_router`] beside it.
+///
+/// ```no_run
+/// use axum::Router;
+/// use mcp_gate::Gate;
+///
+/// # async fn run(mcp_service: Router) -> Result<(), Box<dyn std::error::Error>> {
+/// let gate = Gate::builder()
+///     .resource("https://mcp.example.com/mcp")
+///     .issuer("https://auth.example.com")
+///     .required_scopes(["mcp:read"])
+///     .build()?;
+/// let app = Router::new()
+///     .nest_service("/mcp", mcp_service)
+///     .layer(gate.layer())
+///     .merge(gate.metadata_router());
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(listener, app).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct Gate {
+    pub(crate) inner: Arc<GateInner>,
+}
+
+pub(crate) struct GateInner {
+    pub resource: ResourceUri,
+    pub resource_metadata_url: String,
+    pub metadata: ProtectedResourceMetadata,
+    pub metadata_bytes: Bytes,
+    pub metadata_paths: Vec<String>,
+    pub endpoint_scope: String,
+    pub authenticator: Authenticator,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("resource", &self.inner.resource)
+            .field("required_scopes", &self.inner.endpoint_scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Gate {
+    /// Starts a configuration.
+    pub fn builder() -> GateBuilder {
+        GateBuilder::default()
+    }
+
+    pub(crate) fn from_inner(inner: GateInner) -> Self {
+        Self {
+            inner: Arc::new(inner),
+        }
+    }
+
+    /// The Tower layer that authenticates every request before the inner service sees it.
+    pub fn layer(&self) -> GateLayer {
+        GateLayer::new(self.clone())
+    }
+
+    /// The canonical resource URI.
+    pub fn resource(&self) -> &ResourceUri {
+        &self.inner.resource
+    }
+
+    /// The Protected Resource Metadata document this gate publishes.
+    pub fn metadata(&self) -> &ProtectedResourceMetadata {
+        &self.inner.metadata
+    }
+
+    /// The absolute URL of the metadata document, as sent in every challenge.
+    pub fn metadata_url(&self) -> &str {
+        &self.inner.resource_metadata_url
+    }
+
+    /// The paths the metadata document is served at: the resource-specific one, and the bare
+    /// well-known path when the resource has a path of its own.
+    pub fn metadata_paths(&self) -> &[String] {
+        &self.inner.metadata_paths
+    }
+
+    /// An axum router serving the metadata document, outside authentication and with CORS.
+    #[cfg(feature = "axum")]
+    pub fn metadata_router<S: Clone + Send + Sync + 'static>(&self) -> axum::Router<S> {
+        crate::auth::metadata::router(&self.inner.metadata_paths, self.inner.metadata_bytes.clone())
+    }
+
+    /// Authenticates a request's credentials without a layer: extraction, cache, verification
+    /// and the endpoint-wide scope check, exactly as the layer does.
+    pub async fn authenticate(&self, headers: &HeaderMap, uri: &Uri) -> Result<Principal, AuthError> {
+        match self.inner.authenticator.first_step(headers, uri) {
+            FirstStep::Decided(outcome) => outcome,
+            FirstStep::Verify { token, key } => self.inner.authenticator.verify(token, key).await,
+        }
+    }
+
+    /// How many times a JWK set document was requested, over every remote issuer. A figure for
+    /// monitoring and tests: unknown-`kid` refreshes are single-flight and rate-limited, so
+    /// this grows slowly however many requests carry unknown keys.
+    pub fn jwks_fetch_count(&self) -> u64 {
+        #[cfg(feature = "jwks")]
+        {
+            use crate::auth::keys::KeySource;
+            self.inner
+                .authenticator
+                .jwt
+                .iter()
+                .flat_map(|jwt| jwt.issuers())
+                .map(|issuer| match &issuer.keys {
+                    KeySource::Remote(remote) => remote.jwks_fetches(),
+                    KeySource::Static(_) => 0,
+                })
+                .sum()
+        }
+        #[cfg(not(feature = "jwks"))]
+        0
+    }
+
+    /// Logs a refusal and renders its response.
+    pub(crate) fn refuse(&self, error: &AuthError, method: &http::Method) -> Response<Bytes> {
+        let status = error.status().as_u16();
+        tracing::info!(
+            target: "mcp_gate::auth",
+            status,
+            error = error.error_code().map(|c| c.as_str()).unwrap_or("none"),
+            reason = error.reason(),
+            method = %method,
+            "request refused"
+        );
+        error.to_response(&self.inner.resource_metadata_url, &self.inner.endpoint_scope)
+    }
+}

@@ -1,0 +1,102 @@
+//! # mcp-gate
+//!
+//! OAuth 2 resource-server protection for MCP (Model Context Protocol) servers on Axum and
+//! Tower: one layer in front of the MCP endpoint verifies bearer tokens and answers every
+//! failure with a challenge that tells the client what to do next.
+//!
+//! ## Quick start
+//!
+//! ```no_run
+//! use axum::{Router, routing::post};
+//! use mcp_gate::Gate;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let gate = Gate::builder()
+//!     .resource("https://mcp.example.com/mcp")   // what clients connect to; tokens' `aud`
+//!     .issuer("https://auth.example.com")          // keys found through discovery
+//!     .required_scopes(["mcp:read"])
+//!     .build()?;                                   // every configuration error surfaces here
+//!
+//! let app = Router::new()
+//!     .route("/mcp", post(|| async { "your MCP service goes here" }))
+//!     .layer(gate.layer())                         // authenticate /mcp
+//!     .merge(gate.metadata_router());              // RFC 9728 metadata, outside auth
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! axum::serve(listener, app).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Handlers behind the layer receive the verified [`Principal`] (as an axum extractor, or from
+//! the request extensions, which is where rmcp tools find it through
+//! `Extension<http::request::Parts>`). The bearer token itself is removed from the request.
+//!
+//! ## Security model
+//!
+//! What is checked, in order; the first failure answers the request:
+//!
+//! 1. **Carrier** (400 `invalid_request`): the token comes from exactly one
+//!    `Authorization: Bearer <b64token>` header. A token in the query string or a form body,
+//!    two `Authorization` headers or a malformed value is refused, never ignored. No header at
+//!    all, or another scheme, is a 401 challenge without an error code (RFC 6750 §3.1).
+//! 2. **Size** (401 `invalid_token`): tokens longer than 8 KiB (configurable) are refused
+//!    before any parsing.
+//! 3. **Cache**: a token verified before, still within its `exp` and the cache's maximum age,
+//!    skips step 4. The cache is keyed by a SHA-256 digest and bounded in size.
+//! 4. **Verification** (401 `invalid_token`, or 503 when keys or introspection are unreachable):
+//!    - JWTs: no `crit` header; `typ` is `at+jwt`, `application/at+jwt`, `JWT` or absent
+//!      ([`TypPolicy`]); `iss` is exactly one of the configured issuers and only that issuer's
+//!      keys are consulted; the key is chosen by `kid` and its own algorithm allow-list, never
+//!      by the token's `alg` alone (symmetric keys are never loaded, and there is no `none`);
+//!      signature; `exp` required; `nbf` honoured; both with a leeway of 30 s by default;
+//!      `aud` contains the canonical resource URI; `scope`, `scp`, `sub`, `client_id` and
+//!      `authorization_details` have the right types.
+//!    - Opaque tokens (feature `introspection`): RFC 7662 with the gateway's client
+//!      credentials; `active` must be true, `iss` a configured issuer, `aud` the resource,
+//!      `exp` in the future.
+//! 5. **Endpoint scopes** (403 `insufficient_scope`): every required scope, directly or
+//!    through the [`ScopeHierarchy`]; the challenge lists every required scope, not only the
+//!    missing ones, because some clients replace their scope set rather than merge it.
+//!
+//! Every challenge carries `resource_metadata`, values are escaped so nothing can break out of
+//! the header, and every refusal has `Cache-Control: no-store` and a JSON body that agrees with
+//! the header. Each refusal is logged as one `tracing` event (target `mcp_gate::auth`, fields
+//! `status`, `error`, `reason`, `method`), never with the token or the body.
+//!
+//! Not covered: token revocation for cached JWTs (entries live at most `token_cache_max_age`,
+//! default 5 min), DPoP and mTLS-bound tokens, and authorization beyond endpoint-wide scopes.
+//!
+//! ## Feature flags
+//!
+//! | feature | default | what it adds |
+//! |---|---|---|
+//! | `rust_crypto` | yes | pure-Rust JWT signature verification |
+//! | `aws-lc-rs` | no | JWT verification through aws-lc-rs; with `rust_crypto` too, [`GateBuilder::build`] returns [`ConfigError::CryptoBackend`] |
+//! | `jwks` | yes | remote key sets and issuer discovery (reqwest + rustls) |
+//! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate |
+//! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] |
+
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+pub mod auth;
+mod builder;
+mod error;
+mod gate;
+#[cfg(feature = "jwks")]
+mod http_client;
+pub mod layer;
+mod resource;
+
+#[cfg(feature = "introspection")]
+pub use auth::Introspection;
+#[cfg(feature = "jwks")]
+pub use auth::KeyRefresh;
+pub use auth::{
+    AuthError, ErrorCode, InvalidRequest, InvalidToken, Principal, ProtectedResourceMetadata, ScopeHierarchy,
+    ScopeSet, StaticKeys, TokenKind, TypPolicy,
+};
+pub use builder::{GateBuilder, Issuer};
+pub use error::ConfigError;
+pub use gate::Gate;
+pub use layer::{GateBody, GateLayer, GateService, ResponseFuture};
+pub use resource::{METADATA_WELL_KNOWN, ResourceUri};
