@@ -1,0 +1,194 @@
+//! A development OAuth issuer, embedded in the example server so it runs with no other process.
+//!
+//! It generates a fresh ES256 key at start, publishes it as a JWK set, answers RFC 8414 and
+//! OpenID discovery, and issues RFC 9068 JWT access tokens through the `client_credentials`
+//! grant for one fixed client. It binds loopback only and is for development: never use it to
+//! protect real data.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::extract::{Form, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use base64::Engine;
+use jsonwebtoken::jwk::{Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use p256::pkcs8::EncodePrivateKey;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The development client's credentials.
+pub const CLIENT_ID: &str = "dev-client";
+/// The development client's secret.
+pub const CLIENT_SECRET: &str = "dev-secret";
+
+/// A running development issuer.
+pub struct DevIssuer {
+    /// The issuer identifier (`http://127.0.0.1:PORT`).
+    pub issuer: String,
+    /// The token endpoint.
+    pub token_endpoint: String,
+}
+
+struct IssuerState {
+    issuer: String,
+    default_resource: String,
+    scopes: Vec<String>,
+    key: EncodingKey,
+    kid: String,
+    jwks: Value,
+}
+
+impl DevIssuer {
+    /// Starts the issuer on `127.0.0.1` (`port` 0 picks a free port). Tokens requested without a
+    /// `resource` parameter are issued for `default_resource`.
+    pub async fn start(port: u16, default_resource: &str, scopes: Vec<String>) -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+        let issuer = format!("http://{}", listener.local_addr()?);
+        let (key, kid, jwks) = generate_key().map_err(std::io::Error::other)?;
+        let state = Arc::new(IssuerState {
+            issuer: issuer.clone(),
+            default_resource: default_resource.to_owned(),
+            scopes,
+            key,
+            kid,
+            jwks,
+        });
+        let app = Router::new()
+            .route("/.well-known/oauth-authorization-server", get(metadata))
+            .route("/.well-known/openid-configuration", get(metadata))
+            .route("/jwks", get(serve_jwks))
+            .route("/token", post(token))
+            .with_state(state);
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, app).await {
+                eprintln!("development issuer stopped: {error}");
+            }
+        });
+        Ok(Self {
+            token_endpoint: format!("{issuer}/token"),
+            issuer,
+        })
+    }
+}
+
+/// A fresh P-256 key, its key id and its public JWK set.
+fn generate_key() -> Result<(EncodingKey, String, Value), String> {
+    let secret = loop {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
+        if let Ok(secret) = p256::SecretKey::from_slice(&bytes) {
+            break secret;
+        }
+    };
+    let der = secret.to_pkcs8_der().map_err(|e| e.to_string())?;
+    let key = EncodingKey::from_ec_der(der.as_bytes());
+    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).map_err(|e| e.to_string())?;
+    let thumbprint = jwk
+        .thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256)
+        .map_err(|e| e.to_string())?;
+    let kid = format!("dev-{}", &thumbprint[..12]);
+    jwk.common.key_id = Some(kid.clone());
+    let jwks = serde_json::to_value(JwkSet { keys: vec![jwk] }).map_err(|e| e.to_string())?;
+    Ok((key, kid, jwks))
+}
+
+async fn metadata(State(state): State<Arc<IssuerState>>) -> Json<Value> {
+    Json(json!({
+        "issuer": state.issuer,
+        "token_endpoint": format!("{}/token", state.issuer),
+        "jwks_uri": format!("{}/jwks", state.issuer),
+        "grant_types_supported": ["client_credentials"],
+        "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+        "response_types_supported": [],
+        "scopes_supported": state.scopes,
+    }))
+}
+
+async fn serve_jwks(State(state): State<Arc<IssuerState>>) -> Json<Value> {
+    Json(state.jwks.clone())
+}
+
+#[derive(Deserialize)]
+struct TokenRequest {
+    grant_type: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    scope: Option<String>,
+    resource: Option<String>,
+}
+
+fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
+    (
+        status,
+        [(header::CACHE_CONTROL, "no-store")],
+        Json(json!({"error": error, "error_description": description})),
+    )
+        .into_response()
+}
+
+/// The client named by HTTP Basic or by the form, if its secret is right.
+fn authenticated_client(headers: &HeaderMap, form: &TokenRequest) -> Option<String> {
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .and_then(|pair| pair.split_once(':').map(|(id, secret)| (id.to_owned(), secret.to_owned())));
+    let (id, secret) = match basic {
+        Some(pair) => pair,
+        None => (form.client_id.clone()?, form.client_secret.clone()?),
+    };
+    (id == CLIENT_ID && secret == CLIENT_SECRET).then_some(id)
+}
+
+async fn token(State(state): State<Arc<IssuerState>>, headers: HeaderMap, Form(form): Form<TokenRequest>) -> Response {
+    let Some(client_id) = authenticated_client(&headers, &form) else {
+        return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "unknown client or wrong secret");
+    };
+    if form.grant_type.as_deref() != Some("client_credentials") {
+        return oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials");
+    }
+    let requested: Vec<String> = match form.scope.as_deref() {
+        Some(scope) => scope.split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        None => state.scopes.clone(),
+    };
+    if let Some(unknown) = requested.iter().find(|s| !state.scopes.contains(s)) {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_scope", &format!("unknown scope {unknown}"));
+    }
+    let resource = form.resource.clone().unwrap_or_else(|| state.default_resource.clone());
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let scope = requested.join(" ");
+    let claims = json!({
+        "iss": state.issuer,
+        "sub": client_id,
+        "client_id": client_id,
+        "aud": resource,
+        "iat": now,
+        "exp": now + 3600,
+        "scope": scope,
+        "jti": format!("{now}-{}", rand_suffix()),
+    });
+    let mut header = Header::new(Algorithm::ES256);
+    header.typ = Some("at+jwt".into());
+    header.kid = Some(state.kid.clone());
+    match jsonwebtoken::encode(&header, &claims, &state.key) {
+        Ok(access_token) => (
+            [(header::CACHE_CONTROL, "no-store")],
+            Json(json!({"access_token": access_token, "token_type": "Bearer", "expires_in": 3600, "scope": scope})),
+        )
+            .into_response(),
+        Err(error) => oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", &error.to_string()),
+    }
+}
+
+fn rand_suffix() -> String {
+    let mut bytes = [0u8; 8];
+    let _ = getrandom::fill(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,109 @@
+//! The example server: an rmcp MCP server behind the mcp-gate layer.
+//!
+//! ```text
+//! cargo run --example server                       # with an embedded development issuer
+//! cargo run --example server -- --issuer https://auth.example.com --resource https://mcp.example.com/mcp
+//! ```
+
+mod dev_issuer;
+mod tools;
+
+use std::net::SocketAddr;
+
+use axum::Router;
+use clap::Parser;
+use mcp_gate::{Gate, Issuer};
+
+/// An MCP server (tools `echo` and `whoami`) behind the mcp-gate OAuth layer.
+#[derive(Parser, Debug)]
+#[command(name = "server")]
+struct Options {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The resource URI clients connect to (default: http://LISTEN/mcp).
+    #[arg(long)]
+    resource: Option<String>,
+    /// A trusted issuer (repeatable). Without one, a development issuer starts in-process.
+    #[arg(long = "issuer")]
+    issuers: Vec<String>,
+    /// The JWK set URL of the issuer, instead of discovery (needs exactly one --issuer).
+    #[arg(long)]
+    jwks_uri: Option<String>,
+    /// A scope every request needs (repeatable).
+    #[arg(long = "required-scope")]
+    required_scopes: Vec<String>,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,rmcp=warn".into()),
+        )
+        .init();
+    let options = Options::parse();
+    let resource = options
+        .resource
+        .clone()
+        .unwrap_or_else(|| format!("http://{}/mcp", options.listen));
+
+    let mut builder = Gate::builder()
+        .resource(&resource)
+        .required_scopes(options.required_scopes.clone())
+        .resource_name("mcp-gate example server");
+    let mut dev = None;
+    match (options.issuers.as_slice(), &options.jwks_uri) {
+        ([], Some(_)) => return Err("--jwks-uri needs an --issuer".into()),
+        ([], None) => {
+            let scopes = ["mcp:read", "mcp:write", "mcp:admin"].map(String::from).to_vec();
+            let issuer = dev_issuer::DevIssuer::start(0, &resource, scopes).await?;
+            builder = builder.issuer(issuer.issuer.as_str());
+            dev = Some(issuer);
+        }
+        ([issuer], Some(jwks_uri)) => builder = builder.issuer(Issuer::with_jwks_uri(issuer, jwks_uri)),
+        (_, Some(_)) => return Err("--jwks-uri applies to exactly one --issuer".into()),
+        (issuers, None) => {
+            for issuer in issuers {
+                builder = builder.issuer(issuer.as_str());
+            }
+        }
+    }
+    let gate = builder.build()?;
+
+    let app = Router::new()
+        .nest_service("/mcp", tools::mcp_service())
+        .layer(gate.layer())
+        .merge(gate.metadata_router());
+    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    let address = listener.local_addr()?;
+
+    println!("mcp-gate example server");
+    println!("  MCP endpoint:      http://{address}/mcp");
+    println!("  resource:          {}", gate.resource());
+    println!("  metadata:          {}", gate.metadata_url());
+    if let Some(dev) = &dev {
+        println!("  development issuer {} (client {} / {})", dev.issuer, dev_issuer::CLIENT_ID, dev_issuer::CLIENT_SECRET);
+        println!();
+        println!("Get a token and call `echo`:");
+        println!();
+        println!(
+            "  TOKEN=$(curl -s -u {}:{} -d grant_type=client_credentials --data-urlencode resource={} {} | sed -E 's/.*\"access_token\":\"([^\"]+)\".*/\\1/')",
+            dev_issuer::CLIENT_ID,
+            dev_issuer::CLIENT_SECRET,
+            gate.resource(),
+            dev.token_endpoint
+        );
+        println!(
+            "  curl -s http://{address}/mcp -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' \\\n    -H 'Accept: application/json, text/event-stream' \\\n    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello\"}}}}}}'"
+        );
+        println!();
+    }
+    println!("Press Ctrl-C to stop.");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await?;
+    Ok(())
+}

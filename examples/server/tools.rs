@@ -1,0 +1,55 @@
+//! The MCP server behind the layer in the example: an rmcp server with two tools.
+
+use rmcp::handler::server::tool::Extension;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{schemars, tool, tool_router};
+use serde::Deserialize;
+
+/// Arguments of `echo`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct EchoArgs {
+    /// The text to send back.
+    pub text: String,
+}
+
+/// The example's MCP server.
+#[derive(Clone, Default)]
+pub struct DemoServer;
+
+#[tool_router(server_handler)]
+impl DemoServer {
+    /// Sends the text back.
+    #[tool(description = "Echo the given text back")]
+    fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+        text
+    }
+
+    /// Describes the verified caller, as the layer handed it over.
+    #[tool(description = "Who is calling, as verified by the gateway")]
+    fn whoami(&self, Extension(parts): Extension<http::request::Parts>) -> String {
+        match parts.extensions.get::<mcp_gate::Principal>() {
+            Some(principal) => serde_json::json!({
+                "issuer": principal.issuer(),
+                "subject": principal.subject(),
+                "client_id": principal.client_id(),
+                "scopes": principal.scopes(),
+                "saw_authorization_header": parts.headers.contains_key(http::header::AUTHORIZATION),
+            })
+            .to_string(),
+            None => "no verified principal".to_owned(),
+        }
+    }
+}
+
+/// The rmcp Streamable HTTP service, stateless and answering in JSON.
+pub fn mcp_service() -> StreamableHttpService<DemoServer, LocalSessionManager> {
+    StreamableHttpService::new(
+        || Ok(DemoServer),
+        Default::default(),
+        StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true),
+    )
+}

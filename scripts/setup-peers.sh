@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Install the external test peers used by mcp-gate's integration tests:
+#   - tests/peers/node_modules  (oidc-provider AS, MCP TypeScript SDK client) from package-lock.json
+#   - tests/peers/.venv         (MCP Python SDK client: mcp==2.3.0, pinned by py-constraints.txt)
+# Idempotent: each part is skipped when already up to date. Needs node/npm and python3 (with venv).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+peers="$root/tests/peers"
+cd "$peers"
+
+log() { printf 'setup-peers: %s\n' "$*" >&2; }
+
+# Serialise concurrent runs (e.g. several test binaries starting at once).
+if command -v flock >/dev/null 2>&1; then
+  exec 9<"$root/scripts/setup-peers.sh"
+  flock 9
+fi
+
+for tool in node npm python3; do
+  command -v "$tool" >/dev/null 2>&1 || { log "missing $tool"; exit 1; }
+done
+
+hash_of() { sha256sum "$@" | sha256sum | cut -d' ' -f1; }
+
+# ---- Node peers ------------------------------------------------------------------------------
+npm_stamp="$peers/node_modules/.setup-peers.sha256"
+npm_want="$(hash_of package.json package-lock.json)-$(node --version)"
+if [[ -f "$npm_stamp" && "$(cat "$npm_stamp")" == "$npm_want" ]]; then
+  :
+else
+  log "npm ci in tests/peers"
+  npm ci --no-audit --no-fund --loglevel=error >/dev/null
+  printf '%s' "$npm_want" >"$npm_stamp"
+fi
+
+# ---- Python peer -----------------------------------------------------------------------------
+venv="$peers/.venv"
+py_stamp="$venv/.setup-peers.sha256"
+py_want="$(hash_of py-constraints.txt)"
+if [[ -x "$venv/bin/python" && -f "$py_stamp" && "$(cat "$py_stamp")" == "$py_want" ]] \
+  && "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("mcp") != "2.3.0")' 2>/dev/null; then
+  :
+else
+  if ! [[ -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+    log "creating venv tests/peers/.venv"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+  fi
+  log "pip install mcp==2.3.0 into tests/peers/.venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+    -c py-constraints.txt mcp==2.3.0
+  printf '%s' "$py_want" >"$py_stamp"
+fi
