@@ -1,0 +1,8 @@
+//! Shared harness for the integration tests: real peers and token helpers.
+#![allow(dead_code)]
+
+pub mod peers;
+pub mod tokens;
+
+#[path = "../../examples/server/tools.rs"]
+pub mod tools;

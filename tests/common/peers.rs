@@ -1,0 +1,269 @@
+//! Real peers for integration tests: the `oidc-provider` authorization server, the example MCP
+//! server behind the layer, and the official TypeScript and Python MCP SDK clients.
+//!
+//! Every process binds 127.0.0.1, is killed when its handle drops, and exits by itself when
+//! its stdin closes (`AS_EXIT_ON_STDIN_EOF`).
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::Once;
+use std::time::Duration;
+
+use axum::Router;
+use mcp_gate::{Gate, GateBuilder};
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::tools;
+
+/// `tests/peers`.
+pub fn peers_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("peers")
+}
+
+/// Installs the Node and Python peers if a previous step has not (idempotent, serialised).
+pub fn ensure_peers() {
+    static SETUP: Once = Once::new();
+    SETUP.call_once(|| {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts").join("setup-peers.sh");
+        let status = std::process::Command::new("bash")
+            .arg(script)
+            .status()
+            .expect("run scripts/setup-peers.sh");
+        assert!(status.success(), "scripts/setup-peers.sh failed: {status}");
+    });
+}
+
+/// A running `oidc-provider` authorization server (tests/peers/as.mjs).
+pub struct AuthServer {
+    child: Child,
+    pub issuer: String,
+    pub token_endpoint: String,
+    pub introspection_endpoint: String,
+    pub jwks_uri: String,
+    pub kid: String,
+    pub port: u16,
+}
+
+impl AuthServer {
+    /// Starts the server with extra environment (`AS_PORT`, `AS_KEYS_FILE`, `AS_ALG`, ...).
+    pub async fn start(env: &[(&str, &str)]) -> Self {
+        ensure_peers();
+        let mut command = Command::new("node");
+        command
+            .arg(peers_dir().join("as.mjs"))
+            .env("AS_EXIT_ON_STDIN_EOF", "1")
+            .env("AS_MAX_SECONDS", "300")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn node as.mjs");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("authorization server did not start within 30 s")
+            .expect("read as.mjs stdout")
+            .expect("as.mjs exited before printing its address");
+        let info: Value = serde_json::from_str(&line).expect("as.mjs start line is JSON");
+        let text = |name: &str| info[name].as_str().expect(name).to_owned();
+        let issuer = text("issuer");
+        let port = issuer.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+        Self {
+            child,
+            token_endpoint: text("token_endpoint"),
+            introspection_endpoint: text("introspection_endpoint"),
+            jwks_uri: text("jwks_uri"),
+            kid: text("kid"),
+            issuer,
+            port,
+        }
+    }
+
+    /// Requests a `client_credentials` token (client_secret_basic).
+    pub async fn token(&self, client: &str, secret: &str, scope: Option<&str>, resource: Option<&str>) -> String {
+        let mut form: Vec<(&str, &str)> = vec![("grant_type", "client_credentials")];
+        if let Some(scope) = scope {
+            form.push(("scope", scope));
+        }
+        if let Some(resource) = resource {
+            form.push(("resource", resource));
+        }
+        let response: Value = reqwest::Client::new()
+            .post(&self.token_endpoint)
+            .basic_auth(client, Some(secret))
+            .form(&form)
+            .send()
+            .await
+            .expect("token request")
+            .json()
+            .await
+            .expect("token response JSON");
+        response["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access_token in {response}"))
+            .to_owned()
+    }
+
+    /// The server's counters (`jwks_fetches`, `token_requests`, `introspections`).
+    pub async fn stats(&self) -> Value {
+        reqwest::get(format!("{}/__stats", self.issuer))
+            .await
+            .expect("stats")
+            .json()
+            .await
+            .expect("stats JSON")
+    }
+
+    /// Stops the server and waits for it to exit.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// The example MCP server (rmcp, tools `echo` and `whoami`) behind a gate, on 127.0.0.1.
+pub struct GatedServer {
+    pub url: String,
+    pub gate: Gate,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for GatedServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl GatedServer {
+    /// Binds a port, then builds the gate with `configure(resource)` and serves.
+    pub async fn start(configure: impl FnOnce(&str) -> GateBuilder) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        let gate = configure(&url).resource(&url).build().expect("gate builds");
+        let app = Router::new()
+            .nest_service("/mcp", tools::mcp_service())
+            .layer(gate.layer())
+            .merge(gate.metadata_router());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Self { url, gate, task }
+    }
+
+    /// Sends a `tools/call` with an optional bearer token; returns status, headers and body.
+    pub async fn call_tool(&self, token: Option<&str>, tool: &str, arguments: Value) -> Reply {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments}
+        });
+        let mut request = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .json(&body);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.expect("call");
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body");
+        Reply {
+            status,
+            www_authenticate: headers
+                .get("www-authenticate")
+                .map(|v| v.to_str().expect("ascii").to_owned()),
+            body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+            headers,
+        }
+    }
+}
+
+/// One HTTP answer, decoded.
+#[derive(Debug)]
+pub struct Reply {
+    pub status: u16,
+    pub www_authenticate: Option<String>,
+    pub body: Value,
+    pub headers: reqwest::header::HeaderMap,
+}
+
+impl Reply {
+    /// The text of the first content item of a tool result.
+    pub fn tool_text(&self) -> &str {
+        self.body["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("not a tool result: {:?}", self.body))
+    }
+}
+
+/// What an SDK client run printed.
+#[derive(Debug)]
+pub struct ClientRun {
+    pub success: bool,
+    pub http: Vec<Value>,
+    pub steps: Vec<Value>,
+    pub stderr: String,
+}
+
+impl ClientRun {
+    /// The step line for a tool call.
+    pub fn call(&self, name: &str) -> &Value {
+        self.steps
+            .iter()
+            .find(|s| s["step"] == "call" && s["name"] == name)
+            .unwrap_or_else(|| panic!("no call step for {name}: {self:#?}"))
+    }
+}
+
+/// Which SDK client to run.
+#[derive(Clone, Copy, Debug)]
+pub enum Sdk {
+    TypeScript,
+    Python,
+}
+
+/// Runs an SDK client against `url` with the given arguments (`--client-id`, `--call`, ...).
+pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
+    ensure_peers();
+    let mut command = match sdk {
+        Sdk::TypeScript => {
+            let mut c = Command::new("node");
+            c.arg(peers_dir().join("ts-client.mjs"));
+            c
+        }
+        Sdk::Python => {
+            let mut c = Command::new(peers_dir().join(".venv").join("bin").join("python"));
+            c.arg(peers_dir().join("py_client.py"));
+            c
+        }
+    };
+    command.arg(url).args(args).args(["--timeout-ms", "30000"]).kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .expect("client finished within 60 s")
+        .expect("client ran");
+    let mut http = Vec::new();
+    let mut steps = Vec::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Ok(value) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Some(exchange) = value.get("http") {
+            http.push(exchange.clone());
+        } else {
+            steps.push(value);
+        }
+    }
+    ClientRun {
+        success: output.status.success(),
+        http,
+        steps,
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
