@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use http::StatusCode;
 use url::Url;
 
 use crate::auth::authenticator::Authenticator;
@@ -12,7 +13,11 @@ use crate::auth::metadata::ProtectedResourceMetadata;
 use crate::auth::scope::{ScopeHierarchy, ScopeSet, is_valid_scope_token};
 use crate::auth::token_cache::TokenCache;
 use crate::error::ConfigError;
-use crate::gate::{Gate, GateInner};
+use crate::denial::render::{CredentialDelivery, DEFAULT_DENIAL_CODE, DenialSettings};
+use crate::denial::{Family, Revision};
+use crate::gate::{Gate, GateInner, McpSettings};
+use crate::mcp::era::SessionStore;
+use crate::policy::Policy;
 use crate::resource::{METADATA_WELL_KNOWN, ResourceUri};
 
 /// A trusted token issuer and where its verification keys come from.
@@ -81,6 +86,16 @@ impl From<String> for Issuer {
     }
 }
 
+/// The application's policy, kept opaque in `Debug` output.
+#[derive(Clone, Default)]
+struct PolicySlot(Option<Arc<dyn Policy>>);
+
+impl std::fmt::Debug for PolicySlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() { "Some(<policy>)" } else { "None" })
+    }
+}
+
 /// Builds a [`Gate`].
 ///
 /// ```
@@ -89,6 +104,7 @@ impl From<String> for Issuer {
 /// let keys = StaticKeys::from_jwks_json(r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1",
 ///   "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#).unwrap();
 /// let gate = Gate::builder()
+///     .evaluate(mcp_gate::policy::allow_all())
 ///     .resource("https://mcp.example.com/mcp")
 ///     .issuer(Issuer::with_keys("https://auth.example.com", keys))
 ///     .required_scopes(["mcp:read"])
@@ -97,7 +113,11 @@ impl From<String> for Issuer {
 /// assert_eq!(gate.resource().as_str(), "https://mcp.example.com/mcp");
 ///
 /// // Mistakes are found here, not at the first request.
-/// let error = Gate::builder().resource("https://mcp.example.com/mcp#x").issuer("https://auth.example.com").build();
+/// let error = Gate::builder()
+///     .evaluate(mcp_gate::policy::allow_all())
+///     .resource("https://mcp.example.com/mcp#x")
+///     .issuer("https://auth.example.com")
+///     .build();
 /// assert!(error.is_err());
 /// ```
 #[derive(Debug)]
@@ -118,6 +138,16 @@ pub struct GateBuilder {
     scopes_supported: Option<Vec<String>>,
     authorization_servers: Option<Vec<String>>,
     allow_insecure_http: bool,
+    policy: PolicySlot,
+    evaluate_timeout: Duration,
+    revision: String,
+    denial_error_code: i64,
+    credential_delivery: CredentialDelivery,
+    credential_status: StatusCode,
+    max_body_bytes: usize,
+    body_timeout: Duration,
+    session_capacity: u64,
+    session_idle: Duration,
     #[cfg(feature = "jwks")]
     key_refresh: crate::auth::jwks::KeyRefresh,
     #[cfg(feature = "jwks")]
@@ -144,6 +174,16 @@ impl Default for GateBuilder {
             scopes_supported: None,
             authorization_servers: None,
             allow_insecure_http: false,
+            policy: PolicySlot::default(),
+            evaluate_timeout: Duration::from_secs(5),
+            revision: "current".to_owned(),
+            denial_error_code: DEFAULT_DENIAL_CODE,
+            credential_delivery: CredentialDelivery::Challenge,
+            credential_status: StatusCode::UNAUTHORIZED,
+            max_body_bytes: 4 * 1024 * 1024,
+            body_timeout: Duration::from_secs(30),
+            session_capacity: 10_000,
+            session_idle: Duration::from_secs(3600),
             #[cfg(feature = "jwks")]
             key_refresh: Default::default(),
             #[cfg(feature = "jwks")]
@@ -174,7 +214,8 @@ impl GateBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.required_scopes.extend(scopes.into_iter().map(Into::into));
+        self.required_scopes
+            .extend(scopes.into_iter().map(Into::into));
         self
     }
 
@@ -265,6 +306,66 @@ impl GateBuilder {
         self
     }
 
+    /// The application's authorization callback (required). See [`crate::policy`];
+    /// [`crate::policy::allow_all`] makes an open server, on purpose.
+    pub fn evaluate(mut self, policy: impl Policy) -> Self {
+        self.policy = PolicySlot(Some(Arc::new(policy)));
+        self
+    }
+
+    /// Longest `evaluate` may run before the request fails with an internal error (default 5 s).
+    pub fn evaluate_timeout(mut self, timeout: Duration) -> Self {
+        self.evaluate_timeout = timeout;
+        self
+    }
+
+    /// The SEP-2643 revision denials are rendered in: `"current"` (the default) or an exact
+    /// 40-hex revision id (see [`Revision`]).
+    pub fn revision(mut self, revision: impl Into<String>) -> Self {
+        self.revision = revision.into();
+        self
+    }
+
+    /// JSON-RPC error code of denials carried as errors (default `-32003`). Must lie outside
+    /// the codes JSON-RPC and MCP reserve (`-32768..=-32020`).
+    pub fn denial_error_code(mut self, code: i64) -> Self {
+        self.denial_error_code = code;
+        self
+    }
+
+    /// How credential remedies are delivered (default: a challenge).
+    pub fn credential_delivery(mut self, delivery: CredentialDelivery) -> Self {
+        self.credential_delivery = delivery;
+        self
+    }
+
+    /// HTTP status of the credential challenge: 401 (default, as the RAR remediation draft's
+    /// examples) or 403.
+    pub fn credential_status(mut self, status: StatusCode) -> Self {
+        self.credential_status = status;
+        self
+    }
+
+    /// Largest request body read, in bytes (default 4 MiB, rmcp's own limit); larger ones get 413.
+    pub fn max_body_bytes(mut self, max: usize) -> Self {
+        self.max_body_bytes = max;
+        self
+    }
+
+    /// Longest the whole request body may take to arrive (default 30 s); slower ones get 408.
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.body_timeout = timeout;
+        self
+    }
+
+    /// Bounds of the legacy session store: at most `capacity` sessions, each forgotten after
+    /// `idle` without use (defaults 10,000 and one hour).
+    pub fn legacy_sessions(mut self, capacity: u64, idle: Duration) -> Self {
+        self.session_capacity = capacity;
+        self.session_idle = idle;
+        self
+    }
+
     /// How remote key sets are refreshed.
     #[cfg(feature = "jwks")]
     pub fn key_refresh(mut self, refresh: crate::auth::jwks::KeyRefresh) -> Self {
@@ -281,7 +382,10 @@ impl GateBuilder {
 
     /// Accepts opaque tokens through RFC 7662 introspection.
     #[cfg(feature = "introspection")]
-    pub fn introspection(mut self, introspection: crate::auth::introspection::Introspection) -> Self {
+    pub fn introspection(
+        mut self,
+        introspection: crate::auth::introspection::Introspection,
+    ) -> Self {
         self.introspection = Some(introspection);
         self
     }
@@ -291,7 +395,11 @@ impl GateBuilder {
         if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
             return Err(ConfigError::CryptoBackend);
         }
-        let resource = ResourceUri::parse(self.resource.as_deref().ok_or(ConfigError::MissingResource)?)?;
+        let resource = ResourceUri::parse(
+            self.resource
+                .as_deref()
+                .ok_or(ConfigError::MissingResource)?,
+        )?;
         if self.leeway > Duration::from_secs(300) {
             return Err(ConfigError::InvalidOption {
                 field: "leeway",
@@ -304,13 +412,27 @@ impl GateBuilder {
                 reason: "must be positive",
             });
         }
+        let policy = self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?;
+        let revision = Revision::select(&self.revision)?;
+        let denial = self.denial_settings(revision)?;
+        if self.max_body_bytes == 0 || self.session_capacity == 0 {
+            return Err(ConfigError::InvalidOption {
+                field: "max_body_bytes / legacy_sessions",
+                reason: "must be positive",
+            });
+        }
         let required_scopes: ScopeSet = self.required_scopes.iter().cloned().collect();
         let supported = self.scopes_supported.clone().unwrap_or_else(|| {
             let mut all: ScopeSet = required_scopes.clone();
             all.extend(self.hierarchy.scopes().map(str::to_owned));
             all.into_iter().collect()
         });
-        for scope in required_scopes.iter().chain(&supported).map(String::as_str).chain(self.hierarchy.scopes()) {
+        for scope in required_scopes
+            .iter()
+            .chain(&supported)
+            .map(String::as_str)
+            .chain(self.hierarchy.scopes())
+        {
             if !is_valid_scope_token(scope) {
                 return Err(ConfigError::InvalidScope(scope.to_owned()));
             }
@@ -329,7 +451,10 @@ impl GateBuilder {
         let mut trusted = Vec::with_capacity(self.issuers.len());
         for issuer in &self.issuers {
             self.check_url("issuer", &issuer.id)?;
-            if trusted.iter().any(|t: &TrustedIssuer| t.issuer == issuer.id) {
+            if trusted
+                .iter()
+                .any(|t: &TrustedIssuer| t.issuer == issuer.id)
+            {
                 return Err(ConfigError::DuplicateIssuer(issuer.id.clone()));
             }
             let keys = match &issuer.keys {
@@ -343,7 +468,9 @@ impl GateBuilder {
                 remote => {
                     use crate::auth::jwks::{JwksLocation, RemoteJwks};
                     let location = match remote {
-                        IssuerKeys::JwksUri(uri) => JwksLocation::Uri(self.check_url("jwks_uri", uri)?),
+                        IssuerKeys::JwksUri(uri) => {
+                            JwksLocation::Uri(self.check_url("jwks_uri", uri)?)
+                        }
                         _ => JwksLocation::Discover,
                     };
                     KeySource::Remote(Arc::new(RemoteJwks::new(
@@ -356,7 +483,12 @@ impl GateBuilder {
                 #[cfg(not(feature = "jwks"))]
                 _ => return Err(ConfigError::JwksFeatureDisabled(issuer.id.clone())),
             };
-            trusted.push(TrustedIssuer::new(issuer.id.clone(), keys, resource.as_str(), leeway));
+            trusted.push(TrustedIssuer::new(
+                issuer.id.clone(),
+                keys,
+                resource.as_str(),
+                leeway,
+            ));
         }
         let issuer_ids: Vec<String> = self.issuers.iter().map(|i| i.id.clone()).collect();
 
@@ -406,7 +538,11 @@ impl GateBuilder {
             hierarchy: self.hierarchy,
             max_token_bytes: self.max_token_bytes,
         };
-        let endpoint_scope = required_scopes.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+        let endpoint_scope = required_scopes
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(" ");
         Ok(Gate::from_inner(GateInner {
             resource_metadata_url: resource.metadata_url(),
             metadata_bytes: metadata.to_bytes(),
@@ -415,7 +551,47 @@ impl GateBuilder {
             endpoint_scope,
             resource,
             authenticator,
+            mcp: McpSettings {
+                max_body_bytes: self.max_body_bytes,
+                body_timeout: self.body_timeout,
+                policy,
+                evaluate_timeout: self.evaluate_timeout,
+                denial,
+                sessions: SessionStore::new(self.session_capacity, self.session_idle),
+            },
         }))
+    }
+
+    fn denial_settings(&self, revision: Revision) -> Result<DenialSettings, ConfigError> {
+        if (-32768..=-32020).contains(&self.denial_error_code) {
+            return Err(ConfigError::InvalidOption {
+                field: "denial_error_code",
+                reason: "codes -32768..=-32020 are reserved by JSON-RPC and MCP",
+            });
+        }
+        if !matches!(self.credential_status.as_u16(), 401 | 403) {
+            return Err(ConfigError::InvalidOption {
+                field: "credential_status",
+                reason: "401 or 403",
+            });
+        }
+        let beside = matches!(
+            revision.family(),
+            Family::ResultBased {
+                envelope_beside_challenge: true
+            }
+        );
+        if self.credential_delivery == CredentialDelivery::Both && !beside {
+            return Err(ConfigError::NotInRevision(
+                "credential delivery Both needs a revision that allows an envelope beside a challenge",
+            ));
+        }
+        Ok(DenialSettings {
+            revision,
+            error_code: self.denial_error_code,
+            credential_delivery: self.credential_delivery,
+            credential_status: self.credential_status,
+        })
     }
 
     /// Parses a URL option and enforces HTTPS except on loopback (or when allowed).
@@ -450,7 +626,9 @@ impl GateBuilder {
         match url.scheme() {
             "https" => Ok(url),
             "http" if loopback || self.allow_insecure_http => Ok(url),
-            "http" => Err(invalid("plain http is allowed only on loopback hosts (see allow_insecure_http)")),
+            "http" => Err(invalid(
+                "plain http is allowed only on loopback hosts (see allow_insecure_http)",
+            )),
             _ => Err(invalid("scheme must be https")),
         }
     }

@@ -58,7 +58,9 @@ pub enum ConfigError {
     )]
     CryptoBackend,
     /// A scope string does not follow RFC 6749 §3.3.
-    #[error("invalid scope {0:?}: scopes are printable ASCII without spaces, quotes or backslashes")]
+    #[error(
+        "invalid scope {0:?}: scopes are printable ASCII without spaces, quotes or backslashes"
+    )]
     InvalidScope(String),
     /// A numeric or duration option is out of range.
     #[error("invalid value for {field}: {reason}")]
@@ -68,6 +70,20 @@ pub enum ConfigError {
         /// Why it was refused.
         reason: &'static str,
     },
+    /// The SEP-2643 revision is not one the layer has pinned.
+    #[error("unknown SEP-2643 revision {given:?}: use \"current\" or one of {supported}")]
+    UnknownRevision {
+        /// The name as given.
+        given: String,
+        /// The supported revision ids, comma-separated.
+        supported: String,
+    },
+    /// No policy was given: the layer never guesses one.
+    #[error("no policy: call GateBuilder::evaluate (mcp_gate::policy::allow_all() for an open server)")]
+    MissingPolicy,
+    /// An option the selected revision does not allow.
+    #[error("{0}")]
+    NotInRevision(&'static str),
     /// The HTTP client for key fetches and introspection could not be built.
     #[error("could not build the HTTP client: {0}")]
     HttpClient(String),

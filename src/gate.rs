@@ -23,6 +23,7 @@ use crate::resource::ResourceUri;
 ///
 /// # async fn run(mcp_service: Router) -> Result<(), Box<dyn std::error::Error>> {
 /// let gate = Gate::builder()
+///     .evaluate(mcp_gate::policy::allow_all())
 ///     .resource("https://mcp.example.com/mcp")
 ///     .issuer("https://auth.example.com")
 ///     .required_scopes(["mcp:read"])
@@ -48,6 +49,17 @@ pub(crate) struct GateInner {
     pub metadata_paths: Vec<String>,
     pub endpoint_scope: String,
     pub authenticator: Authenticator,
+    pub mcp: McpSettings,
+}
+
+/// Everything after authentication: body limits, the policy, denial shapes, legacy sessions.
+pub(crate) struct McpSettings {
+    pub max_body_bytes: usize,
+    pub body_timeout: std::time::Duration,
+    pub policy: Arc<dyn crate::policy::Policy>,
+    pub evaluate_timeout: std::time::Duration,
+    pub denial: crate::denial::render::DenialSettings,
+    pub sessions: crate::mcp::era::SessionStore,
 }
 
 impl std::fmt::Debug for Gate {
@@ -76,6 +88,11 @@ impl Gate {
         GateLayer::new(self.clone())
     }
 
+    /// The pinned SEP-2643 revision every denial is rendered in.
+    pub fn revision(&self) -> crate::denial::Revision {
+        self.inner.mcp.denial.revision
+    }
+
     /// The canonical resource URI.
     pub fn resource(&self) -> &ResourceUri {
         &self.inner.resource
@@ -100,12 +117,19 @@ impl Gate {
     /// An axum router serving the metadata document, outside authentication and with CORS.
     #[cfg(feature = "axum")]
     pub fn metadata_router<S: Clone + Send + Sync + 'static>(&self) -> axum::Router<S> {
-        crate::auth::metadata::router(&self.inner.metadata_paths, self.inner.metadata_bytes.clone())
+        crate::auth::metadata::router(
+            &self.inner.metadata_paths,
+            self.inner.metadata_bytes.clone(),
+        )
     }
 
     /// Authenticates a request's credentials without a layer: extraction, cache, verification
     /// and the endpoint-wide scope check, exactly as the layer does.
-    pub async fn authenticate(&self, headers: &HeaderMap, uri: &Uri) -> Result<Principal, AuthError> {
+    pub async fn authenticate(
+        &self,
+        headers: &HeaderMap,
+        uri: &Uri,
+    ) -> Result<Principal, AuthError> {
         match self.inner.authenticator.first_step(headers, uri) {
             FirstStep::Decided(outcome) => outcome,
             FirstStep::Verify { token, key } => self.inner.authenticator.verify(token, key).await,
@@ -145,6 +169,9 @@ impl Gate {
             method = %method,
             "request refused"
         );
-        error.to_response(&self.inner.resource_metadata_url, &self.inner.endpoint_scope)
+        error.to_response(
+            &self.inner.resource_metadata_url,
+            &self.inner.endpoint_scope,
+        )
     }
 }

@@ -21,8 +21,14 @@ pub(crate) enum FetchError {
 }
 
 /// Reads a response body up to `max_bytes`.
-pub(crate) async fn read_bounded(mut response: reqwest::Response, max_bytes: usize) -> Result<Vec<u8>, FetchError> {
-    if response.content_length().is_some_and(|len| len > max_bytes as u64) {
+pub(crate) async fn read_bounded(
+    mut response: reqwest::Response,
+    max_bytes: usize,
+) -> Result<Vec<u8>, FetchError> {
+    if response
+        .content_length()
+        .is_some_and(|len| len > max_bytes as u64)
+    {
         return Err(FetchError::TooLarge(max_bytes));
     }
     let mut body = Vec::new();

@@ -12,6 +12,7 @@
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let gate = Gate::builder()
+//!     .evaluate(mcp_gate::policy::allow_all())     // who may do what: see `policy`
 //!     .resource("https://mcp.example.com/mcp")   // what clients connect to; tokens' `aud`
 //!     .issuer("https://auth.example.com")          // keys found through discovery
 //!     .required_scopes(["mcp:read"])
@@ -81,10 +82,13 @@
 pub mod auth;
 mod builder;
 mod error;
+pub mod denial;
 mod gate;
 #[cfg(feature = "jwks")]
 mod http_client;
 pub mod layer;
+pub mod mcp;
+pub mod policy;
 mod resource;
 
 #[cfg(feature = "introspection")]
@@ -92,10 +96,12 @@ pub use auth::Introspection;
 #[cfg(feature = "jwks")]
 pub use auth::KeyRefresh;
 pub use auth::{
-    AuthError, ErrorCode, InvalidRequest, InvalidToken, Principal, ProtectedResourceMetadata, ScopeHierarchy,
-    ScopeSet, StaticKeys, TokenKind, TypPolicy,
+    AuthError, ErrorCode, InvalidRequest, InvalidToken, Principal, ProtectedResourceMetadata,
+    ScopeHierarchy, ScopeSet, StaticKeys, TokenKind, TypPolicy,
 };
 pub use builder::{GateBuilder, Issuer};
+pub use denial::{CredentialDelivery, Revision};
+pub use policy::{Decision, Evaluation, Remediation};
 pub use error::ConfigError;
 pub use gate::Gate;
 pub use layer::{GateBody, GateLayer, GateService, ResponseFuture};

@@ -135,15 +135,25 @@ mod tests {
     fn canonical_forms() {
         let cases = [
             ("https://MCP.example.COM/mcp", "https://mcp.example.com/mcp"),
-            ("https://mcp.example.com:443/mcp", "https://mcp.example.com/mcp"),
+            (
+                "https://mcp.example.com:443/mcp",
+                "https://mcp.example.com/mcp",
+            ),
             ("http://127.0.0.1:80/mcp", "http://127.0.0.1/mcp"),
             ("http://127.0.0.1:8080/mcp", "http://127.0.0.1:8080/mcp"),
             ("https://mcp.example.com/", "https://mcp.example.com"),
             ("https://mcp.example.com", "https://mcp.example.com"),
-            ("https://mcp.example.com/a/../mcp", "https://mcp.example.com/mcp"),
+            (
+                "https://mcp.example.com/a/../mcp",
+                "https://mcp.example.com/mcp",
+            ),
         ];
         for (input, expected) in cases {
-            assert_eq!(ResourceUri::parse(input).unwrap().as_str(), expected, "{input}");
+            assert_eq!(
+                ResourceUri::parse(input).unwrap().as_str(),
+                expected,
+                "{input}"
+            );
         }
     }
 
@@ -157,7 +167,10 @@ mod tests {
             "https://mcp.example.com/mcp#frag",
             "",
         ] {
-            assert!(ResourceUri::parse(input).is_err(), "{input} must be refused");
+            assert!(
+                ResourceUri::parse(input).is_err(),
+                "{input} must be refused"
+            );
         }
     }
 

@@ -5,11 +5,12 @@
 //! already include `rust_crypto`).
 #![cfg(all(feature = "rust_crypto", feature = "aws-lc-rs"))]
 
+use mcp_gate::policy::allow_all;
 use mcp_gate::{ConfigError, Gate};
 
 #[test]
 fn both_crypto_backends_are_a_build_error_not_a_request_panic() {
-    let error = Gate::builder()
+    let error = Gate::builder().evaluate(allow_all())
         .resource("http://127.0.0.1:8080/mcp")
         .issuer("http://127.0.0.1:9000")
         .build()

@@ -4,16 +4,21 @@
 mod common;
 
 use common::peers::{AuthServer, GatedServer};
+use mcp_gate::policy::allow_all;
 use mcp_gate::{Gate, Introspection};
 use serde_json::json;
 
 async fn gated(auth: &AuthServer) -> GatedServer {
     let (issuer, endpoint) = (auth.issuer.clone(), auth.introspection_endpoint.clone());
     GatedServer::start(|_| {
-        Gate::builder()
+        Gate::builder().evaluate(allow_all())
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
-            .introspection(Introspection::new(endpoint, "mcp-gateway", "mcp-gateway-secret"))
+            .introspection(Introspection::new(
+                endpoint,
+                "mcp-gateway",
+                "mcp-gateway-secret",
+            ))
     })
     .await
 }
@@ -23,24 +28,40 @@ async fn active_opaque_token_is_accepted_and_cached() {
     let auth = AuthServer::start(&[]).await;
     let server = gated(&auth).await;
     let opaque = auth
-        .token("mcp-client-opaque", "mcp-client-secret", Some("mcp:read"), Some(&server.url))
+        .token(
+            "mcp-client-opaque",
+            "mcp-client-secret",
+            Some("mcp:read"),
+            Some(&server.url),
+        )
         .await;
-    assert!(!opaque.contains('.'), "oidc-provider issued an opaque token: {opaque}");
+    assert!(
+        !opaque.contains('.'),
+        "oidc-provider issued an opaque token: {opaque}"
+    );
     let reply = server.call_tool(Some(&opaque), "whoami", json!({})).await;
     assert_eq!(reply.status, 200, "{reply:?}");
     let me: serde_json::Value = serde_json::from_str(reply.tool_text()).unwrap();
     assert_eq!(me["client_id"], "mcp-client-opaque");
     assert_eq!(me["issuer"], auth.issuer.as_str());
-    let again = server.call_tool(Some(&opaque), "echo", json!({"text": "again"})).await;
+    let again = server
+        .call_tool(Some(&opaque), "echo", json!({"text": "again"}))
+        .await;
     assert_eq!(again.status, 200);
-    assert_eq!(auth.stats().await["introspections"], 1, "the second call used the cache");
+    assert_eq!(
+        auth.stats().await["introspections"],
+        1,
+        "the second call used the cache"
+    );
 }
 
 #[tokio::test]
 async fn inactive_token_gets_401() {
     let auth = AuthServer::start(&[]).await;
     let server = gated(&auth).await;
-    let reply = server.call_tool(Some("not-a-token-the-server-issued"), "echo", json!({})).await;
+    let reply = server
+        .call_tool(Some("not-a-token-the-server-issued"), "echo", json!({}))
+        .await;
     assert_eq!(reply.status, 401);
     let challenge = reply.www_authenticate.unwrap();
     assert!(challenge.contains("error=\"invalid_token\""), "{challenge}");
@@ -52,10 +73,17 @@ async fn opaque_token_without_audience_is_refused() {
     let auth = AuthServer::start(&[]).await;
     let server = gated(&auth).await;
     // No resource indicator: oidc-provider issues an opaque token with no `aud`.
-    let unbound = auth.token("mcp-client", "mcp-client-secret", Some("mcp:read"), None).await;
+    let unbound = auth
+        .token("mcp-client", "mcp-client-secret", Some("mcp:read"), None)
+        .await;
     let reply = server.call_tool(Some(&unbound), "echo", json!({})).await;
     assert_eq!(reply.status, 401);
-    assert!(reply.www_authenticate.unwrap().contains("the token audience is not this resource"));
+    assert!(
+        reply
+            .www_authenticate
+            .unwrap()
+            .contains("the token audience is not this resource")
+    );
 }
 
 #[tokio::test]
@@ -63,7 +91,12 @@ async fn unreachable_introspection_endpoint_is_503_never_an_allow() {
     let auth = AuthServer::start(&[]).await;
     let server = gated(&auth).await;
     let opaque = auth
-        .token("mcp-client-opaque", "mcp-client-secret", Some("mcp:read"), Some(&server.url))
+        .token(
+            "mcp-client-opaque",
+            "mcp-client-secret",
+            Some("mcp:read"),
+            Some(&server.url),
+        )
         .await;
     auth.stop().await;
     let reply = server.call_tool(Some(&opaque), "echo", json!({})).await;

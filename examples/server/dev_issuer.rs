@@ -46,8 +46,13 @@ struct IssuerState {
 impl DevIssuer {
     /// Starts the issuer on `127.0.0.1` (`port` 0 picks a free port). Tokens requested without a
     /// `resource` parameter are issued for `default_resource`.
-    pub async fn start(port: u16, default_resource: &str, scopes: Vec<String>) -> std::io::Result<Self> {
-        let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+    pub async fn start(
+        port: u16,
+        default_resource: &str,
+        scopes: Vec<String>,
+    ) -> std::io::Result<Self> {
+        let listener =
+            tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
         let issuer = format!("http://{}", listener.local_addr()?);
         let (key, kid, jwks) = generate_key().map_err(std::io::Error::other)?;
         let state = Arc::new(IssuerState {
@@ -139,7 +144,10 @@ fn authenticated_client(headers: &HeaderMap, form: &TokenRequest) -> Option<Stri
         .and_then(|v| v.strip_prefix("Basic "))
         .and_then(|b64| base64::engine::general_purpose::STANDARD.decode(b64).ok())
         .and_then(|bytes| String::from_utf8(bytes).ok())
-        .and_then(|pair| pair.split_once(':').map(|(id, secret)| (id.to_owned(), secret.to_owned())));
+        .and_then(|pair| {
+            pair.split_once(':')
+                .map(|(id, secret)| (id.to_owned(), secret.to_owned()))
+        });
     let (id, secret) = match basic {
         Some(pair) => pair,
         None => (form.client_id.clone()?, form.client_secret.clone()?),
@@ -147,22 +155,48 @@ fn authenticated_client(headers: &HeaderMap, form: &TokenRequest) -> Option<Stri
     (id == CLIENT_ID && secret == CLIENT_SECRET).then_some(id)
 }
 
-async fn token(State(state): State<Arc<IssuerState>>, headers: HeaderMap, Form(form): Form<TokenRequest>) -> Response {
+async fn token(
+    State(state): State<Arc<IssuerState>>,
+    headers: HeaderMap,
+    Form(form): Form<TokenRequest>,
+) -> Response {
     let Some(client_id) = authenticated_client(&headers, &form) else {
-        return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "unknown client or wrong secret");
+        return oauth_error(
+            StatusCode::UNAUTHORIZED,
+            "invalid_client",
+            "unknown client or wrong secret",
+        );
     };
     if form.grant_type.as_deref() != Some("client_credentials") {
-        return oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "only client_credentials");
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "unsupported_grant_type",
+            "only client_credentials",
+        );
     }
     let requested: Vec<String> = match form.scope.as_deref() {
-        Some(scope) => scope.split(' ').filter(|s| !s.is_empty()).map(str::to_owned).collect(),
+        Some(scope) => scope
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect(),
         None => state.scopes.clone(),
     };
     if let Some(unknown) = requested.iter().find(|s| !state.scopes.contains(s)) {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_scope", &format!("unknown scope {unknown}"));
+        return oauth_error(
+            StatusCode::BAD_REQUEST,
+            "invalid_scope",
+            &format!("unknown scope {unknown}"),
+        );
     }
-    let resource = form.resource.clone().unwrap_or_else(|| state.default_resource.clone());
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let resource = form
+        .resource
+        .clone()
+        .unwrap_or_else(|| state.default_resource.clone());
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     let scope = requested.join(" ");
     let claims = json!({
         "iss": state.issuer,

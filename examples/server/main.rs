@@ -1,4 +1,5 @@
-//! The example server: an rmcp MCP server behind the mcp-gate layer.
+//! The example server: an rmcp MCP server behind the mcp-gate layer, with a policy that
+//! exercises every kind of decision (see `policy.rs`).
 //!
 //! ```text
 //! cargo run --example server                       # with an embedded development issuer
@@ -6,6 +7,7 @@
 //! ```
 
 mod dev_issuer;
+mod policy;
 mod tools;
 
 use std::net::SocketAddr;
@@ -33,13 +35,17 @@ struct Options {
     /// A scope every request needs (repeatable).
     #[arg(long = "required-scope")]
     required_scopes: Vec<String>,
+    /// The SEP-2643 revision denials are rendered in: `current` or a 40-hex revision id.
+    #[arg(long, default_value = "current")]
+    revision: String,
 }
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,rmcp=warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,rmcp=warn".into()),
         )
         .init();
     let options = Options::parse();
@@ -49,6 +55,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .unwrap_or_else(|| format!("http://{}/mcp", options.listen));
 
     let mut builder = Gate::builder()
+        .evaluate(policy::demo_policy)
+        .revision(options.revision.clone())
         .resource(&resource)
         .required_scopes(options.required_scopes.clone())
         .resource_name("mcp-gate example server");
@@ -56,12 +64,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match (options.issuers.as_slice(), &options.jwks_uri) {
         ([], Some(_)) => return Err("--jwks-uri needs an --issuer".into()),
         ([], None) => {
-            let scopes = ["mcp:read", "mcp:write", "mcp:admin"].map(String::from).to_vec();
+            let scopes = ["mcp:read", "mcp:write", "mcp:admin"]
+                .map(String::from)
+                .to_vec();
             let issuer = dev_issuer::DevIssuer::start(0, &resource, scopes).await?;
             builder = builder.issuer(issuer.issuer.as_str());
             dev = Some(issuer);
         }
-        ([issuer], Some(jwks_uri)) => builder = builder.issuer(Issuer::with_jwks_uri(issuer, jwks_uri)),
+        ([issuer], Some(jwks_uri)) => {
+            builder = builder.issuer(Issuer::with_jwks_uri(issuer, jwks_uri))
+        }
         (_, Some(_)) => return Err("--jwks-uri applies to exactly one --issuer".into()),
         (issuers, None) => {
             for issuer in issuers {
@@ -82,8 +94,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("  MCP endpoint:      http://{address}/mcp");
     println!("  resource:          {}", gate.resource());
     println!("  metadata:          {}", gate.metadata_url());
+    println!("  SEP-2643 revision: {}", gate.revision());
     if let Some(dev) = &dev {
-        println!("  development issuer {} (client {} / {})", dev.issuer, dev_issuer::CLIENT_ID, dev_issuer::CLIENT_SECRET);
+        println!(
+            "  development issuer {} (client {} / {})",
+            dev.issuer,
+            dev_issuer::CLIENT_ID,
+            dev_issuer::CLIENT_SECRET
+        );
         println!();
         println!("Get a token and call `echo`:");
         println!();

@@ -14,6 +14,17 @@ pub struct EchoArgs {
     pub text: String,
 }
 
+/// Arguments of `transfer`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct TransferArgs {
+    /// Amount, as a decimal string ("40.00").
+    pub amount: String,
+    /// ISO 4217 currency code.
+    pub currency: String,
+    /// The creditor's IBAN.
+    pub iban: String,
+}
+
 /// The example's MCP server.
 #[derive(Clone, Default)]
 pub struct DemoServer;
@@ -24,6 +35,30 @@ impl DemoServer {
     #[tool(description = "Echo the given text back")]
     fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
         text
+    }
+
+    /// Pretends to move money. The policy lets it run only with a payment-specific credential.
+    #[tool(description = "Transfer money to an account")]
+    fn transfer(&self, Parameters(args): Parameters<TransferArgs>) -> String {
+        format!("transferred {} {} to {}", args.amount, args.currency, args.iban)
+    }
+
+    /// Never allowed by the example policy.
+    #[tool(description = "Delete every record")]
+    fn delete_everything(&self) -> String {
+        "everything deleted".to_owned()
+    }
+
+    /// Needs scope `mcp:admin` under the example policy.
+    #[tool(description = "An administrative report")]
+    fn admin_report(&self) -> String {
+        "admin report: all systems nominal".to_owned()
+    }
+
+    /// Hidden behind an undisclosed denial under the example policy.
+    #[tool(description = "The secret recipe")]
+    fn secret_sauce(&self) -> String {
+        "mayonnaise, ketchup, relish".to_owned()
     }
 
     /// Describes the verified caller, as the layer handed it over.

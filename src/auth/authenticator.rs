@@ -59,7 +59,11 @@ impl Authenticator {
     }
 
     async fn verify_uncached(&self, token: &str) -> Result<(Principal, Duration), AuthError> {
-        if let Some(jwt) = self.jwt.as_ref().filter(|_| JwtVerifier::looks_like_jwt(token)) {
+        if let Some(jwt) = self
+            .jwt
+            .as_ref()
+            .filter(|_| JwtVerifier::looks_like_jwt(token))
+        {
             let principal = jwt.verify(token, &self.hierarchy).await?;
             return Ok((principal, self.cache_max_age));
         }
@@ -68,11 +72,13 @@ impl Authenticator {
             let principal = introspector.introspect(token, &self.hierarchy).await?;
             return Ok((principal, introspector.cache_max_age));
         }
-        Err(AuthError::InvalidToken(if JwtVerifier::looks_like_jwt(token) {
-            InvalidToken::Malformed
-        } else {
-            InvalidToken::Unverifiable
-        }))
+        Err(AuthError::InvalidToken(
+            if JwtVerifier::looks_like_jwt(token) {
+                InvalidToken::Malformed
+            } else {
+                InvalidToken::Unverifiable
+            },
+        ))
     }
 
     /// The endpoint-wide scope check: every required scope, directly or through the hierarchy.

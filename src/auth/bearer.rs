@@ -38,7 +38,9 @@ pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, Au
         return Err(AuthError::MissingCredential);
     };
     if values.next().is_some() {
-        return Err(AuthError::InvalidRequest(InvalidRequest::MultipleAuthorizationHeaders));
+        return Err(AuthError::InvalidRequest(
+            InvalidRequest::MultipleAuthorizationHeaders,
+        ));
     }
     let malformed = AuthError::InvalidRequest(InvalidRequest::MalformedAuthorizationHeader);
     let text = value.to_str().map_err(|_| malformed.clone())?;
@@ -61,9 +63,9 @@ pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, Au
 fn is_b64token(token: &str) -> bool {
     let body = token.trim_end_matches('=');
     !body.is_empty()
-        && body
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/'))
+        && body.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+        })
 }
 
 fn query_has_access_token(query: &str) -> bool {
@@ -73,9 +75,10 @@ fn query_has_access_token(query: &str) -> bool {
 fn is_form_encoded(headers: &HeaderMap) -> bool {
     headers.get_all(header::CONTENT_TYPE).iter().any(|value| {
         value.to_str().is_ok_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/x-www-form-urlencoded"))
+            v.split(';').next().is_some_and(|mime| {
+                mime.trim()
+                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
+            })
         })
     })
 }
@@ -91,13 +94,15 @@ mod tests {
 
     fn with_auth(value: &'static [u8]) -> Request<()> {
         let mut request = Request::post("/mcp").body(()).unwrap();
-        request
-            .headers_mut()
-            .insert(header::AUTHORIZATION, HeaderValue::from_bytes(value).unwrap());
+        request.headers_mut().insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_bytes(value).unwrap(),
+        );
         request
     }
 
-    const MALFORMED: AuthError = AuthError::InvalidRequest(InvalidRequest::MalformedAuthorizationHeader);
+    const MALFORMED: AuthError =
+        AuthError::InvalidRequest(InvalidRequest::MalformedAuthorizationHeader);
 
     #[test]
     fn accepts_b64token_with_any_scheme_case() {
@@ -124,8 +129,14 @@ mod tests {
 
     #[test]
     fn other_schemes_and_absence() {
-        assert_eq!(extract(&with_auth(b"Basic dXNlcjpwdw==")), Err(AuthError::UnsupportedScheme));
-        assert_eq!(extract(&with_auth(b"Bearertoken")), Err(AuthError::UnsupportedScheme));
+        assert_eq!(
+            extract(&with_auth(b"Basic dXNlcjpwdw==")),
+            Err(AuthError::UnsupportedScheme)
+        );
+        assert_eq!(
+            extract(&with_auth(b"Bearertoken")),
+            Err(AuthError::UnsupportedScheme)
+        );
         let request = Request::post("/mcp").body(()).unwrap();
         assert_eq!(extract(&request), Err(AuthError::MissingCredential));
     }
@@ -139,7 +150,9 @@ mod tests {
             .unwrap();
         assert_eq!(
             extract(&request),
-            Err(AuthError::InvalidRequest(InvalidRequest::MultipleAuthorizationHeaders))
+            Err(AuthError::InvalidRequest(
+                InvalidRequest::MultipleAuthorizationHeaders
+            ))
         );
     }
 
@@ -154,7 +167,10 @@ mod tests {
             Err(AuthError::InvalidRequest(InvalidRequest::TokenInQuery))
         );
         let request = Request::post("/mcp")
-            .header("content-type", "Application/X-WWW-Form-Urlencoded; charset=utf-8")
+            .header(
+                "content-type",
+                "Application/X-WWW-Form-Urlencoded; charset=utf-8",
+            )
             .body(())
             .unwrap();
         assert_eq!(

@@ -17,6 +17,9 @@ pub enum ErrorCode {
     InvalidToken,
     /// The token lacks a scope the request needs (403).
     InsufficientScope,
+    /// The operation needs a credential with specific authorization details
+    /// (draft-ietf-oauth-rar-metadata-remediation).
+    InsufficientAuthorization,
 }
 
 impl ErrorCode {
@@ -26,6 +29,7 @@ impl ErrorCode {
             ErrorCode::InvalidRequest => "invalid_request",
             ErrorCode::InvalidToken => "invalid_token",
             ErrorCode::InsufficientScope => "insufficient_scope",
+            ErrorCode::InsufficientAuthorization => "insufficient_authorization",
         }
     }
 }
@@ -37,6 +41,8 @@ pub(crate) struct Challenge<'a> {
     pub scope: Option<&'a str>,
     pub error: Option<ErrorCode>,
     pub error_description: Option<&'a str>,
+    /// base64url JSON `{authorization_details, authorization_reference?}`.
+    pub authorization_remediation: Option<&'a str>,
 }
 
 impl Challenge<'_> {
@@ -64,6 +70,9 @@ impl Challenge<'_> {
             param("scope", scope);
         }
         param("resource_metadata", self.resource_metadata);
+        if let Some(remediation) = self.authorization_remediation {
+            param("authorization_remediation", remediation);
+        }
         // `quote` keeps every byte visible ASCII or space, which HeaderValue always accepts.
         HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
     }
@@ -96,6 +105,7 @@ mod tests {
             scope: Some("mcp:read"),
             error: None,
             error_description: None,
+            authorization_remediation: None,
         }
         .to_header_value();
         assert_eq!(
@@ -111,6 +121,7 @@ mod tests {
             scope: Some("a\\b"),
             error: Some(ErrorCode::InvalidToken),
             error_description: Some("caf\u{e9}\u{0}"),
+            authorization_remediation: None,
         }
         .to_header_value();
         let text = value.to_str().unwrap();

@@ -32,7 +32,11 @@ pub(crate) fn principal_from_claims(
         None => None,
         Some(Value::Number(n)) => Some(
             n.as_u64()
-                .or_else(|| n.as_f64().filter(|f| f.is_finite() && *f >= 0.0).map(|f| f as u64))
+                .or_else(|| {
+                    n.as_f64()
+                        .filter(|f| f.is_finite() && *f >= 0.0)
+                        .map(|f| f as u64)
+                })
                 .ok_or(InvalidToken::BadClaim)?,
         ),
         Some(_) => return Err(InvalidToken::BadClaim),
@@ -55,7 +59,10 @@ pub(crate) fn principal_from_claims(
     }))
 }
 
-fn optional_string(claims: &Map<String, Value>, name: &str) -> Result<Option<String>, InvalidToken> {
+fn optional_string(
+    claims: &Map<String, Value>,
+    name: &str,
+) -> Result<Option<String>, InvalidToken> {
     match claims.get(name) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -93,14 +100,25 @@ mod tests {
     use serde_json::json;
 
     fn read(value: Value) -> Result<Principal, InvalidToken> {
-        let Value::Object(map) = value else { unreachable!() };
-        principal_from_claims(map, "https://as.example", TokenKind::Jwt, &ScopeHierarchy::new())
+        let Value::Object(map) = value else {
+            unreachable!()
+        };
+        principal_from_claims(
+            map,
+            "https://as.example",
+            TokenKind::Jwt,
+            &ScopeHierarchy::new(),
+        )
     }
 
     #[test]
     fn scopes_from_scope_and_scp() {
-        let p = read(json!({"scope": "a b", "scp": ["c", "d e"], "sub": "u", "azp": "cli"})).unwrap();
-        assert_eq!(p.scopes().iter().collect::<Vec<_>>(), ["a", "b", "c", "d", "e"]);
+        let p =
+            read(json!({"scope": "a b", "scp": ["c", "d e"], "sub": "u", "azp": "cli"})).unwrap();
+        assert_eq!(
+            p.scopes().iter().collect::<Vec<_>>(),
+            ["a", "b", "c", "d", "e"]
+        );
         assert_eq!(p.client_id(), Some("cli"));
         let p = read(json!({"scp": "x y"})).unwrap();
         assert!(p.has_scope("y"));
@@ -120,13 +138,19 @@ mod tests {
             json!({"exp": "soon"}),
             json!({"exp": -1}),
         ] {
-            assert_eq!(read(claims.clone()).err(), Some(InvalidToken::BadClaim), "{claims}");
+            assert_eq!(
+                read(claims.clone()).err(),
+                Some(InvalidToken::BadClaim),
+                "{claims}"
+            );
         }
     }
 
     #[test]
     fn hierarchy_expands_effective_scopes_only() {
-        let Value::Object(map) = json!({"scope": "admin"}) else { unreachable!() };
+        let Value::Object(map) = json!({"scope": "admin"}) else {
+            unreachable!()
+        };
         let h = ScopeHierarchy::new().implies("admin", ["read"]);
         let p = principal_from_claims(map, "i", TokenKind::Jwt, &h).unwrap();
         assert!(p.has_scope("read"));

@@ -10,10 +10,13 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use oauth2::basic::{BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenResponse, BasicTokenType};
+use oauth2::basic::{
+    BasicErrorResponse, BasicRevocationErrorResponse, BasicTokenResponse, BasicTokenType,
+};
 use oauth2::{
-    AccessToken, AuthType, ClientId, ClientSecret, EndpointNotSet, EndpointSet, HttpRequest, HttpResponse,
-    IntrospectionUrl, StandardRevocableToken, StandardTokenIntrospectionResponse, TokenIntrospectionResponse,
+    AccessToken, AuthType, ClientId, ClientSecret, EndpointNotSet, EndpointSet, HttpRequest,
+    HttpResponse, IntrospectionUrl, StandardRevocableToken, StandardTokenIntrospectionResponse,
+    TokenIntrospectionResponse,
 };
 use serde_json::{Map, Value};
 
@@ -58,7 +61,11 @@ impl std::fmt::Debug for Introspection {
 
 impl Introspection {
     /// Introspection at `endpoint`, authenticating as `client_id` with `client_secret`.
-    pub fn new(endpoint: impl Into<String>, client_id: impl Into<String>, client_secret: impl Into<String>) -> Self {
+    pub fn new(
+        endpoint: impl Into<String>,
+        client_id: impl Into<String>,
+        client_secret: impl Into<String>,
+    ) -> Self {
         Self {
             endpoint: endpoint.into(),
             client_id: client_id.into(),
@@ -144,10 +151,12 @@ impl Introspector {
         audience: String,
         leeway: u64,
     ) -> Result<Self, ConfigError> {
-        let url = IntrospectionUrl::new(config.endpoint.clone()).map_err(|_| ConfigError::InvalidUrl {
-            field: "introspection endpoint",
-            value: config.endpoint.clone(),
-            reason: "not an absolute URL",
+        let url = IntrospectionUrl::new(config.endpoint.clone()).map_err(|_| {
+            ConfigError::InvalidUrl {
+                field: "introspection endpoint",
+                value: config.endpoint.clone(),
+                reason: "not an absolute URL",
+            }
         })?;
         let auth_type = if config.send_secret_in_body {
             AuthType::RequestBody
@@ -170,7 +179,11 @@ impl Introspector {
         })
     }
 
-    pub async fn introspect(&self, token: &str, hierarchy: &ScopeHierarchy) -> Result<Principal, AuthError> {
+    pub async fn introspect(
+        &self,
+        token: &str,
+        hierarchy: &ScopeHierarchy,
+    ) -> Result<Principal, AuthError> {
         let http = self.http.clone();
         let timeout = self.timeout;
         let send = move |request: HttpRequest| {
@@ -196,7 +209,10 @@ impl Introspector {
         if !answer.active() {
             return Err(invalid(InvalidToken::Inactive));
         }
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         if let Some(exp) = answer.exp() {
             if (exp.timestamp().max(0) as u64).saturating_add(self.leeway) < now {
                 return Err(invalid(InvalidToken::Expired));
@@ -228,7 +244,11 @@ impl Introspector {
     }
 }
 
-async fn send(http: &reqwest::Client, request: HttpRequest, timeout: Duration) -> Result<HttpResponse, FetchError> {
+async fn send(
+    http: &reqwest::Client,
+    request: HttpRequest,
+    timeout: Duration,
+) -> Result<HttpResponse, FetchError> {
     let request = reqwest::Request::try_from(request)?;
     let response = tokio::time::timeout(timeout, http.execute(request))
         .await
@@ -239,7 +259,9 @@ async fn send(http: &reqwest::Client, request: HttpRequest, timeout: Duration) -
     let mut answer = HttpResponse::new(body);
     *answer.status_mut() = status;
     if let Some(value) = content_type {
-        answer.headers_mut().insert(http::header::CONTENT_TYPE, value);
+        answer
+            .headers_mut()
+            .insert(http::header::CONTENT_TYPE, value);
     }
     Ok(answer)
 }

@@ -118,7 +118,12 @@ enum Next {
 }
 
 impl RemoteJwks {
-    pub fn new(issuer: String, location: JwksLocation, client: reqwest::Client, settings: KeyRefresh) -> Self {
+    pub fn new(
+        issuer: String,
+        location: JwksLocation,
+        client: reqwest::Client,
+        settings: KeyRefresh,
+    ) -> Self {
         Self {
             issuer,
             location,
@@ -146,11 +151,17 @@ impl RemoteJwks {
     }
 
     fn lock_state(&self) -> std::sync::MutexGuard<'_, RefreshState> {
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Finds the key for a token, fetching the set when the `kid` is unknown.
-    pub async fn find(self: &Arc<Self>, kid: Option<&str>, alg: Algorithm) -> Result<Arc<VerificationKey>, AuthError> {
+    pub async fn find(
+        self: &Arc<Self>,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Arc<VerificationKey>, AuthError> {
         let mut refreshed = self.done.subscribe();
         match self.current().find(kid, alg) {
             Lookup::Found(key) => {
@@ -193,7 +204,9 @@ impl RemoteJwks {
         let _ = tokio::time::timeout(patience, refreshed.changed()).await;
         match self.current().find(kid, alg) {
             Lookup::Found(key) => Ok(key),
-            Lookup::DisallowedAlgorithm => Err(AuthError::InvalidToken(InvalidToken::DisallowedAlgorithm)),
+            Lookup::DisallowedAlgorithm => {
+                Err(AuthError::InvalidToken(InvalidToken::DisallowedAlgorithm))
+            }
             Lookup::NotFound => Err(self.not_found()),
         }
     }
@@ -210,7 +223,8 @@ impl RemoteJwks {
     fn refresh_if_old(self: &Arc<Self>) {
         let last = self.last_success_ms.load(Ordering::Relaxed);
         let now = self.epoch.elapsed().as_millis() as u64;
-        if last != u64::MAX && now.saturating_sub(last) < self.settings.interval.as_millis() as u64 {
+        if last != u64::MAX && now.saturating_sub(last) < self.settings.interval.as_millis() as u64
+        {
             return;
         }
         let start = {
@@ -260,7 +274,8 @@ impl RemoteJwks {
                 match known {
                     Some(uri) => uri,
                     None => {
-                        let uri = discover_jwks_uri(&self.client, &self.issuer, &self.settings).await?;
+                        let uri =
+                            discover_jwks_uri(&self.client, &self.issuer, &self.settings).await?;
                         self.lock_state().discovered = Some(uri.clone());
                         uri
                     }
@@ -268,7 +283,13 @@ impl RemoteJwks {
             }
         };
         self.jwks_fetches.fetch_add(1, Ordering::Relaxed);
-        let set: JwkSet = get_json(&self.client, uri, self.settings.timeout, self.settings.max_document_bytes).await?;
+        let set: JwkSet = get_json(
+            &self.client,
+            uri,
+            self.settings.timeout,
+            self.settings.max_document_bytes,
+        )
+        .await?;
         let keys = KeySet::from_jwk_set(&set, self.settings.max_keys);
         if keys.is_empty() {
             return Err(FetchError::Invalid("the JWK set holds no usable key"));
@@ -301,11 +322,17 @@ struct ServerMetadata {
 }
 
 /// Finds the issuer's `jwks_uri`. The metadata must name exactly this issuer (RFC 8414 §3.3).
-async fn discover_jwks_uri(client: &reqwest::Client, issuer: &str, settings: &KeyRefresh) -> Result<Url, FetchError> {
+async fn discover_jwks_uri(
+    client: &reqwest::Client,
+    issuer: &str,
+    settings: &KeyRefresh,
+) -> Result<Url, FetchError> {
     let issuer_url = Url::parse(issuer).map_err(|_| FetchError::Invalid("issuer is not a URL"))?;
     let mut last_error = FetchError::Invalid("no discovery document");
     for url in discovery_urls(&issuer_url) {
-        match get_json::<ServerMetadata>(client, url, settings.timeout, settings.max_document_bytes).await {
+        match get_json::<ServerMetadata>(client, url, settings.timeout, settings.max_document_bytes)
+            .await
+        {
             Ok(metadata) if metadata.issuer == issuer => {
                 let uri = metadata
                     .jwks_uri
@@ -326,8 +353,14 @@ mod tests {
     #[test]
     fn discovery_order_for_root_and_path_issuers() {
         let root = discovery_urls(&Url::parse("https://as.example").unwrap());
-        assert_eq!(root[0].as_str(), "https://as.example/.well-known/oauth-authorization-server");
-        assert_eq!(root[1].as_str(), "https://as.example/.well-known/openid-configuration");
+        assert_eq!(
+            root[0].as_str(),
+            "https://as.example/.well-known/oauth-authorization-server"
+        );
+        assert_eq!(
+            root[1].as_str(),
+            "https://as.example/.well-known/openid-configuration"
+        );
         let tenant = discovery_urls(&Url::parse("https://as.example/tenant1/").unwrap());
         assert_eq!(
             tenant[0].as_str(),

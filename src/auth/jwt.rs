@@ -31,7 +31,9 @@ pub enum TypPolicy {
 
 impl TypPolicy {
     fn accepts(self, typ: Option<&str>) -> bool {
-        let is_at = |t: &str| t.eq_ignore_ascii_case("at+jwt") || t.eq_ignore_ascii_case("application/at+jwt");
+        let is_at = |t: &str| {
+            t.eq_ignore_ascii_case("at+jwt") || t.eq_ignore_ascii_case("application/at+jwt")
+        };
         match (self, typ) {
             (Self::AccessTokenOrJwt, None) => true,
             (Self::AccessTokenOrJwt, Some(t)) => is_at(t) || t.eq_ignore_ascii_case("jwt"),
@@ -91,9 +93,14 @@ impl JwtVerifier {
         token.bytes().filter(|b| *b == b'.').count() == 2
     }
 
-    pub async fn verify(&self, token: &str, hierarchy: &ScopeHierarchy) -> Result<Principal, AuthError> {
+    pub async fn verify(
+        &self,
+        token: &str,
+        hierarchy: &ScopeHierarchy,
+    ) -> Result<Principal, AuthError> {
         let invalid = AuthError::InvalidToken;
-        let header = jsonwebtoken::decode_header(token).map_err(|_| invalid(InvalidToken::Malformed))?;
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| invalid(InvalidToken::Malformed))?;
         if header.crit.is_some() {
             return Err(invalid(InvalidToken::CriticalHeader));
         }
@@ -109,16 +116,15 @@ impl JwtVerifier {
         validation.algorithms = vec![header.alg];
         let data = jsonwebtoken::decode::<Map<String, Value>>(token, &key.key, &validation)
             .map_err(|e| invalid(reason_for(e.kind())))?;
-        principal_from_claims(data.claims, &trusted.issuer, TokenKind::Jwt, hierarchy).map_err(invalid)
+        principal_from_claims(data.claims, &trusted.issuer, TokenKind::Jwt, hierarchy)
+            .map_err(invalid)
     }
 
     /// The configured issuer the token claims, read before verification only to pick keys.
     fn issuer_for(&self, token: &str) -> Result<&TrustedIssuer, AuthError> {
         let wrong_issuer = AuthError::InvalidToken(InvalidToken::WrongIssuer);
-        if let [only] = self.issuers.as_slice() {
-            // `decode` checks `iss` against this issuer.
-            return Ok(only);
-        }
+        // Peeked even with a single issuer: `decode` alone would accept an `iss` array that
+        // merely contains the issuer, and report a missing `iss` as a missing claim.
         let peek: IssuerPeek = jsonwebtoken::dangerous::insecure_decode_claims(token)
             .map_err(|_| AuthError::InvalidToken(InvalidToken::Malformed))?;
         let Some(Value::String(iss)) = peek.iss else {
@@ -139,10 +145,13 @@ fn reason_for(kind: &ErrorKind) -> InvalidToken {
         ErrorKind::InvalidAudience => InvalidToken::WrongAudience,
         ErrorKind::MissingRequiredClaim(_) => InvalidToken::MissingClaim,
         ErrorKind::InvalidClaimFormat(_) => InvalidToken::BadClaim,
-        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => InvalidToken::DisallowedAlgorithm,
-        ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Json(_) | ErrorKind::Utf8(_) => {
-            InvalidToken::Malformed
+        ErrorKind::InvalidAlgorithm | ErrorKind::MissingAlgorithm => {
+            InvalidToken::DisallowedAlgorithm
         }
+        ErrorKind::InvalidToken
+        | ErrorKind::Base64(_)
+        | ErrorKind::Json(_)
+        | ErrorKind::Utf8(_) => InvalidToken::Malformed,
         // Signature mismatches and key/crypto failures alike: the token does not verify.
         _ => InvalidToken::BadSignature,
     }
@@ -155,7 +164,13 @@ mod tests {
     #[test]
     fn typ_policy() {
         let lax = TypPolicy::AccessTokenOrJwt;
-        for typ in [None, Some("at+jwt"), Some("AT+JWT"), Some("application/at+jwt"), Some("JWT")] {
+        for typ in [
+            None,
+            Some("at+jwt"),
+            Some("AT+JWT"),
+            Some("application/at+jwt"),
+            Some("JWT"),
+        ] {
             assert!(lax.accepts(typ), "{typ:?}");
         }
         assert!(!lax.accepts(Some("id_token+jwt")));

@@ -18,7 +18,9 @@
 
 use std::sync::Arc;
 
-use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::jwk::{
+    AlgorithmParameters, EllipticCurve, Jwk, JwkSet, KeyAlgorithm, PublicKeyUse,
+};
 use jsonwebtoken::{Algorithm, DecodingKey};
 
 use crate::error::ConfigError;
@@ -72,7 +74,11 @@ impl KeySet {
     /// only if exactly one of those allows its `alg`.
     pub fn find(&self, kid: Option<&str>, alg: Algorithm) -> Lookup {
         if let Some(kid) = kid {
-            let mut named = self.keys.iter().filter(|k| k.kid.as_deref() == Some(kid)).peekable();
+            let mut named = self
+                .keys
+                .iter()
+                .filter(|k| k.kid.as_deref() == Some(kid))
+                .peekable();
             if named.peek().is_some() {
                 return named
                     .find(|k| k.algorithms.contains(&alg))
@@ -156,7 +162,9 @@ pub struct StaticKeys {
 
 impl std::fmt::Debug for StaticKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StaticKeys").field("len", &self.keys.len()).finish()
+        f.debug_struct("StaticKeys")
+            .field("len", &self.keys.len())
+            .finish()
     }
 }
 
@@ -244,10 +252,22 @@ mod tests {
     #[test]
     fn algorithm_comes_from_the_key() {
         let keys = set(&[jwk(r#","kid":"a""#)]);
-        assert!(matches!(keys.find(Some("a"), Algorithm::ES256), Lookup::Found(_)));
-        assert!(matches!(keys.find(Some("a"), Algorithm::HS256), Lookup::DisallowedAlgorithm));
-        assert!(matches!(keys.find(Some("a"), Algorithm::RS256), Lookup::DisallowedAlgorithm));
-        assert!(matches!(keys.find(Some("b"), Algorithm::ES256), Lookup::NotFound));
+        assert!(matches!(
+            keys.find(Some("a"), Algorithm::ES256),
+            Lookup::Found(_)
+        ));
+        assert!(matches!(
+            keys.find(Some("a"), Algorithm::HS256),
+            Lookup::DisallowedAlgorithm
+        ));
+        assert!(matches!(
+            keys.find(Some("a"), Algorithm::RS256),
+            Lookup::DisallowedAlgorithm
+        ));
+        assert!(matches!(
+            keys.find(Some("b"), Algorithm::ES256),
+            Lookup::NotFound
+        ));
     }
 
     #[test]
@@ -264,7 +284,10 @@ mod tests {
     fn keys_without_kid_need_a_unique_match() {
         let one = set(&[jwk("")]);
         assert!(matches!(one.find(None, Algorithm::ES256), Lookup::Found(_)));
-        assert!(matches!(one.find(Some("x"), Algorithm::ES256), Lookup::Found(_)));
+        assert!(matches!(
+            one.find(Some("x"), Algorithm::ES256),
+            Lookup::Found(_)
+        ));
         let two = set(&[jwk(""), jwk("")]);
         assert!(matches!(two.find(None, Algorithm::ES256), Lookup::NotFound));
     }
@@ -277,7 +300,11 @@ mod tests {
 
     #[test]
     fn hmac_pem_is_a_config_error() {
-        assert!(StaticKeys::new().with_pem(b"x", Algorithm::HS256, None).is_err());
+        assert!(
+            StaticKeys::new()
+                .with_pem(b"x", Algorithm::HS256, None)
+                .is_err()
+        );
     }
 }
 
@@ -301,7 +328,9 @@ impl KeySource {
         match self {
             KeySource::Static(set) => match set.find(kid, alg) {
                 Lookup::Found(key) => Ok(key),
-                Lookup::DisallowedAlgorithm => Err(AuthError::InvalidToken(InvalidToken::DisallowedAlgorithm)),
+                Lookup::DisallowedAlgorithm => {
+                    Err(AuthError::InvalidToken(InvalidToken::DisallowedAlgorithm))
+                }
                 Lookup::NotFound => Err(AuthError::InvalidToken(InvalidToken::UnknownKey)),
             },
             #[cfg(feature = "jwks")]

@@ -39,7 +39,10 @@ impl ProtectedResourceMetadata {
 }
 
 #[cfg(feature = "axum")]
-pub(crate) fn router<S: Clone + Send + Sync + 'static>(paths: &[String], document: Bytes) -> axum::Router<S> {
+pub(crate) fn router<S: Clone + Send + Sync + 'static>(
+    paths: &[String],
+    document: Bytes,
+) -> axum::Router<S> {
     use axum::routing::get;
     use http::{HeaderValue, Method, header};
     use tower_http::cors::{Any, CorsLayer};
@@ -49,8 +52,14 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(paths: &[String], documen
         async move {
             (
                 [
-                    (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
-                    (header::CACHE_CONTROL, HeaderValue::from_static("public, max-age=300")),
+                    (
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("application/json"),
+                    ),
+                    (
+                        header::CACHE_CONTROL,
+                        HeaderValue::from_static("public, max-age=300"),
+                    ),
                 ],
                 document,
             )

@@ -5,7 +5,7 @@
 
 pub(crate) mod authenticator;
 mod bearer;
-mod challenge;
+pub(crate) mod challenge;
 mod claims;
 #[cfg(feature = "introspection")]
 pub(crate) mod introspection;

@@ -165,8 +165,15 @@ mod extract {
     impl<S: Send + Sync> FromRequestParts<S> for Principal {
         type Rejection = MissingPrincipal;
 
-        async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-            parts.extensions.get::<Principal>().cloned().ok_or(MissingPrincipal)
+        async fn from_request_parts(
+            parts: &mut Parts,
+            _state: &S,
+        ) -> Result<Self, Self::Rejection> {
+            parts
+                .extensions
+                .get::<Principal>()
+                .cloned()
+                .ok_or(MissingPrincipal)
         }
     }
 

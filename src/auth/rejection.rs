@@ -39,9 +39,15 @@ impl InvalidRequest {
     fn description(self) -> &'static str {
         match self {
             Self::MultipleAuthorizationHeaders => "more than one Authorization header",
-            Self::MalformedAuthorizationHeader => "the Authorization header is not a valid Bearer credential",
-            Self::TokenInQuery => "access tokens are accepted only in the Authorization header, not in the query",
-            Self::FormEncodedBody => "access tokens are accepted only in the Authorization header, not in a form body",
+            Self::MalformedAuthorizationHeader => {
+                "the Authorization header is not a valid Bearer credential"
+            }
+            Self::TokenInQuery => {
+                "access tokens are accepted only in the Authorization header, not in the query"
+            }
+            Self::FormEncodedBody => {
+                "access tokens are accepted only in the Authorization header, not in a form body"
+            }
         }
     }
 }
@@ -211,11 +217,19 @@ impl AuthError {
     ///
     /// `endpoint_scope` is the space-separated set of scopes the endpoint needs; it is sent as
     /// the challenge's `scope` so that clients request everything at once.
-    pub(crate) fn to_response(&self, resource_metadata: &str, endpoint_scope: &str) -> Response<Bytes> {
+    pub(crate) fn to_response(
+        &self,
+        resource_metadata: &str,
+        endpoint_scope: &str,
+    ) -> Response<Bytes> {
         let scope_text;
         let scope = match self {
             Self::InsufficientScope { required } => {
-                scope_text = required.iter().map(String::as_str).collect::<Vec<_>>().join(" ");
+                scope_text = required
+                    .iter()
+                    .map(String::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 Some(scope_text.as_str())
             }
             _ => Some(endpoint_scope).filter(|s| !s.is_empty()),
@@ -243,13 +257,17 @@ impl AuthError {
                 scope,
                 error,
                 error_description: description,
+                authorization_remediation: None,
             };
             headers.insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
         } else {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
         response
     }
 }

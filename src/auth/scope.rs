@@ -80,12 +80,7 @@ impl ScopeHierarchy {
         let mut pending: Vec<String> = granted.into_iter().map(|s| s.as_ref().to_owned()).collect();
         while let Some(scope) = pending.pop() {
             if let Some(narrower) = self.implied.get(&scope) {
-                pending.extend(
-                    narrower
-                        .iter()
-                        .filter(|n| !effective.contains(*n))
-                        .cloned(),
-                );
+                pending.extend(narrower.iter().filter(|n| !effective.contains(*n)).cloned());
             }
             effective.insert(scope);
         }

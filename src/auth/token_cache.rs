@@ -31,7 +31,12 @@ struct Entry {
 struct UntilValid;
 
 impl Expiry<TokenDigest, Entry> for UntilValid {
-    fn expire_after_create(&self, _key: &TokenDigest, value: &Entry, created_at: Instant) -> Option<Duration> {
+    fn expire_after_create(
+        &self,
+        _key: &TokenDigest,
+        value: &Entry,
+        created_at: Instant,
+    ) -> Option<Duration> {
         Some(value.valid_until.saturating_duration_since(created_at))
     }
 }
@@ -113,20 +118,31 @@ mod tests {
     }
 
     fn now() -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
     }
 
     #[test]
     fn expired_tokens_are_not_cached() {
         let cache = TokenCache::new(10);
-        cache.insert(digest("a"), &principal(Some(now() - 1)), Duration::from_secs(60));
+        cache.insert(
+            digest("a"),
+            &principal(Some(now() - 1)),
+            Duration::from_secs(60),
+        );
         assert!(cache.get(&digest("a")).is_none());
     }
 
     #[test]
     fn entries_never_outlive_exp() {
         let cache = TokenCache::new(10);
-        cache.insert(digest("a"), &principal(Some(now() + 1)), Duration::from_secs(60));
+        cache.insert(
+            digest("a"),
+            &principal(Some(now() + 1)),
+            Duration::from_secs(60),
+        );
         assert!(cache.get(&digest("a")).is_some());
         std::thread::sleep(Duration::from_millis(2100));
         assert!(cache.get(&digest("a")).is_none());
@@ -136,7 +152,11 @@ mod tests {
     fn capacity_is_bounded() {
         let cache = TokenCache::new(100);
         for i in 0..1000 {
-            cache.insert(digest(&i.to_string()), &principal(None), Duration::from_secs(60));
+            cache.insert(
+                digest(&i.to_string()),
+                &principal(None),
+                Duration::from_secs(60),
+            );
         }
         assert!(cache.len() <= 100, "{}", cache.len());
     }

@@ -10,7 +10,7 @@ use pin_project_lite::pin_project;
 
 use super::body::GateBody;
 
-type Verifying<B, E> = Pin<Box<dyn Future<Output = Result<Response<GateBody<B>>, E>> + Send>>;
+type Pending<B, E> = Pin<Box<dyn Future<Output = Result<Response<GateBody<B>>, E>> + Send>>;
 
 pin_project! {
     /// Resolves to the inner service's response, or to the layer's refusal.
@@ -27,8 +27,8 @@ pin_project! {
         Forwarded { #[pin] future: F },
         // The request was refused without awaiting anything.
         Refused { response: Option<Response<Bytes>> },
-        // The token is being verified; the inner call follows inside the same future.
-        Verifying { future: Verifying<B, E> },
+        // Verification, classification or evaluation is under way; the inner call follows inside.
+        Pending { future: Pending<B, E> },
     }
 }
 
@@ -47,9 +47,9 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    pub(crate) fn verifying(future: Verifying<B, E>) -> Self {
+    pub(crate) fn pending(future: Pending<B, E>) -> Self {
         Self {
-            kind: Kind::Verifying { future },
+            kind: Kind::Pending { future },
         }
     }
 }
@@ -70,7 +70,7 @@ where
                 Some(response) => Poll::Ready(Ok(response.map(GateBody::local))),
                 None => panic!("ResponseFuture polled after completion"),
             },
-            KindProj::Verifying { future } => future.as_mut().poll(cx),
+            KindProj::Pending { future } => future.as_mut().poll(cx),
         }
     }
 }

@@ -18,6 +18,7 @@
 //! let keys = StaticKeys::from_jwks_json(r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1",
 //!   "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4","y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#).unwrap();
 //! let gate = Gate::builder()
+//!     .evaluate(mcp_gate::policy::allow_all())
 //!     .resource("http://127.0.0.1:8080/mcp")
 //!     .issuer(Issuer::with_keys("http://127.0.0.1:9000", keys))
 //!     .build()
@@ -34,7 +35,9 @@
 //! ```
 
 mod body;
+mod buffer;
 mod future;
+mod pipeline;
 mod service;
 
 pub use body::GateBody;

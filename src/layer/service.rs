@@ -2,16 +2,17 @@
 
 use std::task::{Context, Poll};
 
-use http::{Request, Response, header};
+use bytes::Bytes;
+use http::{Method, Request, Response};
 use tower_service::Service;
 
 use super::body::GateBody;
 use super::future::ResponseFuture;
-use crate::auth::Principal;
+use super::pipeline::{BoxError, admit, after_authentication};
 use crate::auth::authenticator::FirstStep;
 use crate::gate::Gate;
 
-/// Authenticates each request, then forwards it to `S` or refuses it.
+/// Authenticates and authorizes each request, then forwards it to `S` or answers it.
 #[derive(Clone, Debug)]
 pub struct GateService<S> {
     inner: S,
@@ -40,18 +41,14 @@ impl<S> GateService<S> {
     }
 }
 
-/// Hands the request to the inner service: the principal goes in, the token goes out.
-fn admit(parts: &mut http::request::Parts, principal: Principal) {
-    parts.headers.remove(header::AUTHORIZATION);
-    parts.extensions.insert(principal);
-}
-
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for GateService<S>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     S::Error: Send + 'static,
-    ReqBody: Send + 'static,
+    ReqBody: http_body::Body + From<Bytes> + Send + 'static,
+    ReqBody::Data: Send,
+    ReqBody::Error: Into<BoxError>,
     ResBody: Send + 'static,
 {
     type Response = Response<GateBody<ResBody>>;
@@ -65,29 +62,31 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
         let step = self.gate.inner.authenticator.first_step(&parts.headers, &parts.uri);
-        match step {
-            FirstStep::Decided(Ok(principal)) => {
+        let pending = match step {
+            FirstStep::Decided(Err(error)) => {
+                return ResponseFuture::refused(self.gate.refuse(&error, &parts.method));
+            }
+            // A cached token on a request without a body to classify: no await at all.
+            FirstStep::Decided(Ok(principal)) if parts.method != Method::POST => {
                 admit(&mut parts, principal);
-                ResponseFuture::forwarded(self.inner.call(Request::from_parts(parts, body)))
+                return ResponseFuture::forwarded(self.inner.call(Request::from_parts(parts, body)));
             }
-            FirstStep::Decided(Err(error)) => ResponseFuture::refused(self.gate.refuse(&error, &parts.method)),
-            FirstStep::Verify { token, key } => {
-                let token = token.to_owned();
-                let gate = self.gate.clone();
-                // The ready service goes into the future; a fresh clone takes its place.
-                let clone = self.inner.clone();
-                let mut inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::verifying(Box::pin(async move {
-                    match gate.inner.authenticator.verify(&token, key).await {
-                        Ok(principal) => {
-                            admit(&mut parts, principal);
-                            let response = inner.call(Request::from_parts(parts, body)).await?;
-                            Ok(response.map(GateBody::inner))
-                        }
-                        Err(error) => Ok(gate.refuse(&error, &parts.method).map(GateBody::local)),
-                    }
-                }))
-            }
-        }
+            FirstStep::Decided(Ok(principal)) => Ok(principal),
+            FirstStep::Verify { token, key } => Err((token.to_owned(), key)),
+        };
+        let gate = self.gate.clone();
+        // The ready service goes into the future; a fresh clone takes its place.
+        let clone = self.inner.clone();
+        let inner = std::mem::replace(&mut self.inner, clone);
+        ResponseFuture::pending(Box::pin(async move {
+            let principal = match pending {
+                Ok(principal) => principal,
+                Err((token, key)) => match gate.inner.authenticator.verify(&token, key).await {
+                    Ok(principal) => principal,
+                    Err(error) => return Ok(gate.refuse(&error, &parts.method).map(GateBody::local)),
+                },
+            };
+            after_authentication(gate, inner, parts, body, principal).await
+        }))
     }
 }

@@ -1,0 +1,14 @@
+//! How a denial is said on the wire: pinned SEP-2643 revisions, the envelope, the
+//! `authorization_reference`, and the renderer.
+//!
+//! This module never calls `auth` verification or `policy`: it only shapes answers.
+
+mod envelope;
+mod reference;
+pub(crate) mod render;
+mod revision;
+
+pub use envelope::{CONTEXT_ID_ECHO_KEY, ENVELOPE_KEY, ERROR_DATA_KEY, RemediationState, new_context_id};
+pub use reference::derive_reference;
+pub use render::{CredentialDelivery, DEFAULT_DENIAL_CODE};
+pub use revision::{CURRENT, Family, Revision};

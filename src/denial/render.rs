@@ -1,0 +1,227 @@
+//! Rendering a denial: revision x era x capabilities x method -> the exact HTTP response.
+//!
+//! | remediation | answer |
+//! |---|---|
+//! | `Scope` | 403 `insufficient_scope` challenge listing every scope the operation needs |
+//! | `Credential` | by default a challenge: `error="insufficient_authorization"` with a base64url `authorization_remediation`; or a result / JSON-RPC error with an `authorization_remediation` hint; or both where the revision allows it |
+//! | `Unavailable`, `Undisclosed` | `tools/call`: a `CallToolResult` with `isError: true` and the envelope; other methods: a JSON-RPC error (configurable code, default `-32003`) with the envelope in `error.data` |
+//! | `Url`, `Task`, `Ask` | rendered as `Undisclosed` with the remedy in text, until their flows are built |
+//!
+//! Modern requests get `resultType: "complete"` on results; legacy requests never see
+//! `resultType`. Error-based revisions answer every policy denial with a JSON-RPC error.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::{Map, Value, json};
+
+use super::envelope::{Envelope, RemediationState};
+use super::reference::derive_reference;
+use super::revision::{Family, Revision};
+use crate::auth::challenge::{Challenge, ErrorCode};
+use crate::auth::{AuthError, ScopeSet};
+use crate::mcp::request::McpRequest;
+use crate::mcp::{Era, ProtocolContext};
+use crate::policy::{CredentialReference, Remediation};
+
+/// Default JSON-RPC code for policy denials carried as errors (non-tool methods, and every
+/// denial under error-based revisions). Outside the range MCP reserves (`-32020..-32099`).
+pub const DEFAULT_DENIAL_CODE: i64 = -32003;
+
+/// How a credential remedy is delivered over HTTP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CredentialDelivery {
+    /// A `WWW-Authenticate` challenge with `authorization_remediation` (the default).
+    #[default]
+    Challenge,
+    /// A result (or JSON-RPC error) with an `authorization_remediation` hint, HTTP 200.
+    Result,
+    /// The challenge, with the result as its body. Only where the revision allows an envelope
+    /// beside a challenge.
+    Both,
+}
+
+/// Denial settings fixed when the layer is built.
+#[derive(Clone, Debug)]
+pub(crate) struct DenialSettings {
+    pub revision: Revision,
+    pub error_code: i64,
+    pub credential_delivery: CredentialDelivery,
+    pub credential_status: StatusCode,
+}
+
+/// What is being denied.
+pub(crate) enum Denial<'a> {
+    Deny(&'a Remediation),
+    Ask(&'a str),
+}
+
+/// Everything about the request a denial's shape depends on.
+pub(crate) struct DenialContext<'a> {
+    pub settings: &'a DenialSettings,
+    pub request: &'a McpRequest,
+    pub protocol: &'a ProtocolContext,
+    pub resource_metadata: &'a str,
+    pub endpoint_scopes: &'a ScopeSet,
+    pub context_id: &'a str,
+}
+
+/// A rendered denial and how it was expressed, for the decision log.
+pub(crate) struct Rendered {
+    pub response: Response<Bytes>,
+    /// `scope`, `credential`, `unavailable` or `undisclosed`.
+    pub expressed_as: &'static str,
+}
+
+const DEFAULT_CREDENTIAL_MESSAGE: &str = "This operation needs an additional authorization.";
+
+impl DenialContext<'_> {
+    pub fn render(&self, denial: Denial<'_>) -> Rendered {
+        match denial {
+            Denial::Deny(Remediation::Scope { scopes }) => {
+                let mut required = self.endpoint_scopes.clone();
+                required.extend(scopes.iter().cloned());
+                let response = AuthError::InsufficientScope { required }.to_response(self.resource_metadata, "");
+                Rendered {
+                    response,
+                    expressed_as: "scope",
+                }
+            }
+            Denial::Deny(Remediation::Credential {
+                authorization_details,
+                reference,
+                message,
+            }) => self.credential(authorization_details, reference, message.as_deref()),
+            Denial::Deny(Remediation::Unavailable { message }) => self.plain(RemediationState::Unavailable, message),
+            Denial::Deny(Remediation::Undisclosed { message }) => self.plain(RemediationState::Undisclosed, message),
+            Denial::Deny(Remediation::Url { url, message, .. }) => {
+                self.plain(RemediationState::Undisclosed, &format!("{message} (approval page: {url})"))
+            }
+            Denial::Deny(Remediation::Task { message }) => self.plain(
+                RemediationState::Undisclosed,
+                &format!("{message} (this request waits for an out-of-band approval, which this client cannot follow)"),
+            ),
+            Denial::Ask(message) => self.plain(
+                RemediationState::Undisclosed,
+                &format!("{message} (this call needs your confirmation, which this client cannot collect)"),
+            ),
+        }
+    }
+
+    fn revision(&self) -> Revision {
+        self.settings.revision
+    }
+
+    fn is_tool_call(&self) -> bool {
+        self.request.method == "tools/call"
+    }
+
+    /// `unavailable` / `undisclosed`, no hints.
+    fn plain(&self, state: RemediationState, message: &str) -> Rendered {
+        let envelope = Envelope {
+            remediation: state,
+            context_id: self.context_id,
+            hints: Vec::new(),
+        };
+        Rendered {
+            response: json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false),
+            expressed_as: state.as_str(),
+        }
+    }
+
+    /// The JSON-RPC document that carries an envelope: a tool result where the revision and
+    /// method allow it, a JSON-RPC error otherwise.
+    fn denial_body(&self, envelope: &Envelope<'_>, message: &str) -> Value {
+        let revision = self.revision();
+        let key = Envelope::key(revision);
+        let envelope_json = envelope.to_json(revision);
+        let result_based = matches!(revision.family(), Family::ResultBased { .. });
+        if result_based && self.is_tool_call() {
+            let mut result = Map::new();
+            if self.protocol.era == Era::Modern {
+                result.insert("resultType".into(), "complete".into());
+            }
+            result.insert("isError".into(), true.into());
+            result.insert("content".into(), json!([{"type": "text", "text": message}]));
+            result.insert("_meta".into(), json!({ key: envelope_json }));
+            json!({"jsonrpc": "2.0", "id": self.request.id, "result": result})
+        } else {
+            json!({
+                "jsonrpc": "2.0",
+                "id": self.request.id,
+                "error": {"code": self.settings.error_code, "message": message, "data": { key: envelope_json }},
+            })
+        }
+    }
+
+    fn credential(&self, details: &[Value], reference: &CredentialReference, message: Option<&str>) -> Rendered {
+        let message = message.unwrap_or(DEFAULT_CREDENTIAL_MESSAGE);
+        let reference = match reference {
+            CredentialReference::Derived => Some(derive_reference(details)),
+            CredentialReference::Fixed(fixed) => Some(fixed.clone()),
+            CredentialReference::SingleUse => None,
+        };
+        let mut remedy = Map::new();
+        remedy.insert("authorization_details".into(), Value::Array(details.to_vec()));
+        if let Some(reference) = &reference {
+            remedy.insert("authorization_reference".into(), reference.clone().into());
+        }
+        let mut hint = Map::new();
+        hint.insert("type".into(), "authorization_remediation".into());
+        hint.extend(remedy.clone());
+        let envelope = Envelope {
+            remediation: RemediationState::Available,
+            context_id: self.context_id,
+            hints: vec![Value::Object(hint)],
+        };
+        let response = match self.settings.credential_delivery {
+            CredentialDelivery::Result => json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false),
+            delivery => {
+                let encoded = URL_SAFE_NO_PAD.encode(Value::Object(remedy).to_string());
+                let body = if delivery == CredentialDelivery::Both {
+                    self.denial_body(&envelope, message)
+                } else {
+                    json!({
+                        "error": "insufficient_authorization",
+                        "error_description": message,
+                        "authorization_remediation": encoded,
+                        "resource_metadata": self.resource_metadata,
+                    })
+                };
+                let mut response = json_rpc(self.settings.credential_status, body, true);
+                let challenge = Challenge {
+                    resource_metadata: self.resource_metadata,
+                    scope: None,
+                    error: Some(ErrorCode::InsufficientAuthorization),
+                    error_description: Some(message),
+                    authorization_remediation: Some(&encoded),
+                };
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
+                response
+            }
+        };
+        Rendered {
+            response,
+            expressed_as: "credential",
+        }
+    }
+}
+
+/// A JSON response; `no_store` adds `Cache-Control: no-store`.
+pub(crate) fn json_rpc(status: StatusCode, body: Value, no_store: bool) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from(body.to_string()));
+    *response.status_mut() = status;
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    if no_store {
+        response
+            .headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    }
+    response
+}

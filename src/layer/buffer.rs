@@ -1,0 +1,49 @@
+//! Reading a request body whole, with a size cap and a time limit.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode, header};
+use http_body::Body;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+
+use crate::mcp::{INVALID_REQUEST, ProtocolError};
+
+/// Reads `body` up to `limit` bytes within `timeout`.
+///
+/// Refusals: a declared or actual length over the cap is 413; a body that stalls past the
+/// timeout is 408; a body that fails to arrive is 400. None of them reaches the inner service.
+pub(crate) async fn read_body<B>(headers: &HeaderMap, body: B, limit: usize, timeout: Duration) -> Result<Bytes, ProtocolError>
+where
+    B: Body,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let too_large = || {
+        ProtocolError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            INVALID_REQUEST,
+            format!("the request body is larger than {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limit as u64) {
+        return Err(too_large());
+    }
+    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+        Err(_) => Err(ProtocolError::new(
+            StatusCode::REQUEST_TIMEOUT,
+            INVALID_REQUEST,
+            "the request body did not arrive in time",
+        )),
+        Ok(Err(error)) if error.is::<LengthLimitError>() => Err(too_large()),
+        Ok(Err(_)) => Err(ProtocolError::new(
+            StatusCode::BAD_REQUEST,
+            INVALID_REQUEST,
+            "the request body could not be read",
+        )),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+    }
+}

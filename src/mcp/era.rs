@@ -1,0 +1,302 @@
+//! Protocol eras, client capabilities and the legacy session store.
+//!
+//! MCP has two ways of saying what a client can do:
+//! - **Modern** requests (2026-07-28 and later) carry `io.modelcontextprotocol/protocolVersion`
+//!   and `io.modelcontextprotocol/clientCapabilities` in their own `params._meta`; nothing is
+//!   remembered between requests. Over HTTP they also mirror the method, the target name and
+//!   the version in `Mcp-Method`, `Mcp-Name` and `MCP-Protocol-Version`; the layer requires
+//!   those headers to agree with the body, so that a proxy routing on headers and the server
+//!   acting on the body can never disagree about what is being called.
+//! - **Legacy** sessions (2025-11-25 and earlier) declare capabilities once, in `initialize`.
+//!   The layer remembers them under the `Mcp-Session-Id` the inner server hands out, bound to
+//!   the principal that initialised the session, in a bounded store whose entries expire.
+//!   Mirrored headers on legacy requests are ignored: the body decides.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode};
+use moka::sync::Cache;
+use serde_json::{Map, Value, json};
+
+use super::request::{HEADER_MISMATCH, McpRequest, ProtocolError, Target, UNSUPPORTED_VERSION};
+
+/// `_meta` key of the protocol version on modern requests.
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta` key of the client capabilities on modern requests.
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// Extension identifier of MCP Tasks (2026-07-28).
+pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
+/// Modern protocol versions the layer understands.
+pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+
+/// Which generation of MCP a request belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Era {
+    /// Per-request versioning (2026-07-28 and later).
+    Modern,
+    /// The `initialize` handshake (2025-11-25 and earlier).
+    Legacy,
+}
+
+/// What the client declared it can do, for this request.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClientCapabilities(Arc<Map<String, Value>>);
+
+impl ClientCapabilities {
+    pub(crate) fn from_object(map: Map<String, Value>) -> Self {
+        Self(Arc::new(map))
+    }
+
+    /// The declared capabilities object.
+    pub fn as_map(&self) -> &Map<String, Value> {
+        &self.0
+    }
+
+    /// Whether URL-mode elicitation was declared (`elicitation.url`).
+    pub fn url_elicitation(&self) -> bool {
+        self.0
+            .get("elicitation")
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.get("url").is_some_and(Value::is_object))
+    }
+
+    /// Whether form-mode elicitation was declared (`elicitation.form`, or an empty
+    /// `elicitation` object, which means form only).
+    pub fn form_elicitation(&self) -> bool {
+        self.0
+            .get("elicitation")
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.is_empty() || e.get("form").is_some_and(Value::is_object))
+    }
+
+    /// Whether the Tasks extension was declared (`extensions["io.modelcontextprotocol/tasks"]`).
+    pub fn tasks_extension(&self) -> bool {
+        self.0
+            .get("extensions")
+            .and_then(Value::as_object)
+            .is_some_and(|e| e.contains_key(TASKS_EXTENSION))
+    }
+}
+
+/// The era, version and capabilities that apply to one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProtocolContext {
+    /// Modern or legacy.
+    pub era: Era,
+    /// The protocol version, when known.
+    pub protocol_version: Option<String>,
+    /// The client's declared capabilities for this request.
+    pub capabilities: ClientCapabilities,
+}
+
+#[derive(Debug)]
+struct LegacySession {
+    owner: (String, Option<String>),
+    protocol_version: Option<String>,
+    capabilities: ClientCapabilities,
+}
+
+/// Remembers what legacy clients declared in `initialize`, per `Mcp-Session-Id`.
+pub(crate) struct SessionStore {
+    sessions: Cache<String, Arc<LegacySession>>,
+}
+
+impl SessionStore {
+    pub fn new(capacity: u64, idle: Duration) -> Self {
+        Self {
+            sessions: Cache::builder().max_capacity(capacity).time_to_idle(idle).build(),
+        }
+    }
+
+    /// Records an `initialize` whose response carried `session_id`.
+    pub fn remember(&self, session_id: &str, owner: (String, Option<String>), initialize: &McpRequest) {
+        let protocol_version = initialize.params.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
+        let capabilities = initialize
+            .params
+            .get("capabilities")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        self.sessions.insert(
+            session_id.to_owned(),
+            Arc::new(LegacySession {
+                owner,
+                protocol_version,
+                capabilities: ClientCapabilities::from_object(capabilities),
+            }),
+        );
+    }
+
+    fn lookup(&self, session_id: &str, owner: &(String, Option<String>)) -> Option<Arc<LegacySession>> {
+        self.sessions.get(session_id).filter(|s| &s.owner == owner)
+    }
+}
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Works out the era, version and capabilities of a request.
+pub(crate) fn protocol_context(
+    request: &McpRequest,
+    headers: &HeaderMap,
+    sessions: &SessionStore,
+    owner: &(String, Option<String>),
+) -> Result<ProtocolContext, ProtocolError> {
+    let id = Some(&request.id);
+    let meta = request.meta();
+    let Some(version) = meta.and_then(|m| m.get(META_PROTOCOL_VERSION)) else {
+        let session = single_header(headers, SESSION_HEADER)
+            .ok()
+            .flatten()
+            .and_then(|sid| sessions.lookup(sid, owner));
+        return Ok(match session {
+            Some(session) => ProtocolContext {
+                era: Era::Legacy,
+                protocol_version: session.protocol_version.clone(),
+                capabilities: session.capabilities.clone(),
+            },
+            None => ProtocolContext {
+                era: Era::Legacy,
+                protocol_version: request
+                    .params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+                capabilities: ClientCapabilities::default(),
+            },
+        });
+    };
+    let Some(version) = version.as_str() else {
+        return Err(ProtocolError::invalid_params("the protocol version in _meta must be a string").with_id(id));
+    };
+    if !MODERN_VERSIONS.contains(&version) {
+        return Err(
+            ProtocolError::new(StatusCode::BAD_REQUEST, UNSUPPORTED_VERSION, "unsupported protocol version")
+                .with_id(id)
+                .with_data(json!({"supported": MODERN_VERSIONS, "requested": version})),
+        );
+    }
+    let capabilities = match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
+        Some(Value::Object(caps)) => ClientCapabilities::from_object(caps.clone()),
+        _ => {
+            return Err(ProtocolError::invalid_params("modern requests must declare clientCapabilities in _meta").with_id(id));
+        }
+    };
+    check_mirrored_headers(request, headers, version)?;
+    Ok(ProtocolContext {
+        era: Era::Modern,
+        protocol_version: Some(version.to_owned()),
+        capabilities,
+    })
+}
+
+/// One header value as text; two values or a non-text value is an error.
+fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next();
+    if values.next().is_some() {
+        return Err(());
+    }
+    first.map(|v| v.to_str().map_err(|_| ())).transpose()
+}
+
+/// Modern requests: `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` must be present and
+/// equal to the body's values.
+fn check_mirrored_headers(request: &McpRequest, headers: &HeaderMap, version: &str) -> Result<(), ProtocolError> {
+    let mismatch = |what: &str| {
+        ProtocolError::new(StatusCode::BAD_REQUEST, HEADER_MISMATCH, format!("the {what} header does not match the body"))
+            .with_id(Some(&request.id))
+    };
+    let expect = |name: &str, value: &str| match single_header(headers, name) {
+        Ok(Some(found)) if found == value => Ok(()),
+        _ => Err(mismatch(name)),
+    };
+    expect("mcp-protocol-version", version)?;
+    expect("mcp-method", &request.method)?;
+    let named = matches!(request.target, Target::Tool { .. } | Target::Prompt { .. } | Target::Resource { .. } | Target::Task { .. });
+    match request.target.name() {
+        Some(name) if named => expect("mcp-name", name),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::request::{Message, classify};
+
+    fn request(body: &str) -> McpRequest {
+        match classify(body.as_bytes()).unwrap() {
+            Message::Request(r) => r,
+            _ => panic!(),
+        }
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (k, v) in pairs {
+            map.append(*k, v.parse().unwrap());
+        }
+        map
+    }
+
+    const MODERN: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}}}}}"#;
+    const OWNER: (&str, Option<&str>) = ("iss", Some("sub"));
+
+    fn owner() -> (String, Option<String>) {
+        (OWNER.0.into(), OWNER.1.map(Into::into))
+    }
+
+    fn store() -> SessionStore {
+        SessionStore::new(100, Duration::from_secs(60))
+    }
+
+    #[test]
+    fn modern_request_with_matching_headers() {
+        let h = headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "echo")]);
+        let ctx = protocol_context(&request(MODERN), &h, &store(), &owner()).unwrap();
+        assert_eq!(ctx.era, Era::Modern);
+        assert!(ctx.capabilities.url_elicitation());
+        assert!(!ctx.capabilities.form_elicitation());
+    }
+
+    #[test]
+    fn modern_request_with_missing_or_wrong_headers_is_refused() {
+        for h in [
+            headers(&[]),
+            headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "other")]),
+            headers(&[("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/call"), ("mcp-name", "echo")]),
+            headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list"), ("mcp-name", "echo")]),
+            headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "echo"), ("mcp-name", "echo")]),
+        ] {
+            let error = protocol_context(&request(MODERN), &h, &store(), &owner()).unwrap_err();
+            assert_eq!(error.code, HEADER_MISMATCH, "{h:?}");
+        }
+    }
+
+    #[test]
+    fn unknown_modern_version_is_refused_with_the_supported_list() {
+        let body = MODERN.replace("2026-07-28", "2099-01-01");
+        let error = protocol_context(&request(&body), &HeaderMap::new(), &store(), &owner()).unwrap_err();
+        assert_eq!(error.code, UNSUPPORTED_VERSION);
+        assert_eq!(error.data.unwrap()["supported"], json!(["2026-07-28"]));
+    }
+
+    #[test]
+    fn legacy_capabilities_come_from_the_owners_session() {
+        let sessions = store();
+        let init = request(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#);
+        sessions.remember("s1", owner(), &init);
+        let call = request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#);
+        let h = headers(&[("mcp-session-id", "s1"), ("mcp-name", "ignored-on-legacy")]);
+        let ctx = protocol_context(&call, &h, &sessions, &owner()).unwrap();
+        assert_eq!(ctx.era, Era::Legacy);
+        assert_eq!(ctx.protocol_version.as_deref(), Some("2025-11-25"));
+        assert!(ctx.capabilities.form_elicitation());
+        // Another principal presenting the same session id gets no capabilities.
+        let other = ("iss".to_owned(), Some("someone-else".to_owned()));
+        let ctx = protocol_context(&call, &h, &sessions, &other).unwrap();
+        assert_eq!(ctx.capabilities, ClientCapabilities::default());
+    }
+}

@@ -1,0 +1,409 @@
+//! JSON-RPC classification of one MCP message, failing closed.
+//!
+//! The layer reads the body once, strictly (see [`json`](super::json)), and extracts what the
+//! policy needs: method, id, the operation's target, `_meta`, `requestState` and
+//! `inputResponses`. Anything it cannot read with certainty is refused with a JSON-RPC error,
+//! never guessed: a batch, a non-object, a wrong `jsonrpc`, a missing or non-string method, an
+//! id that is not a string or an integer, params that are not an object, a target of the wrong
+//! type. Responses and notifications invoke nothing and are recognised as such.
+
+use std::sync::Arc;
+
+use http::StatusCode;
+use serde_json::{Map, Value};
+
+use super::json::parse_strict;
+
+/// JSON-RPC: invalid JSON.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC: not a valid request object.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC: invalid method parameters.
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC: internal error.
+pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP 2026-07-28: an `Mcp-*` / `MCP-Protocol-Version` header disagrees with the body.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: a capability the request needs was not declared.
+pub const MISSING_CAPABILITY: i64 = -32021;
+/// MCP 2026-07-28: the protocol version is not supported.
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// A request the layer refuses before any policy runs, as a JSON-RPC error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProtocolError {
+    /// HTTP status of the answer.
+    pub status: StatusCode,
+    /// JSON-RPC error code.
+    pub code: i64,
+    /// Human-readable message (fixed text; never echoes the body).
+    pub message: String,
+    /// The request id, when it could be read.
+    pub id: Option<Value>,
+    /// Extra `error.data`.
+    pub data: Option<Value>,
+}
+
+impl ProtocolError {
+    pub(crate) fn new(status: StatusCode, code: i64, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            id: None,
+            data: None,
+        }
+    }
+
+    pub(crate) fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, INVALID_REQUEST, message)
+    }
+
+    pub(crate) fn invalid_params(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, INVALID_PARAMS, message)
+    }
+
+    pub(crate) fn with_id(mut self, id: Option<&Value>) -> Self {
+        self.id = id.cloned();
+        self
+    }
+
+    pub(crate) fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// The JSON-RPC error document.
+    pub fn to_json(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), self.code.into());
+        error.insert("message".into(), self.message.clone().into());
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": self.id.clone().unwrap_or(Value::Null),
+            "error": error,
+        })
+    }
+}
+
+/// What an MCP operation acts on, as the policy sees it.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Target {
+    /// `tools/call`: the tool and a snapshot of its arguments.
+    Tool {
+        /// Tool name.
+        name: String,
+        /// The arguments exactly as the inner server will receive them.
+        arguments: Arc<Map<String, Value>>,
+    },
+    /// `resources/read`, `resources/subscribe`, `resources/unsubscribe`.
+    Resource {
+        /// The resource URI.
+        uri: String,
+    },
+    /// `prompts/get`: the prompt and its arguments.
+    Prompt {
+        /// Prompt name.
+        name: String,
+        /// The prompt arguments.
+        arguments: Arc<Map<String, Value>>,
+    },
+    /// `completion/complete`: what is being completed.
+    Completion {
+        /// The prompt or resource template the completion belongs to.
+        reference: CompletionReference,
+        /// The argument being completed.
+        argument: String,
+    },
+    /// `tasks/get`, `tasks/update`, `tasks/cancel`, `tasks/result`.
+    Task {
+        /// The task id.
+        task_id: String,
+    },
+    /// Methods without a target (`ping`, lists, `initialize`, ...).
+    None,
+}
+
+impl Target {
+    /// The name the `Mcp-Name` header mirrors, and logs use: tool or prompt name, resource URI,
+    /// task id.
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Target::Tool { name, .. } | Target::Prompt { name, .. } => Some(name),
+            Target::Resource { uri } => Some(uri),
+            Target::Task { task_id } => Some(task_id),
+            Target::Completion { reference, .. } => Some(reference.name()),
+            Target::None => None,
+        }
+    }
+}
+
+/// The `ref` of a `completion/complete` request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompletionReference {
+    /// `ref/prompt`.
+    Prompt {
+        /// Prompt name.
+        name: String,
+    },
+    /// `ref/resource`.
+    Resource {
+        /// Resource template URI.
+        uri: String,
+    },
+}
+
+impl CompletionReference {
+    /// The prompt name or template URI.
+    pub fn name(&self) -> &str {
+        match self {
+            CompletionReference::Prompt { name } => name,
+            CompletionReference::Resource { uri } => uri,
+        }
+    }
+}
+
+/// One classified JSON-RPC request.
+#[derive(Clone, Debug)]
+pub(crate) struct McpRequest {
+    pub id: Value,
+    pub method: String,
+    pub params: Map<String, Value>,
+    pub target: Target,
+}
+
+impl McpRequest {
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.params.get("_meta").and_then(Value::as_object)
+    }
+}
+
+/// A classified message.
+#[derive(Debug)]
+pub(crate) enum Message {
+    Request(McpRequest),
+    Notification,
+    Response,
+}
+
+/// Classifies one JSON-RPC message body.
+pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
+    let value = parse_strict(body).map_err(|e| {
+        let message = if e.to_string().starts_with("duplicate key") {
+            "duplicate keys in JSON object"
+        } else {
+            "the body is not valid JSON"
+        };
+        ProtocolError::new(StatusCode::BAD_REQUEST, PARSE_ERROR, message)
+    })?;
+    let mut object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => return Err(ProtocolError::invalid_request("JSON-RPC batches are not supported")),
+        _ => return Err(ProtocolError::invalid_request("a JSON-RPC message must be an object")),
+    };
+    let id = match object.get("id") {
+        None => None,
+        Some(id @ Value::String(_)) => Some(id.clone()),
+        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
+        Some(_) => return Err(ProtocolError::invalid_request("the id must be a string or an integer")),
+    };
+    if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+        return Err(ProtocolError::invalid_request("jsonrpc must be \"2.0\"").with_id(id.as_ref()));
+    }
+    let is_response = object.contains_key("result") || object.contains_key("error");
+    let method = match object.remove("method") {
+        None if is_response && id.is_some() && !(object.contains_key("result") && object.contains_key("error")) => {
+            return Ok(Message::Response);
+        }
+        None => return Err(ProtocolError::invalid_request("the method is missing").with_id(id.as_ref())),
+        Some(Value::String(method)) if !is_response => method,
+        Some(Value::String(_)) => {
+            return Err(ProtocolError::invalid_request("a request cannot carry a result or an error").with_id(id.as_ref()));
+        }
+        Some(_) => return Err(ProtocolError::invalid_request("the method must be a string").with_id(id.as_ref())),
+    };
+    let Some(id) = id else {
+        return Ok(Message::Notification);
+    };
+    let params = match object.remove("params") {
+        None => Map::new(),
+        Some(Value::Object(params)) => params,
+        Some(_) => return Err(ProtocolError::invalid_params("params must be an object").with_id(Some(&id))),
+    };
+    let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
+    for (key, expected) in [("_meta", "object"), ("inputResponses", "object"), ("requestState", "string")] {
+        let ok = match params.get(key) {
+            None => true,
+            Some(Value::Object(_)) => expected == "object",
+            Some(Value::String(_)) => expected == "string",
+            Some(_) => false,
+        };
+        if !ok {
+            return Err(refuse(&format!("params.{key} must be a{} {expected}", if expected == "object" { "n" } else { "" })));
+        }
+    }
+    let target = target_of(&method, &params).map_err(|message| refuse(message))?;
+    Ok(Message::Request(McpRequest {
+        id,
+        method,
+        params,
+        target,
+    }))
+}
+
+fn string_param<'a>(params: &'a Map<String, Value>, key: &str, message: &'static str) -> Result<&'a str, &'static str> {
+    params.get(key).and_then(Value::as_str).ok_or(message)
+}
+
+fn object_param(params: &Map<String, Value>, key: &str, message: &'static str) -> Result<Arc<Map<String, Value>>, &'static str> {
+    match params.get(key) {
+        None | Some(Value::Null) => Ok(Arc::new(Map::new())),
+        Some(Value::Object(map)) => Ok(Arc::new(map.clone())),
+        Some(_) => Err(message),
+    }
+}
+
+fn target_of(method: &str, params: &Map<String, Value>) -> Result<Target, &'static str> {
+    Ok(match method {
+        "tools/call" => Target::Tool {
+            name: string_param(params, "name", "tools/call needs a string params.name")?.to_owned(),
+            arguments: object_param(params, "arguments", "params.arguments must be an object")?,
+        },
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Target::Resource {
+            uri: string_param(params, "uri", "this method needs a string params.uri")?.to_owned(),
+        },
+        "prompts/get" => {
+            let arguments = object_param(params, "arguments", "params.arguments must be an object")?;
+            if !arguments.values().all(Value::is_string) {
+                return Err("prompt arguments must be strings");
+            }
+            Target::Prompt {
+                name: string_param(params, "name", "prompts/get needs a string params.name")?.to_owned(),
+                arguments,
+            }
+        }
+        "completion/complete" => {
+            let reference = params
+                .get("ref")
+                .and_then(Value::as_object)
+                .ok_or("completion/complete needs an object params.ref")?;
+            let reference = match reference.get("type").and_then(Value::as_str) {
+                Some("ref/prompt") => CompletionReference::Prompt {
+                    name: string_param(reference, "name", "ref/prompt needs a string name")?.to_owned(),
+                },
+                Some("ref/resource") => CompletionReference::Resource {
+                    uri: string_param(reference, "uri", "ref/resource needs a string uri")?.to_owned(),
+                },
+                _ => return Err("params.ref.type must be ref/prompt or ref/resource"),
+            };
+            let argument = params
+                .get("argument")
+                .and_then(Value::as_object)
+                .and_then(|a| a.get("name"))
+                .and_then(Value::as_str)
+                .ok_or("completion/complete needs a string params.argument.name")?;
+            Target::Completion {
+                reference,
+                argument: argument.to_owned(),
+            }
+        }
+        "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => Target::Task {
+            task_id: string_param(params, "taskId", "task methods need a string params.taskId")?.to_owned(),
+        },
+        _ => Target::None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(body: &str) -> McpRequest {
+        match classify(body.as_bytes()) {
+            Ok(Message::Request(r)) => r,
+            other => panic!("{body}: {other:?}"),
+        }
+    }
+
+    fn refused(body: &[u8]) -> ProtocolError {
+        classify(body).err().unwrap_or_else(|| panic!("{:?} must be refused", String::from_utf8_lossy(body)))
+    }
+
+    #[test]
+    fn tool_call_target() {
+        let r = request(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#);
+        assert_eq!(r.id, 7);
+        let Target::Tool { name, arguments } = &r.target else { panic!() };
+        assert_eq!(name, "echo");
+        assert_eq!(arguments["text"], "hi");
+    }
+
+    #[test]
+    fn every_target_kind() {
+        let r = request(r#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}}"#);
+        assert_eq!(r.target, Target::Resource { uri: "file:///x".into() });
+        let r = request(r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"v"}}}"#);
+        assert_eq!(r.target.name(), Some("p"));
+        let r = request(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}"#);
+        assert_eq!(r.target, Target::Task { task_id: "t1".into() });
+        let r = request(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        assert_eq!(r.target, Target::None);
+    }
+
+    #[test]
+    fn notifications_and_responses() {
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Ok(Message::Notification)
+        ));
+        assert!(matches!(classify(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Ok(Message::Response)));
+    }
+
+    #[test]
+    fn unreadable_messages_are_refused_with_their_code() {
+        let cases: &[(&[u8], i64)] = &[
+            (b"not json", PARSE_ERROR),
+            (b"\xff\xfe", PARSE_ERROR),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#, PARSE_ERROR),
+            (br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, INVALID_REQUEST),
+            (br#""ping""#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, INVALID_REQUEST),
+            (br#"{"id":1,"method":"ping"}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"method":5}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":[]}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":1}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":[]}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","_meta":"x"}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","requestState":1}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"prompts/get","params":{"name":"p","arguments":{"a":1}}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":null}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{}}"#, INVALID_PARAMS),
+            (br#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"x"}}}"#, INVALID_PARAMS),
+        ];
+        for (body, code) in cases {
+            let error = refused(body);
+            assert_eq!(error.code, *code, "{}", String::from_utf8_lossy(body));
+            assert_eq!(error.status, StatusCode::BAD_REQUEST);
+        }
+    }
+
+    #[test]
+    fn errors_echo_the_id_when_known() {
+        let error = refused(br#"{"jsonrpc":"2.0","id":"x9","method":"tools/call","params":{}}"#);
+        assert_eq!(error.to_json()["id"], "x9");
+        let error = refused(b"garbage");
+        assert_eq!(error.to_json()["id"], Value::Null);
+    }
+}

@@ -1,0 +1,104 @@
+//! [`Evaluation`]: everything `evaluate` is told about one request.
+//!
+//! It holds the verified principal, the method, the target with a snapshot of its arguments
+//! (the same values the inner server will receive), the protocol era and version, the client's
+//! declared capabilities and the phase. It deliberately holds nothing else: not the token, not
+//! the raw `_meta` (so a client cannot steer the policy through `_meta` fields the policy might
+//! mistake for facts), not the echoed `authorizationContextId` (a client echo is never
+//! authority), and not the gateway's own continuation state.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::auth::Principal;
+use crate::mcp::{ClientCapabilities, Era, ProtocolContext, Target};
+
+/// Why `evaluate` is being asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Phase {
+    /// The client is invoking the operation (first attempt or retry).
+    Invocation,
+}
+
+/// The context handed to `evaluate`. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Evaluation(Arc<EvaluationData>);
+
+#[derive(Debug)]
+struct EvaluationData {
+    principal: Principal,
+    method: String,
+    target: Target,
+    protocol: ProtocolContext,
+    phase: Phase,
+}
+
+impl Evaluation {
+    pub(crate) fn new(principal: Principal, method: String, target: Target, protocol: ProtocolContext, phase: Phase) -> Self {
+        Self(Arc::new(EvaluationData {
+            principal,
+            method,
+            target,
+            protocol,
+            phase,
+        }))
+    }
+
+    /// The verified caller.
+    pub fn principal(&self) -> &Principal {
+        &self.0.principal
+    }
+
+    /// The JSON-RPC method (`tools/call`, `resources/read`, ...).
+    pub fn method(&self) -> &str {
+        &self.0.method
+    }
+
+    /// What the operation acts on.
+    pub fn target(&self) -> &Target {
+        &self.0.target
+    }
+
+    /// The tool name, for `tools/call`.
+    pub fn tool(&self) -> Option<&str> {
+        match &self.0.target {
+            Target::Tool { name, .. } => Some(name),
+            _ => None,
+        }
+    }
+
+    /// The arguments of a tool call or prompt, as the inner server will receive them.
+    pub fn arguments(&self) -> Option<&Map<String, Value>> {
+        match &self.0.target {
+            Target::Tool { arguments, .. } | Target::Prompt { arguments, .. } => Some(arguments),
+            _ => None,
+        }
+    }
+
+    /// Modern or legacy MCP.
+    pub fn era(&self) -> Era {
+        self.0.protocol.era
+    }
+
+    /// The protocol version, when known.
+    pub fn protocol_version(&self) -> Option<&str> {
+        self.0.protocol.protocol_version.as_deref()
+    }
+
+    /// What the client declared it can do, for this request.
+    pub fn capabilities(&self) -> &ClientCapabilities {
+        &self.0.protocol.capabilities
+    }
+
+    /// Why `evaluate` is being asked.
+    pub fn phase(&self) -> Phase {
+        self.0.phase
+    }
+
+    /// A test helper: an evaluation built by hand, to unit-test a policy without a request.
+    pub fn for_test(principal: Principal, method: &str, target: Target, protocol: ProtocolContext) -> Self {
+        Self::new(principal, method.to_owned(), target, protocol, Phase::Invocation)
+    }
+}
