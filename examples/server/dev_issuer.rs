@@ -68,6 +68,7 @@ impl DevIssuer {
             .route("/.well-known/openid-configuration", get(metadata))
             .route("/jwks", get(serve_jwks))
             .route("/token", post(token))
+            .route("/authorize", get(authorize))
             .with_state(state);
         tokio::spawn(async move {
             if let Err(error) = axum::serve(listener, app).await {
@@ -105,6 +106,10 @@ fn generate_key() -> Result<(EncodingKey, String, Value), String> {
 async fn metadata(State(state): State<Arc<IssuerState>>) -> Json<Value> {
     Json(json!({
         "issuer": state.issuer,
+        // RFC 8414 requires an authorization endpoint whenever a grant could use one, and
+        // some clients (the MCP Python SDK) refuse metadata without it. This issuer serves only
+        // `client_credentials`, so the endpoint exists only to say so.
+        "authorization_endpoint": format!("{}/authorize", state.issuer),
         "token_endpoint": format!("{}/token", state.issuer),
         "jwks_uri": format!("{}/jwks", state.issuer),
         "grant_types_supported": ["client_credentials"],
@@ -112,6 +117,14 @@ async fn metadata(State(state): State<Arc<IssuerState>>) -> Json<Value> {
         "response_types_supported": [],
         "scopes_supported": state.scopes,
     }))
+}
+
+async fn authorize() -> Response {
+    oauth_error(
+        StatusCode::BAD_REQUEST,
+        "unsupported_response_type",
+        "this development issuer serves only the client_credentials grant",
+    )
 }
 
 async fn serve_jwks(State(state): State<Arc<IssuerState>>) -> Json<Value> {

@@ -78,7 +78,7 @@ pub enum InvalidToken {
     WrongIssuer,
     /// `aud` does not contain the canonical resource URI.
     WrongAudience,
-    /// A required claim (`exp`, `iss`, `aud`) is missing.
+    /// A required claim (`exp`, `aud`) is missing.
     MissingClaim,
     /// A claim has the wrong type (for example `scope` as a number).
     BadClaim,

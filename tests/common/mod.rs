@@ -6,3 +6,6 @@ pub mod tokens;
 
 #[path = "../../examples/server/tools.rs"]
 pub mod tools;
+
+#[path = "../../examples/server/policy.rs"]
+pub mod policy;

@@ -2,7 +2,7 @@
 //
 //   node ts-client.mjs <mcp-url> [--client-id ID --client-secret S] [--scope "a b"] [--issuer URL]
 //                      [--auth-method basic|post] [--call name='{"json":"args"}']... [--token TOKEN]
-//                      [--no-list] [--timeout-ms 30000]
+//                      [--no-list] [--timeout-ms 30000] [--step-up]
 //
 // With --client-id/--client-secret it uses the SDK's ClientCredentialsProvider as the transport's
 // authProvider (401 -> protected resource metadata -> AS metadata -> token -> retry).
@@ -48,6 +48,7 @@ const opts = { calls: [], list: true, timeoutMs: 30000, authMethod: 'basic' };
       case '--token': opts.token = need(i); i++; break;
       case '--timeout-ms': opts.timeoutMs = Number(need(i)); i++; break;
       case '--no-list': opts.list = false; break;
+      case '--step-up': opts.stepUp = true; break;
       case '--call': {
         const spec = need(i); i++;
         const eq = spec.indexOf('=');
@@ -83,6 +84,8 @@ const timer = setTimeout(() => {
 // ------------------------------------------------------------------------------------------------
 const mcpUrl = new URL(opts.url);
 let lastMcpStatus;
+// The scope named by the last 403 insufficient_scope challenge from the MCP endpoint.
+let lastScopeChallenge;
 
 function describeBody(body) {
   if (body == null) return {};
@@ -118,7 +121,13 @@ async function loggingFetch(input, init) {
   entry.status = res.status;
   entry.www_authenticate = res.headers.get('www-authenticate');
   const u = new URL(url);
-  if (u.origin === mcpUrl.origin && u.pathname === mcpUrl.pathname) lastMcpStatus = res.status;
+  if (u.origin === mcpUrl.origin && u.pathname === mcpUrl.pathname) {
+    lastMcpStatus = res.status;
+    const challenge = entry.www_authenticate ?? '';
+    if (res.status === 403 && /error="insufficient_scope"/.test(challenge)) {
+      lastScopeChallenge = /scope="([^"]*)"/.exec(challenge)?.[1];
+    }
+  }
   if (res.status >= 400) {
     try {
       const text = await res.clone().text();
@@ -132,25 +141,30 @@ async function loggingFetch(input, init) {
 // ------------------------------------------------------------------------------------------------
 // Client
 // ------------------------------------------------------------------------------------------------
-let authProvider;
-if (opts.clientId) {
-  const o = { clientId: opts.clientId, clientSecret: opts.clientSecret, clientName: 'mcp-gate-ts-client' };
-  if (opts.scope) o.scope = opts.scope;
-  if (opts.issuer) o.expectedIssuer = opts.issuer;
-  authProvider = new ClientCredentialsProvider(o);
-  if (opts.authMethod === 'post') {
-    // The SDK prefers the method recorded in the client information (if the AS supports it).
-    authProvider.saveClientInformation({ ...authProvider.clientInformation(), token_endpoint_auth_method: 'client_secret_post' });
+// One connected client per scope set: a step-up (--step-up) reconnects with a wider one.
+function makeClient(scope) {
+  let authProvider;
+  if (opts.clientId) {
+    const o = { clientId: opts.clientId, clientSecret: opts.clientSecret, clientName: 'mcp-gate-ts-client' };
+    if (scope) o.scope = scope;
+    if (opts.issuer) o.expectedIssuer = opts.issuer;
+    authProvider = new ClientCredentialsProvider(o);
+    if (opts.authMethod === 'post') {
+      // The SDK prefers the method recorded in the client information (if the AS supports it).
+      authProvider.saveClientInformation({ ...authProvider.clientInformation(), token_endpoint_auth_method: 'client_secret_post' });
+    }
   }
+  const transport = new StreamableHTTPClientTransport(mcpUrl, {
+    fetch: loggingFetch,
+    ...(authProvider ? { authProvider } : {}),
+    ...(opts.token ? { requestInit: { headers: { Authorization: `Bearer ${opts.token}` } } } : {}),
+  });
+  const client = new Client({ name: 'mcp-gate-ts-client', version: '0.0.0' }, { capabilities: {} });
+  return { client, transport };
 }
 
-const transport = new StreamableHTTPClientTransport(mcpUrl, {
-  fetch: loggingFetch,
-  ...(authProvider ? { authProvider } : {}),
-  ...(opts.token ? { requestInit: { headers: { Authorization: `Bearer ${opts.token}` } } } : {}),
-});
-
-const client = new Client({ name: 'mcp-gate-ts-client', version: '0.0.0' }, { capabilities: {} });
+let currentScope = opts.scope;
+let { client, transport } = makeClient(currentScope);
 
 function errorInfo(e) {
   const info = {
@@ -192,7 +206,21 @@ async function main() {
       });
     }
     for (const c of opts.calls) {
-      await step({ step: 'call', name: c.name }, async () => ({ result: await client.callTool({ name: c.name, arguments: c.args }) }));
+      lastScopeChallenge = undefined;
+      const okBefore = allOk;
+      const ok = await step({ step: 'call', name: c.name }, async () => ({ result: await client.callTool({ name: c.name, arguments: c.args }) }));
+      // The SDK's client_credentials provider asks only for its configured scope, so it cannot
+      // follow a 403 insufficient_scope by itself. With --step-up the application does: it
+      // reconnects asking for the union of its scopes and the challenge's, and retries once.
+      if (!ok && opts.stepUp && opts.clientId && lastScopeChallenge !== undefined) {
+        const union = [...new Set([...(currentScope ?? '').split(' '), ...lastScopeChallenge.split(' ')].filter(Boolean))].join(' ');
+        try { await client.close(); } catch { /* ignore */ }
+        currentScope = union;
+        ({ client, transport } = makeClient(currentScope));
+        allOk = okBefore;
+        await step({ step: 'step-up', scope: union }, async () => { await client.connect(transport); return {}; });
+        await step({ step: 'call', name: c.name, retried: true }, async () => ({ result: await client.callTool({ name: c.name, arguments: c.args }) }));
+      }
     }
   }
   try { await client.close(); } catch { /* ignore */ }
