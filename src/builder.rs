@@ -12,9 +12,9 @@ use crate::auth::keys::{KeySource, StaticKeys};
 use crate::auth::metadata::ProtectedResourceMetadata;
 use crate::auth::scope::{ScopeHierarchy, ScopeSet, is_valid_scope_token};
 use crate::auth::token_cache::TokenCache;
-use crate::error::ConfigError;
 use crate::denial::render::{CredentialDelivery, DEFAULT_DENIAL_CODE, DenialSettings};
 use crate::denial::{Family, Revision};
+use crate::error::ConfigError;
 use crate::gate::{Gate, GateInner, McpSettings};
 use crate::mcp::era::SessionStore;
 use crate::policy::Policy;
@@ -92,7 +92,11 @@ struct PolicySlot(Option<Arc<dyn Policy>>);
 
 impl std::fmt::Debug for PolicySlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() { "Some(<policy>)" } else { "None" })
+        f.write_str(if self.0.is_some() {
+            "Some(<policy>)"
+        } else {
+            "None"
+        })
     }
 }
 
@@ -299,7 +303,7 @@ impl GateBuilder {
         self
     }
 
-    /// Allows plain `http` issuer, JWKS and introspection URLs on non-loopback hosts.
+    /// Allows plain `http` resource, issuer, JWKS and introspection URLs on non-loopback hosts.
     /// Loopback hosts are always allowed; anything else should be HTTPS.
     pub fn allow_insecure_http(mut self) -> Self {
         self.allow_insecure_http = true;
@@ -400,6 +404,15 @@ impl GateBuilder {
                 .as_deref()
                 .ok_or(ConfigError::MissingResource)?,
         )?;
+        if resource.origin().starts_with("http:")
+            && !resource.is_loopback()
+            && !self.allow_insecure_http
+        {
+            return Err(ConfigError::InvalidResource {
+                value: resource.as_str().to_owned(),
+                reason: "plain http is allowed only on loopback hosts (see allow_insecure_http)",
+            });
+        }
         if self.leeway > Duration::from_secs(300) {
             return Err(ConfigError::InvalidOption {
                 field: "leeway",

@@ -79,7 +79,9 @@ pub enum ConfigError {
         supported: String,
     },
     /// No policy was given: the layer never guesses one.
-    #[error("no policy: call GateBuilder::evaluate (mcp_gate::policy::allow_all() for an open server)")]
+    #[error(
+        "no policy: call GateBuilder::evaluate (mcp_gate::policy::allow_all() for an open server)"
+    )]
     MissingPolicy,
     /// An option the selected revision does not allow.
     #[error("{0}")]

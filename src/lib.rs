@@ -81,8 +81,8 @@
 
 pub mod auth;
 mod builder;
-mod error;
 pub mod denial;
+mod error;
 mod gate;
 #[cfg(feature = "jwks")]
 mod http_client;
@@ -101,8 +101,8 @@ pub use auth::{
 };
 pub use builder::{GateBuilder, Issuer};
 pub use denial::{CredentialDelivery, Revision};
-pub use policy::{Decision, Evaluation, Remediation};
 pub use error::ConfigError;
 pub use gate::Gate;
 pub use layer::{GateBody, GateLayer, GateService, ResponseFuture};
+pub use policy::{Decision, Evaluation, Remediation};
 pub use resource::{METADATA_WELL_KNOWN, ResourceUri};

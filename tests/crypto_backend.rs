@@ -10,7 +10,8 @@ use mcp_gate::{ConfigError, Gate};
 
 #[test]
 fn both_crypto_backends_are_a_build_error_not_a_request_panic() {
-    let error = Gate::builder().evaluate(allow_all())
+    let error = Gate::builder()
+        .evaluate(allow_all())
         .resource("http://127.0.0.1:8080/mcp")
         .issuer("http://127.0.0.1:9000")
         .build()

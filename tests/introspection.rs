@@ -11,7 +11,8 @@ use serde_json::json;
 async fn gated(auth: &AuthServer) -> GatedServer {
     let (issuer, endpoint) = (auth.issuer.clone(), auth.introspection_endpoint.clone());
     GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
             .introspection(Introspection::new(

@@ -79,7 +79,8 @@ async fn typescript_sdk_client_discovers_and_calls_echo() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
     })
@@ -123,7 +124,8 @@ async fn python_sdk_client_discovers_and_calls_echo() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
     })
@@ -161,7 +163,12 @@ async fn python_sdk_client_discovers_and_calls_echo() {
 async fn token_for_another_audience_is_refused_with_401() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| Gate::builder().evaluate(allow_all()).issuer(issuer.as_str())).await;
+    let server = GatedServer::start(|_| {
+        Gate::builder()
+            .evaluate(allow_all())
+            .issuer(issuer.as_str())
+    })
+    .await;
     let foreign = auth
         .token(
             CLIENT,
@@ -203,7 +210,8 @@ async fn token_lacking_a_required_scope_gets_403_with_the_full_scope_set() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read", "mcp:write"])
     })
@@ -287,7 +295,8 @@ async fn rotated_key_is_picked_up_after_exactly_one_jwks_fetch() {
         first.kid.clone(),
     );
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .key_refresh(KeyRefresh::default().cooldown(Duration::from_millis(300)))
     })
@@ -356,7 +365,8 @@ async fn known_keys_keep_working_while_the_issuer_is_down() {
     let issuer = auth.issuer.clone();
     // No token cache: every request below really verifies against the key set.
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .token_cache_capacity(0)
             .key_refresh(KeyRefresh::default().cooldown(Duration::from_millis(100)))
@@ -412,7 +422,12 @@ async fn known_keys_keep_working_while_the_issuer_is_down() {
 async fn thousand_concurrent_first_requests_cause_one_jwks_fetch() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| Gate::builder().evaluate(allow_all()).issuer(issuer.as_str())).await;
+    let server = GatedServer::start(|_| {
+        Gate::builder()
+            .evaluate(allow_all())
+            .issuer(issuer.as_str())
+    })
+    .await;
     let token = auth
         .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
         .await;
@@ -439,7 +454,12 @@ async fn thousand_concurrent_first_requests_cause_one_jwks_fetch() {
 async fn rs256_tokens_from_oidc_provider_verify() {
     let auth = AuthServer::start(&[("AS_ALG", "RS256")]).await;
     let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| Gate::builder().evaluate(allow_all()).issuer(issuer.as_str())).await;
+    let server = GatedServer::start(|_| {
+        Gate::builder()
+            .evaluate(allow_all())
+            .issuer(issuer.as_str())
+    })
+    .await;
     let token = auth
         .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
         .await;
@@ -455,7 +475,9 @@ async fn explicit_jwks_uri_is_used_without_discovery() {
     let auth = AuthServer::start(&[]).await;
     let (issuer, jwks_uri) = (auth.issuer.clone(), auth.jwks_uri.clone());
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all()).issuer(mcp_gate::Issuer::with_jwks_uri(issuer, jwks_uri))
+        Gate::builder()
+            .evaluate(allow_all())
+            .issuer(mcp_gate::Issuer::with_jwks_uri(issuer, jwks_uri))
     })
     .await;
     let token = auth.token(CLIENT, SECRET, None, Some(&server.url)).await;
@@ -473,7 +495,8 @@ async fn metadata_is_served_at_both_paths_with_cors() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     let server = GatedServer::start(|_| {
-        Gate::builder().evaluate(allow_all())
+        Gate::builder()
+            .evaluate(allow_all())
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
             .resource_name("test server")

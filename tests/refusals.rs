@@ -1837,6 +1837,27 @@ fn plain_http_issuers_need_loopback_or_an_explicit_opt_in() {
 }
 
 #[test]
+fn plain_http_resource_needs_loopback_or_an_explicit_opt_in() {
+    let key = TestKey::es256("k1");
+    let with = |resource: &str| {
+        builder()
+            .resource(resource)
+            .issuer(Issuer::with_keys(ISSUER, static_keys(&key)))
+    };
+    let error = with("http://mcp.example/mcp").build().unwrap_err();
+    assert!(
+        matches!(&error, ConfigError::InvalidResource { value, reason } if value == "http://mcp.example/mcp" && reason.contains("loopback")),
+        "{error:?}"
+    );
+    with("http://mcp.example/mcp")
+        .allow_insecure_http()
+        .build()
+        .expect("explicitly allowed");
+    with("https://mcp.example/mcp").build().expect("https");
+    with("http://localhost:8080/mcp").build().expect("loopback");
+}
+
+#[test]
 fn no_issuer_is_a_config_error() {
     let error = builder()
         .resource(RESOURCE)

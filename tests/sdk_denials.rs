@@ -27,7 +27,10 @@ async fn demo_server(auth: &AuthServer) -> GatedServer {
 }
 
 fn calls<'a>(run: &'a ClientRun, name: &str) -> Vec<&'a Value> {
-    run.steps.iter().filter(|s| s["step"] == "call" && s["name"] == name).collect()
+    run.steps
+        .iter()
+        .filter(|s| s["step"] == "call" && s["name"] == name)
+        .collect()
 }
 
 fn envelope(step: &Value) -> &Value {
@@ -47,10 +50,21 @@ fn assert_credential_challenge(run: &ClientRun) {
         .nth(1)
         .and_then(|rest| rest.split('"').next())
         .expect("authorization_remediation parameter");
-    let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).expect("base64url")).expect("JSON");
-    assert_eq!(remedy["authorization_details"][0]["type"], "payment_initiation");
-    assert_eq!(remedy["authorization_details"][0]["instructedAmount"]["amount"], "40.00");
-    assert!(remedy["authorization_reference"].as_str().is_some_and(|r| r.starts_with("ref_")));
+    let remedy: Value =
+        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).expect("base64url")).expect("JSON");
+    assert_eq!(
+        remedy["authorization_details"][0]["type"],
+        "payment_initiation"
+    );
+    assert_eq!(
+        remedy["authorization_details"][0]["instructedAmount"]["amount"],
+        "40.00"
+    );
+    assert!(
+        remedy["authorization_reference"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("ref_"))
+    );
 }
 
 #[tokio::test]
@@ -61,35 +75,66 @@ async fn typescript_sdk_legacy_client_sees_every_decision() {
         Sdk::TypeScript,
         &server.url,
         &[
-            "--client-id", "mcp-client", "--client-secret", "mcp-client-secret", "--scope", "mcp:read",
-            "--issuer", &auth.issuer, "--step-up", "--no-list",
-            "--call", r#"echo={"text":"allowed"}"#,
-            "--call", "admin_report",
-            "--call", "delete_everything",
-            "--call", "secret_sauce",
-            "--call", TRANSFER,
+            "--client-id",
+            "mcp-client",
+            "--client-secret",
+            "mcp-client-secret",
+            "--scope",
+            "mcp:read",
+            "--issuer",
+            &auth.issuer,
+            "--step-up",
+            "--no-list",
+            "--call",
+            r#"echo={"text":"allowed"}"#,
+            "--call",
+            "admin_report",
+            "--call",
+            "delete_everything",
+            "--call",
+            "secret_sauce",
+            "--call",
+            TRANSFER,
         ],
     )
     .await;
-    let connect = run.steps.iter().find(|s| s["step"] == "connect").expect("connect step");
+    let connect = run
+        .steps
+        .iter()
+        .find(|s| s["step"] == "connect")
+        .expect("connect step");
     assert_eq!(connect["ok"], true, "{run:#?}");
 
     // Allowed.
-    assert_eq!(calls(&run, "echo")[0]["result"]["content"][0]["text"], "allowed");
+    assert_eq!(
+        calls(&run, "echo")[0]["result"]["content"][0]["text"],
+        "allowed"
+    );
 
     // Scope step-up: a 403 naming every scope the call needs, then, with the wider token, success.
     let admin = calls(&run, "admin_report");
     assert_eq!(admin[0]["ok"], false);
     assert_eq!(admin[0]["error"]["http_status"], 403);
-    let step_up = run.steps.iter().find(|s| s["step"] == "step-up").expect("step-up");
+    let step_up = run
+        .steps
+        .iter()
+        .find(|s| s["step"] == "step-up")
+        .expect("step-up");
     assert_eq!(step_up["scope"], "mcp:read mcp:admin");
     assert_eq!(admin[1]["ok"], true, "{run:#?}");
-    assert_eq!(admin[1]["result"]["content"][0]["text"], "admin report: all systems nominal");
+    assert_eq!(
+        admin[1]["result"]["content"][0]["text"],
+        "admin report: all systems nominal"
+    );
 
     // unavailable and undisclosed: a tool error the SDK hands back, with the envelope and no
     // `resultType` (a legacy client never sees one).
     for (tool, remediation, text) in [
-        ("delete_everything", "unavailable", "Deleting everything is never allowed."),
+        (
+            "delete_everything",
+            "unavailable",
+            "Deleting everything is never allowed.",
+        ),
         ("secret_sauce", "undisclosed", "You cannot use this tool."),
     ] {
         let step = calls(&run, tool)[0];
@@ -100,7 +145,11 @@ async fn typescript_sdk_legacy_client_sees_every_decision() {
         let envelope = envelope(step);
         assert_eq!(envelope["reason"], "insufficient_authorization");
         assert_eq!(envelope["remediation"], remediation);
-        assert!(envelope["authorizationContextId"].as_str().is_some_and(|id| id.starts_with("actx_")));
+        assert!(
+            envelope["authorizationContextId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("actx_"))
+        );
         assert!(envelope.get("remediationHints").is_none());
     }
 
@@ -119,25 +168,49 @@ async fn python_sdk_modern_client_sees_every_decision() {
         Sdk::Python,
         &server.url,
         &[
-            "--client-id", "mcp-client", "--client-secret", "mcp-client-secret", "--issuer", &auth.issuer, "--no-list",
-            "--call", r#"echo={"text":"allowed"}"#,
-            "--call", "admin_report",
-            "--call", "delete_everything",
-            "--call", "secret_sauce",
-            "--call", TRANSFER,
+            "--client-id",
+            "mcp-client",
+            "--client-secret",
+            "mcp-client-secret",
+            "--issuer",
+            &auth.issuer,
+            "--no-list",
+            "--call",
+            r#"echo={"text":"allowed"}"#,
+            "--call",
+            "admin_report",
+            "--call",
+            "delete_everything",
+            "--call",
+            "secret_sauce",
+            "--call",
+            TRANSFER,
         ],
     )
     .await;
-    let connect = run.steps.iter().find(|s| s["step"] == "connect").expect("connect step");
+    let connect = run
+        .steps
+        .iter()
+        .find(|s| s["step"] == "connect")
+        .expect("connect step");
     assert_eq!(connect["ok"], true, "{run:#?}");
-    assert_eq!(connect["protocol_version"], "2026-07-28", "the Python SDK speaks modern MCP");
+    assert_eq!(
+        connect["protocol_version"], "2026-07-28",
+        "the Python SDK speaks modern MCP"
+    );
 
-    assert_eq!(calls(&run, "echo")[0]["result"]["content"][0]["text"], "allowed");
+    assert_eq!(
+        calls(&run, "echo")[0]["result"]["content"][0]["text"],
+        "allowed"
+    );
 
     // Scope step-up, completed by the SDK itself: 403, a token for the union, then success.
     let admin = calls(&run, "admin_report")[0];
     assert_eq!(admin["ok"], true, "{run:#?}");
-    assert_eq!(admin["result"]["content"][0]["text"], "admin report: all systems nominal");
+    assert_eq!(
+        admin["result"]["content"][0]["text"],
+        "admin report: all systems nominal"
+    );
     let forbidden = run
         .http
         .iter()
@@ -151,12 +224,20 @@ async fn python_sdk_modern_client_sees_every_decision() {
     );
     let stepped_up = run.http.iter().any(|h| {
         h["url"] == auth.token_endpoint.as_str()
-            && h["form"]["scope"].as_str().is_some_and(|s| s.contains("mcp:admin") && s.contains("mcp:read"))
+            && h["form"]["scope"]
+                .as_str()
+                .is_some_and(|s| s.contains("mcp:admin") && s.contains("mcp:read"))
     });
-    assert!(stepped_up, "the SDK asked for the union of scopes: {run:#?}");
+    assert!(
+        stepped_up,
+        "the SDK asked for the union of scopes: {run:#?}"
+    );
 
     // unavailable and undisclosed, with `resultType: "complete"` (modern).
-    for (tool, remediation) in [("delete_everything", "unavailable"), ("secret_sauce", "undisclosed")] {
+    for (tool, remediation) in [
+        ("delete_everything", "unavailable"),
+        ("secret_sauce", "undisclosed"),
+    ] {
         let step = calls(&run, tool)[0];
         assert_eq!(step["ok"], true, "{step}");
         assert_eq!(step["result"]["isError"], true);

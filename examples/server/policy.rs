@@ -40,7 +40,9 @@ pub async fn demo_policy(evaluation: Evaluation) -> Result<Decision, Infallible>
                     .into()
             }
         }
-        Some("admin_report") if !principal.has_scope("mcp:admin") => Decision::scopes(["mcp:admin"]),
+        Some("admin_report") if !principal.has_scope("mcp:admin") => {
+            Decision::scopes(["mcp:admin"])
+        }
         Some("delete_everything") => Decision::unavailable("Deleting everything is never allowed."),
         Some("secret_sauce") => Decision::undisclosed("You cannot use this tool."),
         _ => Decision::allow(),

@@ -40,7 +40,10 @@ impl DemoServer {
     /// Pretends to move money. The policy lets it run only with a payment-specific credential.
     #[tool(description = "Transfer money to an account")]
     fn transfer(&self, Parameters(args): Parameters<TransferArgs>) -> String {
-        format!("transferred {} {} to {}", args.amount, args.currency, args.iban)
+        format!(
+            "transferred {} {} to {}",
+            args.amount, args.currency, args.iban
+        )
     }
 
     /// Never allowed by the example policy.

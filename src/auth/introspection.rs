@@ -213,15 +213,17 @@ impl Introspector {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
-        if let Some(exp) = answer.exp() {
-            if (exp.timestamp().max(0) as u64).saturating_add(self.leeway) < now {
-                return Err(invalid(InvalidToken::Expired));
-            }
+        if answer
+            .exp()
+            .is_some_and(|exp| (exp.timestamp().max(0) as u64).saturating_add(self.leeway) < now)
+        {
+            return Err(invalid(InvalidToken::Expired));
         }
-        if let Some(nbf) = answer.nbf() {
-            if nbf.timestamp().max(0) as u64 > now.saturating_add(self.leeway) {
-                return Err(invalid(InvalidToken::NotYetValid));
-            }
+        if answer
+            .nbf()
+            .is_some_and(|nbf| nbf.timestamp().max(0) as u64 > now.saturating_add(self.leeway))
+        {
+            return Err(invalid(InvalidToken::NotYetValid));
         }
         let issuer = match answer.iss() {
             Some(iss) if self.issuers.iter().any(|i| i == iss) => iss.to_owned(),
@@ -232,7 +234,7 @@ impl Introspector {
             },
         };
         match answer.aud() {
-            Some(aud) if aud.iter().any(|a| *a == self.audience) => {}
+            Some(aud) if aud.contains(&self.audience) => {}
             Some(_) => return Err(invalid(InvalidToken::WrongAudience)),
             None if self.require_audience => return Err(invalid(InvalidToken::WrongAudience)),
             None => {}

@@ -234,6 +234,37 @@ impl StaticKeys {
     }
 }
 
+/// Where an issuer's keys come from.
+pub(crate) enum KeySource {
+    /// Keys fixed in the configuration.
+    Static(Arc<KeySet>),
+    /// A JWK set fetched over HTTP and refreshed.
+    #[cfg(feature = "jwks")]
+    Remote(Arc<super::jwks::RemoteJwks>),
+}
+
+impl KeySource {
+    /// The key for a token's `kid` and `alg`, refreshing a remote set if the `kid` is unknown.
+    pub async fn find(
+        &self,
+        kid: Option<&str>,
+        alg: Algorithm,
+    ) -> Result<Arc<VerificationKey>, crate::auth::AuthError> {
+        use crate::auth::rejection::{AuthError, InvalidToken};
+        match self {
+            KeySource::Static(set) => match set.find(kid, alg) {
+                Lookup::Found(key) => Ok(key),
+                Lookup::DisallowedAlgorithm => {
+                    Err(AuthError::InvalidToken(InvalidToken::DisallowedAlgorithm))
+                }
+                Lookup::NotFound => Err(AuthError::InvalidToken(InvalidToken::UnknownKey)),
+            },
+            #[cfg(feature = "jwks")]
+            KeySource::Remote(remote) => remote.find(kid, alg).await,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,36 +336,5 @@ mod tests {
                 .with_pem(b"x", Algorithm::HS256, None)
                 .is_err()
         );
-    }
-}
-
-/// Where an issuer's keys come from.
-pub(crate) enum KeySource {
-    /// Keys fixed in the configuration.
-    Static(Arc<KeySet>),
-    /// A JWK set fetched over HTTP and refreshed.
-    #[cfg(feature = "jwks")]
-    Remote(Arc<super::jwks::RemoteJwks>),
-}
-
-impl KeySource {
-    /// The key for a token's `kid` and `alg`, refreshing a remote set if the `kid` is unknown.
-    pub async fn find(
-        &self,
-        kid: Option<&str>,
-        alg: Algorithm,
-    ) -> Result<Arc<VerificationKey>, crate::auth::AuthError> {
-        use crate::auth::rejection::{AuthError, InvalidToken};
-        match self {
-            KeySource::Static(set) => match set.find(kid, alg) {
-                Lookup::Found(key) => Ok(key),
-                Lookup::DisallowedAlgorithm => {
-                    Err(AuthError::InvalidToken(InvalidToken::DisallowedAlgorithm))
-                }
-                Lookup::NotFound => Err(AuthError::InvalidToken(InvalidToken::UnknownKey)),
-            },
-            #[cfg(feature = "jwks")]
-            KeySource::Remote(remote) => remote.find(kid, alg).await,
-        }
     }
 }

@@ -93,7 +93,11 @@ mod tests {
         let b = new_context_id();
         assert_ne!(a, b);
         assert_eq!(a.len(), 5 + 22);
-        assert!(a[5..].bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_'));
+        assert!(
+            a[5..]
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        );
     }
 
     #[test]

@@ -56,11 +56,21 @@ mod tests {
 
     #[test]
     fn key_order_does_not_change_the_reference() {
-        let a: Value = serde_json::from_str(r#"[{"type":"p","amount":{"value":"40.00","currency":"EUR"}}]"#).unwrap();
-        let b: Value = serde_json::from_str(r#"[ { "amount" : { "currency":"EUR", "value":"40.00" }, "type":"p" } ]"#).unwrap();
-        let (Value::Array(a), Value::Array(b)) = (a, b) else { unreachable!() };
+        let a: Value =
+            serde_json::from_str(r#"[{"type":"p","amount":{"value":"40.00","currency":"EUR"}}]"#)
+                .unwrap();
+        let b: Value = serde_json::from_str(
+            r#"[ { "amount" : { "currency":"EUR", "value":"40.00" }, "type":"p" } ]"#,
+        )
+        .unwrap();
+        let (Value::Array(a), Value::Array(b)) = (a, b) else {
+            unreachable!()
+        };
         assert_eq!(derive_reference(&a), derive_reference(&b));
-        assert_ne!(derive_reference(&a), derive_reference(&[json!({"type":"p","amount":{"value":"400.00","currency":"EUR"}})]));
+        assert_ne!(
+            derive_reference(&a),
+            derive_reference(&[json!({"type":"p","amount":{"value":"400.00","currency":"EUR"}})])
+        );
         assert!(derive_reference(&a).starts_with("ref_"));
         assert_eq!(derive_reference(&a).len(), 26);
     }
@@ -68,7 +78,10 @@ mod tests {
     #[test]
     fn canonical_form_is_compact_and_sorted() {
         let mut out = String::new();
-        canonical_json(&json!({"b": [1, {"d": null, "c": "x\"y"}], "a": true}), &mut out);
+        canonical_json(
+            &json!({"b": [1, {"d": null, "c": "x\"y"}], "a": true}),
+            &mut out,
+        );
         assert_eq!(out, r#"{"a":true,"b":[1,{"c":"x\"y","d":null}]}"#);
     }
 }

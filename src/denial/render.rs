@@ -156,7 +156,12 @@ impl DenialContext<'_> {
         }
     }
 
-    fn credential(&self, details: &[Value], reference: &CredentialReference, message: Option<&str>) -> Rendered {
+    fn credential(
+        &self,
+        details: &[Value],
+        reference: &CredentialReference,
+        message: Option<&str>,
+    ) -> Rendered {
         let message = message.unwrap_or(DEFAULT_CREDENTIAL_MESSAGE);
         let reference = match reference {
             CredentialReference::Derived => Some(derive_reference(details)),
@@ -164,7 +169,10 @@ impl DenialContext<'_> {
             CredentialReference::SingleUse => None,
         };
         let mut remedy = Map::new();
-        remedy.insert("authorization_details".into(), Value::Array(details.to_vec()));
+        remedy.insert(
+            "authorization_details".into(),
+            Value::Array(details.to_vec()),
+        );
         if let Some(reference) = &reference {
             remedy.insert("authorization_reference".into(), reference.clone().into());
         }
@@ -177,7 +185,9 @@ impl DenialContext<'_> {
             hints: vec![Value::Object(hint)],
         };
         let response = match self.settings.credential_delivery {
-            CredentialDelivery::Result => json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false),
+            CredentialDelivery::Result => {
+                json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false)
+            }
             delivery => {
                 let encoded = URL_SAFE_NO_PAD.encode(Value::Object(remedy).to_string());
                 let body = if delivery == CredentialDelivery::Both {
@@ -215,9 +225,10 @@ impl DenialContext<'_> {
 pub(crate) fn json_rpc(status: StatusCode, body: Value, no_store: bool) -> Response<Bytes> {
     let mut response = Response::new(Bytes::from(body.to_string()));
     *response.status_mut() = status;
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     if no_store {
         response
             .headers_mut()

@@ -150,7 +150,10 @@ mod tests {
         let old = Revision::select("1c5b0cec97691cb9db3d880474a71d604d6addee").unwrap();
         assert_eq!(old.family(), Family::ErrorBased);
         let error = Revision::select("c74b0c9").unwrap_err().to_string();
-        assert!(error.contains("6bff817cb884f7065fd5b3d37c4973d1f8b3fa87"), "{error}");
+        assert!(
+            error.contains("6bff817cb884f7065fd5b3d37c4973d1f8b3fa87"),
+            "{error}"
+        );
         assert!(Revision::select("CURRENT").is_err());
     }
 }

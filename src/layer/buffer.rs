@@ -13,7 +13,12 @@ use crate::mcp::{INVALID_REQUEST, ProtocolError};
 ///
 /// Refusals: a declared or actual length over the cap is 413; a body that stalls past the
 /// timeout is 408; a body that fails to arrive is 400. None of them reaches the inner service.
-pub(crate) async fn read_body<B>(headers: &HeaderMap, body: B, limit: usize, timeout: Duration) -> Result<Bytes, ProtocolError>
+pub(crate) async fn read_body<B>(
+    headers: &HeaderMap,
+    body: B,
+    limit: usize,
+    timeout: Duration,
+) -> Result<Bytes, ProtocolError>
 where
     B: Body,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,

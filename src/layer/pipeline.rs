@@ -14,7 +14,7 @@ use crate::denial::render::{Denial, DenialContext, json_rpc};
 use crate::gate::Gate;
 use crate::mcp::era::protocol_context;
 use crate::mcp::request::{McpRequest, Message, classify};
-use crate::mcp::{INTERNAL_ERROR, ProtocolError, ProtocolContext};
+use crate::mcp::{INTERNAL_ERROR, ProtocolContext, ProtocolError};
 use crate::policy::{self, Decision, Evaluation, Phase, Remediation};
 
 /// The bounds every request and response body of the layer meets.
@@ -43,7 +43,11 @@ pub(crate) fn admit(parts: &mut Parts, principal: Principal) {
     parts.extensions.insert(principal);
 }
 
-async fn call<S, ReqBody, ResBody>(inner: &mut S, parts: Parts, body: ReqBody) -> Result<Response<GateBody<ResBody>>, S::Error>
+async fn call<S, ReqBody, ResBody>(
+    inner: &mut S,
+    parts: Parts,
+    body: ReqBody,
+) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
 {
@@ -79,23 +83,39 @@ where
         return call(&mut inner, parts, body).await;
     }
     let settings = &gate.inner.mcp;
-    let bytes = match read_body(&parts.headers, body, settings.max_body_bytes, settings.body_timeout).await {
+    let bytes = match read_body(
+        &parts.headers,
+        body,
+        settings.max_body_bytes,
+        settings.body_timeout,
+    )
+    .await
+    {
         Ok(bytes) => bytes,
         Err(error) => return Ok(protocol_error(&error)),
     };
     let request = match classify(&bytes) {
         Err(error) => return Ok(protocol_error(&error)),
-        Ok(Message::Notification | Message::Response) => return call(&mut inner, parts, ReqBody::from(bytes)).await,
+        Ok(Message::Notification | Message::Response) => {
+            return call(&mut inner, parts, ReqBody::from(bytes)).await;
+        }
         Ok(Message::Request(request)) => request,
     };
-    let owner = (principal.issuer().to_owned(), principal.subject().map(str::to_owned));
+    let owner = (
+        principal.issuer().to_owned(),
+        principal.subject().map(str::to_owned),
+    );
     let protocol = match protocol_context(&request, &parts.headers, &settings.sessions, &owner) {
         Ok(protocol) => protocol,
         Err(error) => return Ok(protocol_error(&error)),
     };
     if request.method == "initialize" {
         let response = call(&mut inner, parts, ReqBody::from(bytes)).await?;
-        if let Some(session) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        if let Some(session) = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+        {
             settings.sessions.remember(session, owner, &request);
         }
         return Ok(response);
@@ -116,9 +136,23 @@ where
             log_decision(&principal, &request, "allow", None, None, None);
             call(&mut inner, parts, ReqBody::from(bytes)).await
         }
-        Ok(Decision::Ask { message }) => Ok(deny(&gate, &principal, &request, &protocol, Denial::Ask(&message), "ask")),
+        Ok(Decision::Ask { message }) => Ok(deny(
+            &gate,
+            &principal,
+            &request,
+            &protocol,
+            Denial::Ask(&message),
+            "ask",
+        )),
         Ok(Decision::Deny(remediation)) => match check_remediation(&remediation) {
-            Ok(()) => Ok(deny(&gate, &principal, &request, &protocol, Denial::Deny(&remediation), "deny")),
+            Ok(()) => Ok(deny(
+                &gate,
+                &principal,
+                &request,
+                &protocol,
+                Denial::Deny(&remediation),
+                "deny",
+            )),
             Err(problem) => {
                 tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "the policy returned an unusable remediation");
                 Ok(internal_error(&request))
@@ -132,8 +166,12 @@ where
 }
 
 fn internal_error<B>(request: &McpRequest) -> Response<GateBody<B>> {
-    let error = ProtocolError::new(StatusCode::OK, INTERNAL_ERROR, "internal error while authorizing the request")
-        .with_id(Some(&request.id));
+    let error = ProtocolError::new(
+        StatusCode::OK,
+        INTERNAL_ERROR,
+        "internal error while authorizing the request",
+    )
+    .with_id(Some(&request.id));
     local(json_rpc(StatusCode::OK, error.to_json(), false))
 }
 
@@ -141,18 +179,25 @@ fn internal_error<B>(request: &McpRequest) -> Response<GateBody<B>> {
 fn check_remediation(remediation: &Remediation) -> Result<(), &'static str> {
     match remediation {
         Remediation::Scope { scopes } => {
-            if scopes.iter().all(|s| crate::auth::scope::is_valid_scope_token(s)) {
+            if scopes
+                .iter()
+                .all(|s| crate::auth::scope::is_valid_scope_token(s))
+            {
                 Ok(())
             } else {
                 Err("a scope remediation names an invalid scope")
             }
         }
         Remediation::Credential {
-            authorization_details, ..
+            authorization_details,
+            ..
         } => {
-            let typed = |d: &serde_json::Value| d.get("type").is_some_and(serde_json::Value::is_string);
+            let typed =
+                |d: &serde_json::Value| d.get("type").is_some_and(serde_json::Value::is_string);
             if authorization_details.is_empty() || !authorization_details.iter().all(typed) {
-                Err("a credential remediation needs authorization details, each an object with a string type")
+                Err(
+                    "a credential remediation needs authorization details, each an object with a string type",
+                )
             } else {
                 Ok(())
             }
@@ -184,7 +229,14 @@ fn deny<B>(
         Denial::Ask(_) => None,
     };
     let rendered = context.render(denial);
-    log_decision(principal, request, decision, remediation, Some(rendered.expressed_as), Some(&context_id));
+    log_decision(
+        principal,
+        request,
+        decision,
+        remediation,
+        Some(rendered.expressed_as),
+        Some(&context_id),
+    );
     local(rendered.response)
 }
 

@@ -61,7 +61,11 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
-        let step = self.gate.inner.authenticator.first_step(&parts.headers, &parts.uri);
+        let step = self
+            .gate
+            .inner
+            .authenticator
+            .first_step(&parts.headers, &parts.uri);
         let pending = match step {
             FirstStep::Decided(Err(error)) => {
                 return ResponseFuture::refused(self.gate.refuse(&error, &parts.method));
@@ -69,7 +73,9 @@ where
             // A cached token on a request without a body to classify: no await at all.
             FirstStep::Decided(Ok(principal)) if parts.method != Method::POST => {
                 admit(&mut parts, principal);
-                return ResponseFuture::forwarded(self.inner.call(Request::from_parts(parts, body)));
+                return ResponseFuture::forwarded(
+                    self.inner.call(Request::from_parts(parts, body)),
+                );
             }
             FirstStep::Decided(Ok(principal)) => Ok(principal),
             FirstStep::Verify { token, key } => Err((token.to_owned(), key)),
@@ -83,7 +89,9 @@ where
                 Ok(principal) => principal,
                 Err((token, key)) => match gate.inner.authenticator.verify(&token, key).await {
                     Ok(principal) => principal,
-                    Err(error) => return Ok(gate.refuse(&error, &parts.method).map(GateBody::local)),
+                    Err(error) => {
+                        return Ok(gate.refuse(&error, &parts.method).map(GateBody::local));
+                    }
                 },
             };
             after_authentication(gate, inner, parts, body, principal).await

@@ -106,13 +106,25 @@ pub(crate) struct SessionStore {
 impl SessionStore {
     pub fn new(capacity: u64, idle: Duration) -> Self {
         Self {
-            sessions: Cache::builder().max_capacity(capacity).time_to_idle(idle).build(),
+            sessions: Cache::builder()
+                .max_capacity(capacity)
+                .time_to_idle(idle)
+                .build(),
         }
     }
 
     /// Records an `initialize` whose response carried `session_id`.
-    pub fn remember(&self, session_id: &str, owner: (String, Option<String>), initialize: &McpRequest) {
-        let protocol_version = initialize.params.get("protocolVersion").and_then(Value::as_str).map(str::to_owned);
+    pub fn remember(
+        &self,
+        session_id: &str,
+        owner: (String, Option<String>),
+        initialize: &McpRequest,
+    ) {
+        let protocol_version = initialize
+            .params
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let capabilities = initialize
             .params
             .get("capabilities")
@@ -129,7 +141,11 @@ impl SessionStore {
         );
     }
 
-    fn lookup(&self, session_id: &str, owner: &(String, Option<String>)) -> Option<Arc<LegacySession>> {
+    fn lookup(
+        &self,
+        session_id: &str,
+        owner: &(String, Option<String>),
+    ) -> Option<Arc<LegacySession>> {
         self.sessions.get(session_id).filter(|s| &s.owner == owner)
     }
 }
@@ -168,19 +184,27 @@ pub(crate) fn protocol_context(
         });
     };
     let Some(version) = version.as_str() else {
-        return Err(ProtocolError::invalid_params("the protocol version in _meta must be a string").with_id(id));
+        return Err(ProtocolError::invalid_params(
+            "the protocol version in _meta must be a string",
+        )
+        .with_id(id));
     };
     if !MODERN_VERSIONS.contains(&version) {
-        return Err(
-            ProtocolError::new(StatusCode::BAD_REQUEST, UNSUPPORTED_VERSION, "unsupported protocol version")
-                .with_id(id)
-                .with_data(json!({"supported": MODERN_VERSIONS, "requested": version})),
-        );
+        return Err(ProtocolError::new(
+            StatusCode::BAD_REQUEST,
+            UNSUPPORTED_VERSION,
+            "unsupported protocol version",
+        )
+        .with_id(id)
+        .with_data(json!({"supported": MODERN_VERSIONS, "requested": version})));
     }
     let capabilities = match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
         Some(Value::Object(caps)) => ClientCapabilities::from_object(caps.clone()),
         _ => {
-            return Err(ProtocolError::invalid_params("modern requests must declare clientCapabilities in _meta").with_id(id));
+            return Err(ProtocolError::invalid_params(
+                "modern requests must declare clientCapabilities in _meta",
+            )
+            .with_id(id));
         }
     };
     check_mirrored_headers(request, headers, version)?;
@@ -203,10 +227,18 @@ fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a st
 
 /// Modern requests: `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` must be present and
 /// equal to the body's values.
-fn check_mirrored_headers(request: &McpRequest, headers: &HeaderMap, version: &str) -> Result<(), ProtocolError> {
+fn check_mirrored_headers(
+    request: &McpRequest,
+    headers: &HeaderMap,
+    version: &str,
+) -> Result<(), ProtocolError> {
     let mismatch = |what: &str| {
-        ProtocolError::new(StatusCode::BAD_REQUEST, HEADER_MISMATCH, format!("the {what} header does not match the body"))
-            .with_id(Some(&request.id))
+        ProtocolError::new(
+            StatusCode::BAD_REQUEST,
+            HEADER_MISMATCH,
+            format!("the {what} header does not match the body"),
+        )
+        .with_id(Some(&request.id))
     };
     let expect = |name: &str, value: &str| match single_header(headers, name) {
         Ok(Some(found)) if found == value => Ok(()),
@@ -214,7 +246,10 @@ fn check_mirrored_headers(request: &McpRequest, headers: &HeaderMap, version: &s
     };
     expect("mcp-protocol-version", version)?;
     expect("mcp-method", &request.method)?;
-    let named = matches!(request.target, Target::Tool { .. } | Target::Prompt { .. } | Target::Resource { .. } | Target::Task { .. });
+    let named = matches!(
+        request.target,
+        Target::Tool { .. } | Target::Prompt { .. } | Target::Resource { .. } | Target::Task { .. }
+    );
     match request.target.name() {
         Some(name) if named => expect("mcp-name", name),
         _ => Ok(()),
@@ -254,7 +289,11 @@ mod tests {
 
     #[test]
     fn modern_request_with_matching_headers() {
-        let h = headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "echo")]);
+        let h = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ]);
         let ctx = protocol_context(&request(MODERN), &h, &store(), &owner()).unwrap();
         assert_eq!(ctx.era, Era::Modern);
         assert!(ctx.capabilities.url_elicitation());
@@ -265,10 +304,27 @@ mod tests {
     fn modern_request_with_missing_or_wrong_headers_is_refused() {
         for h in [
             headers(&[]),
-            headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "other")]),
-            headers(&[("mcp-protocol-version", "2025-11-25"), ("mcp-method", "tools/call"), ("mcp-name", "echo")]),
-            headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/list"), ("mcp-name", "echo")]),
-            headers(&[("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "echo"), ("mcp-name", "echo")]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "other"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2025-11-25"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/list"),
+                ("mcp-name", "echo"),
+            ]),
+            headers(&[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+                ("mcp-name", "echo"),
+            ]),
         ] {
             let error = protocol_context(&request(MODERN), &h, &store(), &owner()).unwrap_err();
             assert_eq!(error.code, HEADER_MISMATCH, "{h:?}");
@@ -278,7 +334,8 @@ mod tests {
     #[test]
     fn unknown_modern_version_is_refused_with_the_supported_list() {
         let body = MODERN.replace("2026-07-28", "2099-01-01");
-        let error = protocol_context(&request(&body), &HeaderMap::new(), &store(), &owner()).unwrap_err();
+        let error =
+            protocol_context(&request(&body), &HeaderMap::new(), &store(), &owner()).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_VERSION);
         assert_eq!(error.data.unwrap()["supported"], json!(["2026-07-28"]));
     }
@@ -286,9 +343,12 @@ mod tests {
     #[test]
     fn legacy_capabilities_come_from_the_owners_session() {
         let sessions = store();
-        let init = request(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#);
+        let init = request(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#,
+        );
         sessions.remember("s1", owner(), &init);
-        let call = request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#);
+        let call =
+            request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#);
         let h = headers(&[("mcp-session-id", "s1"), ("mcp-name", "ignored-on-legacy")]);
         let ctx = protocol_context(&call, &h, &sessions, &owner()).unwrap();
         assert_eq!(ctx.era, Era::Legacy);

@@ -124,6 +124,9 @@ mod tests {
     #[test]
     fn same_value_as_serde_json_otherwise() {
         let text = br#"{"a":[1,-2,3.5,"s",null,true,{"b":{}}],"u":18446744073709551615}"#;
-        assert_eq!(parse_strict(text).unwrap(), serde_json::from_slice::<Value>(text).unwrap());
+        assert_eq!(
+            parse_strict(text).unwrap(),
+            serde_json::from_slice::<Value>(text).unwrap()
+        );
     }
 }

@@ -8,8 +8,11 @@ pub(crate) mod era;
 mod json;
 pub(crate) mod request;
 
-pub use era::{ClientCapabilities, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS, ProtocolContext, TASKS_EXTENSION};
+pub use era::{
+    ClientCapabilities, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS,
+    ProtocolContext, TASKS_EXTENSION,
+};
 pub use request::{
-    CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, MISSING_CAPABILITY, PARSE_ERROR,
-    ProtocolError, Target, UNSUPPORTED_VERSION,
+    CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
 };

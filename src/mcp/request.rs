@@ -203,29 +203,53 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
     })?;
     let mut object = match value {
         Value::Object(object) => object,
-        Value::Array(_) => return Err(ProtocolError::invalid_request("JSON-RPC batches are not supported")),
-        _ => return Err(ProtocolError::invalid_request("a JSON-RPC message must be an object")),
+        Value::Array(_) => {
+            return Err(ProtocolError::invalid_request(
+                "JSON-RPC batches are not supported",
+            ));
+        }
+        _ => {
+            return Err(ProtocolError::invalid_request(
+                "a JSON-RPC message must be an object",
+            ));
+        }
     };
     let id = match object.get("id") {
         None => None,
         Some(id @ Value::String(_)) => Some(id.clone()),
         Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
-        Some(_) => return Err(ProtocolError::invalid_request("the id must be a string or an integer")),
+        Some(_) => {
+            return Err(ProtocolError::invalid_request(
+                "the id must be a string or an integer",
+            ));
+        }
     };
     if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
         return Err(ProtocolError::invalid_request("jsonrpc must be \"2.0\"").with_id(id.as_ref()));
     }
     let is_response = object.contains_key("result") || object.contains_key("error");
     let method = match object.remove("method") {
-        None if is_response && id.is_some() && !(object.contains_key("result") && object.contains_key("error")) => {
+        None if is_response
+            && id.is_some()
+            && !(object.contains_key("result") && object.contains_key("error")) =>
+        {
             return Ok(Message::Response);
         }
-        None => return Err(ProtocolError::invalid_request("the method is missing").with_id(id.as_ref())),
+        None => {
+            return Err(ProtocolError::invalid_request("the method is missing").with_id(id.as_ref()));
+        }
         Some(Value::String(method)) if !is_response => method,
         Some(Value::String(_)) => {
-            return Err(ProtocolError::invalid_request("a request cannot carry a result or an error").with_id(id.as_ref()));
+            return Err(ProtocolError::invalid_request(
+                "a request cannot carry a result or an error",
+            )
+            .with_id(id.as_ref()));
         }
-        Some(_) => return Err(ProtocolError::invalid_request("the method must be a string").with_id(id.as_ref())),
+        Some(_) => {
+            return Err(
+                ProtocolError::invalid_request("the method must be a string").with_id(id.as_ref()),
+            );
+        }
     };
     let Some(id) = id else {
         return Ok(Message::Notification);
@@ -233,10 +257,16 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
     let params = match object.remove("params") {
         None => Map::new(),
         Some(Value::Object(params)) => params,
-        Some(_) => return Err(ProtocolError::invalid_params("params must be an object").with_id(Some(&id))),
+        Some(_) => {
+            return Err(ProtocolError::invalid_params("params must be an object").with_id(Some(&id)));
+        }
     };
     let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
-    for (key, expected) in [("_meta", "object"), ("inputResponses", "object"), ("requestState", "string")] {
+    for (key, expected) in [
+        ("_meta", "object"),
+        ("inputResponses", "object"),
+        ("requestState", "string"),
+    ] {
         let ok = match params.get(key) {
             None => true,
             Some(Value::Object(_)) => expected == "object",
@@ -244,10 +274,13 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             Some(_) => false,
         };
         if !ok {
-            return Err(refuse(&format!("params.{key} must be a{} {expected}", if expected == "object" { "n" } else { "" })));
+            return Err(refuse(&format!(
+                "params.{key} must be a{} {expected}",
+                if expected == "object" { "n" } else { "" }
+            )));
         }
     }
-    let target = target_of(&method, &params).map_err(|message| refuse(message))?;
+    let target = target_of(&method, &params).map_err(refuse)?;
     Ok(Message::Request(McpRequest {
         id,
         method,
@@ -256,11 +289,19 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
     }))
 }
 
-fn string_param<'a>(params: &'a Map<String, Value>, key: &str, message: &'static str) -> Result<&'a str, &'static str> {
+fn string_param<'a>(
+    params: &'a Map<String, Value>,
+    key: &str,
+    message: &'static str,
+) -> Result<&'a str, &'static str> {
     params.get(key).and_then(Value::as_str).ok_or(message)
 }
 
-fn object_param(params: &Map<String, Value>, key: &str, message: &'static str) -> Result<Arc<Map<String, Value>>, &'static str> {
+fn object_param(
+    params: &Map<String, Value>,
+    key: &str,
+    message: &'static str,
+) -> Result<Arc<Map<String, Value>>, &'static str> {
     match params.get(key) {
         None | Some(Value::Null) => Ok(Arc::new(Map::new())),
         Some(Value::Object(map)) => Ok(Arc::new(map.clone())),
@@ -278,12 +319,14 @@ fn target_of(method: &str, params: &Map<String, Value>) -> Result<Target, &'stat
             uri: string_param(params, "uri", "this method needs a string params.uri")?.to_owned(),
         },
         "prompts/get" => {
-            let arguments = object_param(params, "arguments", "params.arguments must be an object")?;
+            let arguments =
+                object_param(params, "arguments", "params.arguments must be an object")?;
             if !arguments.values().all(Value::is_string) {
                 return Err("prompt arguments must be strings");
             }
             Target::Prompt {
-                name: string_param(params, "name", "prompts/get needs a string params.name")?.to_owned(),
+                name: string_param(params, "name", "prompts/get needs a string params.name")?
+                    .to_owned(),
                 arguments,
             }
         }
@@ -294,10 +337,12 @@ fn target_of(method: &str, params: &Map<String, Value>) -> Result<Target, &'stat
                 .ok_or("completion/complete needs an object params.ref")?;
             let reference = match reference.get("type").and_then(Value::as_str) {
                 Some("ref/prompt") => CompletionReference::Prompt {
-                    name: string_param(reference, "name", "ref/prompt needs a string name")?.to_owned(),
+                    name: string_param(reference, "name", "ref/prompt needs a string name")?
+                        .to_owned(),
                 },
                 Some("ref/resource") => CompletionReference::Resource {
-                    uri: string_param(reference, "uri", "ref/resource needs a string uri")?.to_owned(),
+                    uri: string_param(reference, "uri", "ref/resource needs a string uri")?
+                        .to_owned(),
                 },
                 _ => return Err("params.ref.type must be ref/prompt or ref/resource"),
             };
@@ -313,7 +358,8 @@ fn target_of(method: &str, params: &Map<String, Value>) -> Result<Target, &'stat
             }
         }
         "tasks/get" | "tasks/update" | "tasks/cancel" | "tasks/result" => Target::Task {
-            task_id: string_param(params, "taskId", "task methods need a string params.taskId")?.to_owned(),
+            task_id: string_param(params, "taskId", "task methods need a string params.taskId")?
+                .to_owned(),
         },
         _ => Target::None,
     })
@@ -331,26 +377,47 @@ mod tests {
     }
 
     fn refused(body: &[u8]) -> ProtocolError {
-        classify(body).err().unwrap_or_else(|| panic!("{:?} must be refused", String::from_utf8_lossy(body)))
+        classify(body)
+            .err()
+            .unwrap_or_else(|| panic!("{:?} must be refused", String::from_utf8_lossy(body)))
     }
 
     #[test]
     fn tool_call_target() {
-        let r = request(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#);
+        let r = request(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+        );
         assert_eq!(r.id, 7);
-        let Target::Tool { name, arguments } = &r.target else { panic!() };
+        let Target::Tool { name, arguments } = &r.target else {
+            panic!()
+        };
         assert_eq!(name, "echo");
         assert_eq!(arguments["text"], "hi");
     }
 
     #[test]
     fn every_target_kind() {
-        let r = request(r#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}}"#);
-        assert_eq!(r.target, Target::Resource { uri: "file:///x".into() });
-        let r = request(r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"v"}}}"#);
+        let r = request(
+            r#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}}"#,
+        );
+        assert_eq!(
+            r.target,
+            Target::Resource {
+                uri: "file:///x".into()
+            }
+        );
+        let r = request(
+            r#"{"jsonrpc":"2.0","id":1,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"a","value":"v"}}}"#,
+        );
         assert_eq!(r.target.name(), Some("p"));
-        let r = request(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}"#);
-        assert_eq!(r.target, Target::Task { task_id: "t1".into() });
+        let r =
+            request(r#"{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"taskId":"t1"}}"#);
+        assert_eq!(
+            r.target,
+            Target::Task {
+                task_id: "t1".into()
+            }
+        );
         let r = request(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
         assert_eq!(r.target, Target::None);
     }
@@ -361,7 +428,10 @@ mod tests {
             classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Ok(Message::Notification)
         ));
-        assert!(matches!(classify(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#), Ok(Message::Response)));
+        assert!(matches!(
+            classify(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            Ok(Message::Response)
+        ));
     }
 
     #[test]

@@ -98,7 +98,9 @@ impl Decision {
 
     /// Ask the user to confirm.
     pub fn ask(message: impl Into<String>) -> Self {
-        Decision::Ask { message: message.into() }
+        Decision::Ask {
+            message: message.into(),
+        }
     }
 
     /// Deny until the token carries these scopes too.
@@ -128,17 +130,23 @@ impl Decision {
 
     /// Hold the call until someone decides out of band.
     pub fn task(message: impl Into<String>) -> Self {
-        Decision::Deny(Remediation::Task { message: message.into() })
+        Decision::Deny(Remediation::Task {
+            message: message.into(),
+        })
     }
 
     /// Deny for good.
     pub fn unavailable(message: impl Into<String>) -> Self {
-        Decision::Deny(Remediation::Unavailable { message: message.into() })
+        Decision::Deny(Remediation::Unavailable {
+            message: message.into(),
+        })
     }
 
     /// Deny without saying how to get access.
     pub fn undisclosed(message: impl Into<String>) -> Self {
-        Decision::Deny(Remediation::Undisclosed { message: message.into() })
+        Decision::Deny(Remediation::Undisclosed {
+            message: message.into(),
+        })
     }
 
     /// A short stable name for logs: `allow`, `ask` or `deny`.

@@ -38,7 +38,9 @@ pub fn authorization_details_cover(granted: &[Value], needed: &[Value]) -> bool 
 
 fn covers(granted: &Value, needed: &Value) -> bool {
     match (granted, needed) {
-        (Value::Object(g), Value::Object(n)) => n.iter().all(|(k, nv)| g.get(k).is_some_and(|gv| covers(gv, nv))),
+        (Value::Object(g), Value::Object(n)) => n
+            .iter()
+            .all(|(k, nv)| g.get(k).is_some_and(|gv| covers(gv, nv))),
         (Value::Array(g), Value::Array(n)) => n.iter().all(|nv| g.iter().any(|gv| gv == nv)),
         (g, n) => g == n,
     }
@@ -51,12 +53,28 @@ mod tests {
 
     #[test]
     fn arrays_are_sets_and_types_must_match() {
-        let granted = [json!({"type": "mcp_tool", "tools": ["echo", "whoami"], "actions": ["call"]})];
-        assert!(authorization_details_cover(&granted, &[json!({"type": "mcp_tool", "tools": ["whoami"]})]));
-        assert!(!authorization_details_cover(&granted, &[json!({"type": "mcp_tool", "tools": ["delete"]})]));
-        assert!(!authorization_details_cover(&granted, &[json!({"type": "other", "tools": ["echo"]})]));
-        assert!(!authorization_details_cover(&granted, &[json!({"tools": ["echo"]})]));
-        assert!(!authorization_details_cover(&[], &[json!({"type": "mcp_tool"})]));
+        let granted =
+            [json!({"type": "mcp_tool", "tools": ["echo", "whoami"], "actions": ["call"]})];
+        assert!(authorization_details_cover(
+            &granted,
+            &[json!({"type": "mcp_tool", "tools": ["whoami"]})]
+        ));
+        assert!(!authorization_details_cover(
+            &granted,
+            &[json!({"type": "mcp_tool", "tools": ["delete"]})]
+        ));
+        assert!(!authorization_details_cover(
+            &granted,
+            &[json!({"type": "other", "tools": ["echo"]})]
+        ));
+        assert!(!authorization_details_cover(
+            &granted,
+            &[json!({"tools": ["echo"]})]
+        ));
+        assert!(!authorization_details_cover(
+            &[],
+            &[json!({"type": "mcp_tool"})]
+        ));
         assert!(authorization_details_cover(&[], &[]));
     }
 }

@@ -36,7 +36,13 @@ struct EvaluationData {
 }
 
 impl Evaluation {
-    pub(crate) fn new(principal: Principal, method: String, target: Target, protocol: ProtocolContext, phase: Phase) -> Self {
+    pub(crate) fn new(
+        principal: Principal,
+        method: String,
+        target: Target,
+        protocol: ProtocolContext,
+        phase: Phase,
+    ) -> Self {
         Self(Arc::new(EvaluationData {
             principal,
             method,
@@ -98,7 +104,18 @@ impl Evaluation {
     }
 
     /// A test helper: an evaluation built by hand, to unit-test a policy without a request.
-    pub fn for_test(principal: Principal, method: &str, target: Target, protocol: ProtocolContext) -> Self {
-        Self::new(principal, method.to_owned(), target, protocol, Phase::Invocation)
+    pub fn for_test(
+        principal: Principal,
+        method: &str,
+        target: Target,
+        protocol: ProtocolContext,
+    ) -> Self {
+        Self::new(
+            principal,
+            method.to_owned(),
+            target,
+            protocol,
+            Phase::Invocation,
+        )
     }
 }

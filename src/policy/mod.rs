@@ -100,7 +100,11 @@ impl PolicyFailure {
 }
 
 /// Runs a policy with panic containment and a timeout.
-pub(crate) async fn run(policy: &dyn Policy, evaluation: Evaluation, timeout: Duration) -> Result<Decision, PolicyFailure> {
+pub(crate) async fn run(
+    policy: &dyn Policy,
+    evaluation: Evaluation,
+    timeout: Duration,
+) -> Result<Decision, PolicyFailure> {
     // The call itself happens inside the guarded future, so a panic before the first await is
     // caught too.
     let guarded = AssertUnwindSafe(async move { policy.evaluate(evaluation).await }).catch_unwind();

@@ -19,14 +19,18 @@ use super::tools;
 
 /// `tests/peers`.
 pub fn peers_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests").join("peers")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join("peers")
 }
 
 /// Installs the Node and Python peers if a previous step has not (idempotent, serialised).
 pub fn ensure_peers() {
     static SETUP: Once = Once::new();
     SETUP.call_once(|| {
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts").join("setup-peers.sh");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("scripts")
+            .join("setup-peers.sh");
         let status = std::process::Command::new("bash")
             .arg(script)
             .status()
@@ -73,7 +77,11 @@ impl AuthServer {
         let info: Value = serde_json::from_str(&line).expect("as.mjs start line is JSON");
         let text = |name: &str| info[name].as_str().expect(name).to_owned();
         let issuer = text("issuer");
-        let port = issuer.rsplit(':').next().and_then(|p| p.parse().ok()).expect("port");
+        let port = issuer
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
         Self {
             child,
             token_endpoint: text("token_endpoint"),
@@ -86,7 +94,13 @@ impl AuthServer {
     }
 
     /// Requests a `client_credentials` token (client_secret_basic).
-    pub async fn token(&self, client: &str, secret: &str, scope: Option<&str>, resource: Option<&str>) -> String {
+    pub async fn token(
+        &self,
+        client: &str,
+        secret: &str,
+        scope: Option<&str>,
+        resource: Option<&str>,
+    ) -> String {
         let mut form: Vec<(&str, &str)> = vec![("grant_type", "client_credentials")];
         if let Some(scope) = scope {
             form.push(("scope", scope));
@@ -142,7 +156,9 @@ impl Drop for GatedServer {
 impl GatedServer {
     /// Binds a port, then builds the gate with `configure(resource)` and serves.
     pub async fn start(configure: impl FnOnce(&str) -> GateBuilder) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
         let gate = configure(&url).resource(&url).build().expect("gate builds");
         let app = Router::new()
@@ -243,7 +259,11 @@ pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
             c
         }
     };
-    command.arg(url).args(args).args(["--timeout-ms", "30000"]).kill_on_drop(true);
+    command
+        .arg(url)
+        .args(args)
+        .args(["--timeout-ms", "30000"])
+        .kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
         .expect("client finished within 60 s")

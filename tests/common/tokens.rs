@@ -74,7 +74,10 @@ pub fn jwks_json(keys: &[&TestKey]) -> String {
 
 /// Seconds since the Unix epoch.
 pub fn now() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).expect("clock").as_secs()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
 }
 
 /// Claims of a valid access token: `iss`, `aud`, `sub`, `client_id`, `iat`, `exp` (now + 300 s)

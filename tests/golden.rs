@@ -1,0 +1,1332 @@
+//! Golden wire fixtures: every denial the layer writes, per pinned SEP-2643 revision.
+//!
+//! `spec/<revision-id>/fixtures/*.json` each hold one case: the gate options that differ from
+//! the defaults, the decision the policy returns (a small DSL, see `spec/README.md`), the HTTP
+//! request, and the exact response. [`every_fixture_matches_the_layer_byte_for_byte`] replays
+//! every file found on disk through the real layer (an axum router behind `Gate::layer`, driven
+//! with `tower::ServiceExt::oneshot`) and compares status, the listed headers and the body byte
+//! for byte, after replacing each `actx_` handle with `actx_<random>`.
+//!
+//! The files are generated from [`cases`] by running the tests with `MCP_GATE_BLESS=1`, then
+//! reviewed by hand. Without that variable the files are only read, never written.
+
+#[path = "common/tokens.rs"]
+mod tokens;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use http::{HeaderName, HeaderValue, Request, StatusCode};
+use mcp_gate::denial::{CURRENT, derive_reference};
+use mcp_gate::policy::{CredentialReference, Decision, Evaluation, Remediation};
+use mcp_gate::{ConfigError, CredentialDelivery, Gate, GateBuilder, Issuer, Revision, StaticKeys};
+use serde_json::{Map, Value, json};
+use tokens::{TestKey, claims};
+use tower::ServiceExt;
+
+// ---------------------------------------------------------------------------------------------
+// Fixed harness settings (documented in spec/README.md)
+// ---------------------------------------------------------------------------------------------
+
+const ISSUER: &str = "https://as.example";
+const RESOURCE: &str = "https://mcp.example.com/mcp";
+/// Endpoint-wide scope every gate requires and every test token carries.
+const ENDPOINT_SCOPE: &str = "mcp:read";
+const MODERN_VERSION: &str = "2026-07-28";
+const LEGACY_VERSION: &str = "2025-11-25";
+/// The session id the inner handler hands out on `initialize`.
+const SESSION_ID: &str = "golden-session";
+/// Stands for a valid token in the fixtures' `authorization` header.
+const TOKEN_PLACEHOLDER: &str = "<token>";
+/// What every context id is replaced with before comparison.
+const CONTEXT_ID_PLACEHOLDER: &str = "actx_<random>";
+const BLESS_ENV: &str = "MCP_GATE_BLESS";
+/// Response headers a fixture pins (present with this value, or absent).
+const PINNED_HEADERS: [&str; 3] = ["content-type", "www-authenticate", "cache-control"];
+
+const REV_CURRENT: &str = "c74b0c9321e89a904780d1024d895232fbb03820";
+const REV_6BFF: &str = "6bff817cb884f7065fd5b3d37c4973d1f8b3fa87";
+const REV_1C5B: &str = "1c5b0cec97691cb9db3d880474a71d604d6addee";
+const REVISIONS: [&str; 3] = [REV_CURRENT, REV_6BFF, REV_1C5B];
+
+static KEY: LazyLock<TestKey> = LazyLock::new(|| TestKey::es256("golden"));
+static TOKEN: LazyLock<String> = LazyLock::new(|| KEY.mint(&claims(ISSUER, RESOURCE, ENDPOINT_SCOPE)));
+
+fn spec_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("spec")
+}
+
+fn fixtures_dir(revision: &str) -> PathBuf {
+    spec_dir().join(revision).join("fixtures")
+}
+
+// ---------------------------------------------------------------------------------------------
+// The decision DSL and the config object
+// ---------------------------------------------------------------------------------------------
+
+fn only_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), String> {
+    match object.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(key) => Err(format!("{what}: unknown member {key:?} (allowed: {allowed:?})")),
+        None => Ok(()),
+    }
+}
+
+fn string(value: &Value, what: &str) -> Result<String, String> {
+    value.as_str().map(str::to_owned).ok_or_else(|| format!("{what} must be a string"))
+}
+
+/// Turns the fixture's `decision` into the [`Decision`] the policy returns.
+fn parse_decision(dsl: &Value) -> Result<Decision, String> {
+    let object = dsl.as_object().filter(|o| o.len() == 1).ok_or("decision must be an object with exactly one member")?;
+    let (kind, body) = object.iter().next().expect("one member");
+    match kind.as_str() {
+        "ask" => Ok(Decision::ask(string(body, "ask")?)),
+        "deny" => {
+            let deny = body.as_object().filter(|o| o.len() == 1).ok_or("deny must be an object with exactly one member")?;
+            let (remedy, value) = deny.iter().next().expect("one member");
+            Ok(match remedy.as_str() {
+                "scope" => {
+                    let scopes = value.as_array().ok_or("deny.scope must be an array of strings")?;
+                    Decision::scopes(scopes.iter().map(|s| string(s, "deny.scope[]")).collect::<Result<Vec<_>, _>>()?)
+                }
+                "credential" => {
+                    let credential = value.as_object().ok_or("deny.credential must be an object")?;
+                    only_keys(credential, &["authorization_details", "reference", "message"], "deny.credential")?;
+                    let details = credential
+                        .get("authorization_details")
+                        .and_then(Value::as_array)
+                        .ok_or("deny.credential.authorization_details must be an array")?
+                        .clone();
+                    let reference = match credential.get("reference") {
+                        None => CredentialReference::Derived,
+                        Some(Value::String(s)) if s == "derived" => CredentialReference::Derived,
+                        Some(Value::String(s)) if s == "single_use" => CredentialReference::SingleUse,
+                        Some(Value::Object(o)) if o.len() == 1 && o.get("fixed").is_some_and(Value::is_string) => {
+                            CredentialReference::Fixed(string(&o["fixed"], "reference.fixed")?)
+                        }
+                        Some(other) => return Err(format!("deny.credential.reference: unknown form {other}")),
+                    };
+                    let mut remediation = Remediation::credential(details).with_reference(reference);
+                    if let Some(message) = credential.get("message") {
+                        remediation = remediation.message(string(message, "deny.credential.message")?);
+                    }
+                    Decision::from(remediation)
+                }
+                "unavailable" => Decision::unavailable(string(value, "deny.unavailable")?),
+                "undisclosed" => Decision::undisclosed(string(value, "deny.undisclosed")?),
+                "url" => {
+                    let url = value.as_object().ok_or("deny.url must be an object")?;
+                    only_keys(url, &["url", "message", "input_key"], "deny.url")?;
+                    let decision = Decision::url(
+                        string(url.get("url").unwrap_or(&Value::Null), "deny.url.url")?,
+                        string(url.get("message").unwrap_or(&Value::Null), "deny.url.message")?,
+                    );
+                    match (decision, url.get("input_key")) {
+                        (Decision::Deny(remediation), Some(key)) => {
+                            Decision::from(remediation.input_key(string(key, "deny.url.input_key")?))
+                        }
+                        (decision, _) => decision,
+                    }
+                }
+                "task" => Decision::task(string(value, "deny.task")?),
+                other => return Err(format!("deny: unknown remediation {other:?}")),
+            })
+        }
+        other => Err(format!("decision: unknown kind {other:?}")),
+    }
+}
+
+/// The gate options a fixture sets.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Config {
+    credential_delivery: Option<CredentialDelivery>,
+    credential_status: Option<StatusCode>,
+    denial_error_code: Option<i64>,
+}
+
+fn parse_config(value: &Value) -> Result<Config, String> {
+    let object = value.as_object().ok_or("config must be an object")?;
+    only_keys(object, &["credential_delivery", "credential_status", "denial_error_code"], "config")?;
+    let mut config = Config::default();
+    if let Some(delivery) = object.get("credential_delivery") {
+        config.credential_delivery = Some(match delivery.as_str() {
+            Some("challenge") => CredentialDelivery::Challenge,
+            Some("result") => CredentialDelivery::Result,
+            Some("both") => CredentialDelivery::Both,
+            _ => return Err(format!("config.credential_delivery: {delivery} is not challenge, result or both")),
+        });
+    }
+    if let Some(status) = object.get("credential_status") {
+        let status = status.as_u64().and_then(|s| u16::try_from(s).ok()).ok_or("config.credential_status must be a number")?;
+        config.credential_status = Some(StatusCode::from_u16(status).map_err(|e| e.to_string())?);
+    }
+    if let Some(code) = object.get("denial_error_code") {
+        config.denial_error_code = Some(code.as_i64().ok_or("config.denial_error_code must be an integer")?);
+    }
+    Ok(config)
+}
+
+fn apply(mut builder: GateBuilder, config: &Config) -> GateBuilder {
+    if let Some(delivery) = config.credential_delivery {
+        builder = builder.credential_delivery(delivery);
+    }
+    if let Some(status) = config.credential_status {
+        builder = builder.credential_status(status);
+    }
+    if let Some(code) = config.denial_error_code {
+        builder = builder.denial_error_code(code);
+    }
+    builder
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture files
+// ---------------------------------------------------------------------------------------------
+
+/// One parsed fixture file.
+#[derive(Clone, Debug)]
+struct Fixture {
+    file: PathBuf,
+    revision: String,
+    case: String,
+    config: Config,
+    decision_dsl: Value,
+    request: RequestSpec,
+    response: Expected,
+}
+
+#[derive(Clone, Debug)]
+struct RequestSpec {
+    headers: BTreeMap<String, String>,
+    body: Value,
+    /// Params of an `initialize` sent first (legacy sessions); the inner handler answers it
+    /// with `Mcp-Session-Id: golden-session`.
+    initialize: Option<Value>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Expected {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+fn string_map(value: &Value, what: &str) -> Result<BTreeMap<String, String>, String> {
+    value
+        .as_object()
+        .ok_or(format!("{what} must be an object"))?
+        .iter()
+        .map(|(k, v)| Ok((k.clone(), string(v, &format!("{what}.{k}"))?)))
+        .collect()
+}
+
+fn parse_request(value: &Value) -> Result<RequestSpec, String> {
+    let object = value.as_object().ok_or("request must be an object")?;
+    only_keys(object, &["headers", "body", "initialize"], "request")?;
+    let headers = string_map(object.get("headers").ok_or("request.headers is missing")?, "request.headers")?;
+    if let Some(name) = headers.keys().find(|k| k.to_ascii_lowercase() != **k) {
+        return Err(format!("request.headers: header names are lowercase ({name:?})"));
+    }
+    let body = object.get("body").filter(|b| b.is_object()).ok_or("request.body must be a JSON-RPC object")?.clone();
+    let initialize = object.get("initialize").cloned();
+    if initialize.as_ref().is_some_and(|i| !i.is_object()) {
+        return Err("request.initialize must be an object (the initialize params)".into());
+    }
+    Ok(RequestSpec { headers, body, initialize })
+}
+
+fn parse_response(value: &Value) -> Result<Expected, String> {
+    let object = value.as_object().ok_or("response must be an object")?;
+    only_keys(object, &["status", "headers", "body", "body_json"], "response")?;
+    let status = object
+        .get("status")
+        .and_then(Value::as_u64)
+        .and_then(|s| u16::try_from(s).ok())
+        .ok_or("response.status must be a number")?;
+    let headers = string_map(object.get("headers").ok_or("response.headers is missing")?, "response.headers")?;
+    if let Some(name) = headers.keys().find(|k| !PINNED_HEADERS.contains(&k.as_str())) {
+        return Err(format!("response.headers: {name:?} is not one of the pinned headers {PINNED_HEADERS:?}"));
+    }
+    let body = string(object.get("body").unwrap_or(&Value::Null), "response.body")?;
+    let parsed: Value = serde_json::from_str(&body).map_err(|e| format!("response.body is not JSON: {e}"))?;
+    if object.get("body_json") != Some(&parsed) {
+        return Err("response.body_json is not response.body parsed".into());
+    }
+    Ok(Expected { status, headers, body })
+}
+
+fn parse_fixture(file: &Path, revision: &str) -> Result<Fixture, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("unreadable: {e}"))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    let object = value.as_object().ok_or("a fixture is a JSON object")?;
+    only_keys(object, &["case", "description", "config", "decision", "request", "response"], "fixture")?;
+    let case = string(object.get("case").unwrap_or(&Value::Null), "case")?;
+    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    if case != stem {
+        return Err(format!("case {case:?} does not match the file name {stem:?}"));
+    }
+    let description = string(object.get("description").unwrap_or(&Value::Null), "description")?;
+    if description.trim().is_empty() {
+        return Err("description is empty".into());
+    }
+    let config = parse_config(object.get("config").ok_or("config is missing")?)?;
+    let decision_dsl = object.get("decision").ok_or("decision is missing")?.clone();
+    parse_decision(&decision_dsl)?;
+    let request = parse_request(object.get("request").ok_or("request is missing")?)?;
+    let response = parse_response(object.get("response").ok_or("response is missing")?)?;
+    Ok(Fixture {
+        file: file.to_owned(),
+        revision: revision.to_owned(),
+        case,
+        config,
+        decision_dsl,
+        request,
+        response,
+    })
+}
+
+/// Every fixture on disk, blessed first when `MCP_GATE_BLESS` is set. Panics (failing the
+/// calling test) if a revision has no fixture directory, an empty one, or a file that does not
+/// parse.
+fn fixtures() -> &'static [Fixture] {
+    static FIXTURES: OnceLock<Vec<Fixture>> = OnceLock::new();
+    FIXTURES.get_or_init(|| {
+        if std::env::var_os(BLESS_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+            // Blessing drives the async layer; do it on a runtime of its own, outside the
+            // calling test's runtime.
+            std::thread::spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                runtime.block_on(bless());
+            })
+            .join()
+            .expect("blessing failed");
+        }
+        load_fixtures().unwrap_or_else(|problems| panic!("fixtures:\n{}", problems.join("\n")))
+    })
+}
+
+fn load_fixtures() -> Result<Vec<Fixture>, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut fixtures = Vec::new();
+    let mut revision_dirs = BTreeSet::new();
+    for entry in std::fs::read_dir(spec_dir()).map_err(|e| vec![format!("spec/: {e}")])? {
+        let path = entry.map_err(|e| vec![e.to_string()])?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        if path.is_dir() && name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
+            revision_dirs.insert(name);
+        }
+    }
+    let supported: BTreeSet<String> = Revision::supported().map(str::to_owned).collect();
+    if revision_dirs != supported {
+        problems.push(format!("spec/ revision folders {revision_dirs:?} differ from the supported revisions {supported:?}"));
+    }
+    for revision in &revision_dirs {
+        let dir = fixtures_dir(revision);
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) => {
+                problems.push(format!("{}: {e}", dir.display()));
+                continue;
+            }
+        };
+        let mut files: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        files.sort();
+        let mut count = 0;
+        for file in files {
+            if file.extension().and_then(|e| e.to_str()) != Some("json") {
+                problems.push(format!("{}: not a .json fixture", file.display()));
+                continue;
+            }
+            count += 1;
+            match parse_fixture(&file, revision) {
+                Ok(fixture) => fixtures.push(fixture),
+                Err(problem) => problems.push(format!("{}: {problem}", file.display())),
+            }
+        }
+        if count == 0 {
+            problems.push(format!("{}: no fixtures", dir.display()));
+        }
+    }
+    if problems.is_empty() { Ok(fixtures) } else { Err(problems) }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The harness: one gate in front of a router whose handler counts its calls
+// ---------------------------------------------------------------------------------------------
+
+struct Harness {
+    app: Router,
+    /// Requests that reached the inner `/mcp` handler.
+    hits: Arc<AtomicUsize>,
+    /// Calls of the policy.
+    evaluations: Arc<AtomicUsize>,
+}
+
+/// The inner MCP handler. It must never see a denied request; it answers `initialize` with a
+/// session id so that legacy sessions can be set up.
+async fn inner(State(hits): State<Arc<AtomicUsize>>, body: String) -> Response {
+    hits.fetch_add(1, Ordering::SeqCst);
+    let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    let result = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"reached": "inner"}});
+    if request["method"] == "initialize" {
+        ([("mcp-session-id", SESSION_ID)], axum::Json(result)).into_response()
+    } else {
+        axum::Json(result).into_response()
+    }
+}
+
+fn gate_builder(revision: &str, config: &Config) -> GateBuilder {
+    let keys = StaticKeys::from_jwks_json(&KEY.jwks_json()).expect("an EC key set");
+    apply(
+        Gate::builder()
+            .resource(RESOURCE)
+            .issuer(Issuer::with_keys(ISSUER, keys))
+            .required_scopes([ENDPOINT_SCOPE])
+            .revision(revision),
+        config,
+    )
+}
+
+impl Harness {
+    fn new(revision: &str, config: &Config, decision: Decision) -> Result<Self, ConfigError> {
+        let evaluations = Arc::new(AtomicUsize::new(0));
+        let counter = evaluations.clone();
+        let policy = move |_: Evaluation| {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let decision = decision.clone();
+            async move { Ok::<_, Infallible>(decision) }
+        };
+        let gate = gate_builder(revision, config).evaluate(policy).build()?;
+        assert_eq!(gate.revision().id(), revision, "the gate runs the selected revision");
+        let hits = Arc::new(AtomicUsize::new(0));
+        let app = Router::new().route("/mcp", post(inner)).with_state(hits.clone()).layer(gate.layer());
+        Ok(Self { app, hits, evaluations })
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+
+    async fn send(&self, headers: &BTreeMap<String, String>, body: &Value) -> Captured {
+        let mut request = Request::post("/mcp");
+        for (name, value) in headers {
+            let value = value.replace(TOKEN_PLACEHOLDER, &TOKEN);
+            request = request.header(
+                HeaderName::from_bytes(name.as_bytes()).expect("header name"),
+                HeaderValue::from_str(&value).expect("header value"),
+            );
+        }
+        let request = request.body(Body::from(serde_json::to_string(body).expect("body"))).expect("request");
+        let response = self.app.clone().oneshot(request).await.expect("the router is infallible");
+        let status = response.status().as_u16();
+        let mut headers = BTreeMap::new();
+        for name in PINNED_HEADERS {
+            let mut values = response.headers().get_all(name).iter();
+            if let Some(value) = values.next() {
+                assert!(values.next().is_none(), "{name} sent twice");
+                headers.insert(name.to_owned(), value.to_str().expect("visible ASCII header").to_owned());
+            }
+        }
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+        Captured {
+            status,
+            headers,
+            body: String::from_utf8(bytes.to_vec()).expect("UTF-8 body"),
+        }
+    }
+
+    /// Sets up the legacy session if asked, sends the request, and checks that the policy ran
+    /// once and the inner handler was not reached.
+    async fn deny(&self, request: &RequestSpec) -> Captured {
+        if let Some(params) = &request.initialize {
+            let mut headers = request.headers.clone();
+            headers.retain(|name, _| name != "mcp-session-id" && !name.starts_with("mcp-"));
+            let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params});
+            let reply = self.send(&headers, &initialize).await;
+            assert_eq!(reply.status, 200, "initialize was not forwarded: {}", reply.body);
+            assert_eq!(self.hits(), 1, "initialize reaches the inner handler");
+        }
+        let before = self.hits();
+        let evaluated = self.evaluations.load(Ordering::SeqCst);
+        let reply = self.send(&request.headers, &request.body).await;
+        assert_eq!(self.hits(), before, "a denied request reached the inner handler: {}", reply.body);
+        assert_eq!(self.evaluations.load(Ordering::SeqCst), evaluated + 1, "the policy ran once");
+        reply
+    }
+}
+
+/// What the layer answered, before normalisation.
+#[derive(Clone, Debug)]
+struct Captured {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: String,
+}
+
+impl Captured {
+    /// Context ids replaced by the placeholder; every handle must have the documented form.
+    fn normalized(&self) -> Expected {
+        Expected {
+            status: self.status,
+            headers: self.headers.iter().map(|(k, v)| (k.clone(), normalize_context_ids(v))).collect(),
+            body: normalize_context_ids(&self.body),
+        }
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+fn is_base64url(byte: u8) -> bool {
+    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
+}
+
+/// Whether `s` is exactly `actx_` and 22 base64url characters.
+fn is_context_id(s: &str) -> bool {
+    s.len() == 27 && s.starts_with("actx_") && s.bytes().skip(5).all(is_base64url)
+}
+
+/// Replaces every `actx_` + exactly 22 base64url characters with `actx_<random>`. Anything
+/// else starting with `actx_` is left alone, so a malformed handle fails the comparison.
+fn normalize_context_ids(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i..].starts_with(b"actx_") {
+            let tail = &bytes[i + 5..];
+            let run = tail.iter().take_while(|b| is_base64url(**b)).count();
+            if run == 22 {
+                out.push_str(CONTEXT_ID_PLACEHOLDER);
+                i += 27;
+                continue;
+            }
+        }
+        let ch = text[i..].chars().next().expect("char boundary");
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// The envelope in a body, wherever the revision puts it.
+fn envelope(body: &Value) -> Option<&Value> {
+    body.pointer("/result/_meta/io.modelcontextprotocol~1authorization")
+        .or_else(|| body.pointer("/error/data/io.modelcontextprotocol~1authorization"))
+        .or_else(|| body.pointer("/error/data/authorization"))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The case table the fixtures are generated from
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum EraSpec {
+    /// No `_meta` version, no session: legacy without known capabilities.
+    Legacy,
+    /// Legacy, with a session whose `initialize` declared these capabilities.
+    LegacySession(&'static str, Value),
+    /// `_meta` version and these `clientCapabilities`.
+    Modern(&'static str, Value),
+}
+
+impl EraSpec {
+    fn label(&self) -> String {
+        match self {
+            EraSpec::Legacy => "legacy".into(),
+            EraSpec::LegacySession(label, _) => format!("legacy-session-{label}"),
+            EraSpec::Modern(label, _) => format!("modern-{label}"),
+        }
+    }
+
+    fn prose(&self) -> String {
+        match self {
+            EraSpec::Legacy => "legacy (no `_meta` version, no session)".into(),
+            EraSpec::LegacySession(_, caps) => format!("legacy session whose initialize declared {caps}"),
+            EraSpec::Modern(_, caps) => format!("modern (2026-07-28) request declaring clientCapabilities {caps}"),
+        }
+    }
+}
+
+fn legacy() -> EraSpec {
+    EraSpec::Legacy
+}
+fn modern_nocaps() -> EraSpec {
+    EraSpec::Modern("nocaps", json!({}))
+}
+fn modern_allcaps() -> EraSpec {
+    EraSpec::Modern(
+        "allcaps",
+        json!({"elicitation": {"form": {}, "url": {}}, "extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    )
+}
+fn modern_url() -> EraSpec {
+    EraSpec::Modern("url-elicitation", json!({"elicitation": {"url": {}}}))
+}
+fn modern_form() -> EraSpec {
+    EraSpec::Modern("form-elicitation", json!({"elicitation": {"form": {}}}))
+}
+fn modern_form_empty() -> EraSpec {
+    EraSpec::Modern("form-elicitation-only", json!({"elicitation": {}}))
+}
+fn modern_tasks() -> EraSpec {
+    EraSpec::Modern("tasks-extension", json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}))
+}
+
+/// An MCP operation: method, the name `Mcp-Name` mirrors, and params (without `_meta`).
+#[derive(Clone, Debug)]
+struct Op {
+    label: &'static str,
+    method: &'static str,
+    name: &'static str,
+    params: Value,
+}
+
+fn tool(name: &'static str, arguments: Value) -> Op {
+    Op {
+        label: "tools-call",
+        method: "tools/call",
+        name,
+        params: json!({"name": name, "arguments": arguments}),
+    }
+}
+fn pay() -> Op {
+    tool("payments.transfer", json!({"amount": "40.00", "currency": "EUR", "iban": "DE00TEST"}))
+}
+fn admin_report() -> Op {
+    tool("admin.report", json!({"period": "2026-Q3"}))
+}
+fn delete_workspace() -> Op {
+    tool("workspace.delete", json!({"workspace": "ws_1"}))
+}
+fn list_folder() -> Op {
+    tool("files.list_folder", json!({"folderId": "fld_77"}))
+}
+fn read_resource() -> Op {
+    Op {
+        label: "resources-read",
+        method: "resources/read",
+        name: "file:///finance/ledger.csv",
+        params: json!({"uri": "file:///finance/ledger.csv"}),
+    }
+}
+fn get_prompt() -> Op {
+    Op {
+        label: "prompts-get",
+        method: "prompts/get",
+        name: "incident_summary",
+        params: json!({"name": "incident_summary", "arguments": {"incident": "inc_42"}}),
+    }
+}
+fn complete() -> Op {
+    Op {
+        label: "completion-complete",
+        method: "completion/complete",
+        name: "incident_summary",
+        params: json!({"ref": {"type": "ref/prompt", "name": "incident_summary"}, "argument": {"name": "incident", "value": "inc_"}}),
+    }
+}
+
+fn payment_details() -> Value {
+    json!([{
+        "type": "payment_initiation",
+        "actions": ["initiate"],
+        "instructedAmount": {"currency": "EUR", "amount": "40.00"},
+        "creditorAccount": {"iban": "DE00TEST"}
+    }])
+}
+
+/// The fixture's `request`: headers (with the token placeholder) and the JSON-RPC body.
+fn request_for(era: &EraSpec, op: &Op, id: Value) -> Value {
+    let mut params = op.params.as_object().expect("params").clone();
+    let mut headers = json!({
+        "accept": "application/json, text/event-stream",
+        "authorization": format!("Bearer {TOKEN_PLACEHOLDER}"),
+        "content-type": "application/json",
+    });
+    let mut request = Map::new();
+    match era {
+        EraSpec::Legacy => {
+            headers["mcp-protocol-version"] = LEGACY_VERSION.into();
+        }
+        EraSpec::LegacySession(_, caps) => {
+            headers["mcp-protocol-version"] = LEGACY_VERSION.into();
+            headers["mcp-session-id"] = SESSION_ID.into();
+            request.insert(
+                "initialize".into(),
+                json!({"protocolVersion": LEGACY_VERSION, "capabilities": caps, "clientInfo": {"name": "golden-client", "version": "1.0.0"}}),
+            );
+        }
+        EraSpec::Modern(_, caps) => {
+            params.insert(
+                "_meta".into(),
+                json!({"io.modelcontextprotocol/protocolVersion": MODERN_VERSION, "io.modelcontextprotocol/clientCapabilities": caps}),
+            );
+            headers["mcp-protocol-version"] = MODERN_VERSION.into();
+            headers["mcp-method"] = op.method.into();
+            headers["mcp-name"] = op.name.into();
+        }
+    }
+    request.insert("headers".into(), headers);
+    request.insert("body".into(), json!({"jsonrpc": "2.0", "id": id, "method": op.method, "params": params}));
+    Value::Object(request)
+}
+
+/// One case of the table.
+#[derive(Clone, Debug)]
+struct Case {
+    name: String,
+    description: String,
+    config: Value,
+    decision: Value,
+    request: Value,
+    /// Revisions the case applies to.
+    revisions: Vec<&'static str>,
+}
+
+struct CaseBuilder {
+    remedy: &'static str,
+    what: String,
+    decision: Value,
+    config: Value,
+    config_label: Option<String>,
+    era: EraSpec,
+    op: Op,
+    id: Value,
+    interim: Option<&'static str>,
+    revisions: Vec<&'static str>,
+}
+
+fn case(remedy: &'static str, what: impl Into<String>, decision: Value, era: EraSpec, op: Op, id: impl Into<Value>) -> CaseBuilder {
+    CaseBuilder {
+        remedy,
+        what: what.into(),
+        decision,
+        config: json!({}),
+        config_label: None,
+        era,
+        op,
+        id: id.into(),
+        interim: None,
+        revisions: REVISIONS.to_vec(),
+    }
+}
+
+impl CaseBuilder {
+    fn config(mut self, label: impl Into<String>, config: Value) -> Self {
+        self.config_label = Some(label.into());
+        self.config = config;
+        self
+    }
+
+    /// A modern request that declared the capability the remedy needs: rendered as
+    /// `undisclosed` in this release; a later release will change it.
+    fn interim(mut self, flow: &'static str) -> Self {
+        self.interim = Some(flow);
+        self
+    }
+
+    fn only(mut self, revisions: &[&'static str]) -> Self {
+        self.revisions = revisions.to_vec();
+        self
+    }
+
+    fn build(self) -> Case {
+        let mut name = self.remedy.to_owned();
+        if let Some(label) = &self.config_label {
+            name.push_str("--");
+            name.push_str(label);
+        }
+        name.push_str("--");
+        name.push_str(&self.era.label());
+        name.push_str("--");
+        name.push_str(self.op.label);
+        let mut description = format!("{} on a {} `{}` request", self.what, self.era.prose(), self.op.method);
+        if self.config.as_object().is_some_and(|c| !c.is_empty()) {
+            description.push_str(&format!(", with gate options {}", self.config));
+        }
+        if let Some(flow) = self.interim {
+            name.push_str("--interim-undisclosed");
+            description.push_str(&format!(
+                "; although the client declared what the {flow} flow needs, this release renders it as undisclosed with the remedy in text, and a later release will change this response"
+            ));
+        }
+        description.push('.');
+        Case {
+            name,
+            description,
+            request: request_for(&self.era, &self.op, self.id),
+            config: self.config,
+            decision: self.decision,
+            revisions: self.revisions,
+        }
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let scope = json!({"deny": {"scope": ["mcp:admin"]}});
+    let derived = json!({"deny": {"credential": {
+        "authorization_details": payment_details(),
+        "reference": "derived",
+        "message": "This transfer needs a payment-specific authorization."
+    }}});
+    let derived_no_message = json!({"deny": {"credential": {"authorization_details": payment_details()}}});
+    let fixed = json!({"deny": {"credential": {
+        "authorization_details": payment_details(),
+        "reference": {"fixed": "ref_payment_40eur"},
+        "message": "This transfer needs a payment-specific authorization."
+    }}});
+    let single_use = json!({"deny": {"credential": {
+        "authorization_details": payment_details(),
+        "reference": "single_use",
+        "message": "This transfer needs a one-time authorization."
+    }}});
+    let unavailable = json!({"deny": {"unavailable": "You do not have access to this workspace."}});
+    let undisclosed = json!({"deny": {"undisclosed": "This operation is not available to you right now."}});
+    let url = json!({"deny": {"url": {
+        "url": "https://mcp.example.com/approve/fld_77",
+        "message": "Approve access to this folder, then retry.",
+        "input_key": "approve_folder"
+    }}});
+    let task = json!({"deny": {"task": "A finance approver must confirm this transfer."}});
+    let ask = json!({"ask": "Delete workspace ws_1 and everything in it?"});
+    let result = || json!({"credential_delivery": "result"});
+    let both = || json!({"credential_delivery": "both"});
+
+    let scope_what = "A scope denial (mcp:admin needed beyond the endpoint-wide mcp:read)";
+    let derived_what = "A credential denial with a reference derived from the details";
+    let fixed_what = "A credential denial with a fixed reference chosen by the application";
+    let single_what = "A credential denial for a single-use credential (no reference)";
+    let unavailable_what = "A final denial (unavailable)";
+    let undisclosed_what = "A denial whose remedy is not disclosed";
+    let url_what = "A denial whose remedy is approval at a URL";
+    let task_what = "A denial whose remedy is an out-of-band decision held as a task";
+    let ask_what = "An ask decision (the user must confirm the call)";
+
+    let mut list = vec![
+        // Scope: a 403 challenge, whatever the era or method.
+        case("scope", scope_what, scope.clone(), legacy(), admin_report(), 1),
+        case("scope", scope_what, scope.clone(), modern_nocaps(), admin_report(), 2),
+        case("scope", scope_what, scope, modern_allcaps(), read_resource(), 3),
+        // Credential by challenge (the default delivery).
+        case("credential-derived", format!("{derived_what}, no message (the default text applies)"), derived_no_message, legacy(), pay(), 10)
+            .config("challenge", json!({})),
+        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 11).config("challenge", json!({})),
+        case("credential-fixed", fixed_what, fixed.clone(), modern_allcaps(), pay(), 12).config("challenge", json!({})),
+        case("credential-single-use", single_what, single_use.clone(), modern_allcaps(), pay(), 13).config("challenge", json!({})),
+        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 14)
+            .config("challenge-403", json!({"credential_status": 403})),
+        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), read_resource(), 15).config("challenge", json!({})),
+        // Credential as a result (or, off tools/call, a JSON-RPC error).
+        case("credential-derived", derived_what, derived.clone(), legacy(), pay(), 20).config("result", result()),
+        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 21).config("result", result()),
+        case("credential-fixed", fixed_what, fixed, modern_nocaps(), pay(), 22).config("result", result()),
+        case("credential-single-use", single_what, single_use.clone(), modern_allcaps(), pay(), 23).config("result", result()),
+        case("credential-derived", derived_what, derived.clone(), legacy(), read_resource(), 24).config("result", result()),
+        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), read_resource(), 25).config("result", result()),
+        // Credential by challenge and result together: only where the revision allows it.
+        case("credential-derived", derived_what, derived.clone(), legacy(), pay(), 30)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 31)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        case("credential-single-use", single_what, single_use, modern_allcaps(), pay(), 32)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        case("credential-derived", derived_what, derived, modern_allcaps(), read_resource(), 33)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        // Unavailable and undisclosed on tools/call, per era.
+        case("unavailable", unavailable_what, unavailable.clone(), legacy(), delete_workspace(), 40),
+        case("unavailable", unavailable_what, unavailable.clone(), modern_nocaps(), delete_workspace(), 41),
+        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), delete_workspace(), 42),
+        case("undisclosed", undisclosed_what, undisclosed.clone(), legacy(), delete_workspace(), 43),
+        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_nocaps(), delete_workspace(), "req-44"),
+        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_allcaps(), delete_workspace(), 45),
+        // ... and on the other guarded methods, where they are JSON-RPC errors.
+        case("unavailable", unavailable_what, unavailable.clone(), legacy(), read_resource(), 50),
+        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), read_resource(), 51),
+        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_nocaps(), read_resource(), 52),
+        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), get_prompt(), 53),
+        case("undisclosed", undisclosed_what, undisclosed.clone(), legacy(), get_prompt(), 54),
+        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_allcaps(), get_prompt(), 55),
+        case("undisclosed", undisclosed_what, undisclosed, modern_nocaps(), complete(), 56),
+        // The configurable error code: used by errors only.
+        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), read_resource(), 57)
+            .config("code-4030", json!({"denial_error_code": 4030})),
+        case("unavailable", unavailable_what, unavailable, modern_allcaps(), delete_workspace(), 58)
+            .config("code-4030", json!({"denial_error_code": 4030})),
+        // URL remedies.
+        case("url", url_what, url.clone(), legacy(), list_folder(), 60),
+        case("url", url_what, url.clone(), EraSpec::LegacySession("url-elicitation", json!({"elicitation": {"url": {}}})), list_folder(), 61),
+        case("url", url_what, url.clone(), modern_nocaps(), list_folder(), 62),
+        case("url", url_what, url.clone(), modern_form_empty(), list_folder(), 63),
+        case("url", url_what, url.clone(), modern_url(), list_folder(), 64).interim("URL"),
+        case("url", url_what, url.clone(), modern_url(), read_resource(), 65).interim("URL"),
+        case("url", url_what, url, modern_url(), get_prompt(), 66).interim("URL"),
+        // Task remedies.
+        case("task", task_what, task.clone(), legacy(), pay(), 70),
+        case("task", task_what, task.clone(), modern_nocaps(), pay(), 71),
+        case("task", task_what, task.clone(), modern_tasks(), pay(), 72).interim("task"),
+        case("task", format!("{task_what} (tasks only wrap tools/call, so this stays undisclosed)"), task, modern_tasks(), read_resource(), 73),
+        // Ask.
+        case("ask", ask_what, ask.clone(), legacy(), delete_workspace(), 80),
+        case("ask", ask_what, ask.clone(), EraSpec::LegacySession("form-elicitation", json!({"elicitation": {"form": {}}})), delete_workspace(), 81),
+        case("ask", ask_what, ask.clone(), modern_nocaps(), delete_workspace(), 82),
+        case("ask", ask_what, ask.clone(), modern_url(), delete_workspace(), 83),
+        case("ask", ask_what, ask, modern_form(), delete_workspace(), 84).interim("form-elicitation confirmation"),
+    ]
+    .into_iter()
+    .map(CaseBuilder::build)
+    .collect::<Vec<_>>();
+    list.sort_by(|a, b| a.name.cmp(&b.name));
+    list
+}
+
+/// Renders one case under one revision through the layer.
+async fn render(case: &Case, revision: &str) -> Captured {
+    let config = parse_config(&case.config).expect("config");
+    let decision = parse_decision(&case.decision).expect("decision");
+    let request = parse_request(&case.request).expect("request");
+    let harness = Harness::new(revision, &config, decision).expect("gate");
+    harness.deny(&request).await
+}
+
+/// Regenerates every fixture file from [`cases`].
+async fn bless() {
+    for revision in REVISIONS {
+        std::fs::create_dir_all(fixtures_dir(revision)).expect("fixtures dir");
+    }
+    for case in cases() {
+        for revision in &case.revisions {
+            let captured = render(&case, revision).await.normalized();
+            let body_json: Value = serde_json::from_str(&captured.body).expect("the layer writes JSON");
+            let fixture = json!({
+                "case": case.name,
+                "description": case.description,
+                "config": case.config,
+                "decision": case.decision,
+                "request": case.request,
+                "response": {
+                    "status": captured.status,
+                    "headers": captured.headers,
+                    "body": captured.body,
+                    "body_json": body_json,
+                },
+            });
+            let path = fixtures_dir(revision).join(format!("{}.json", case.name));
+            let text = serde_json::to_string_pretty(&fixture).expect("json") + "\n";
+            let temp = path.with_extension("json.tmp");
+            std::fs::write(&temp, text).expect("write fixture");
+            std::fs::rename(&temp, &path).expect("rename fixture");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests
+// ---------------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn every_fixture_matches_the_layer_byte_for_byte() {
+    let fixtures = fixtures();
+    let mut failures = Vec::new();
+    for fixture in fixtures {
+        let decision = parse_decision(&fixture.decision_dsl).expect("parsed at load");
+        let harness = match Harness::new(&fixture.revision, &fixture.config, decision) {
+            Ok(harness) => harness,
+            Err(error) => {
+                failures.push(format!("{}: the gate does not build: {error}", fixture.file.display()));
+                continue;
+            }
+        };
+        let captured = harness.deny(&fixture.request).await;
+        if let Some(envelope) = envelope(&captured.json()) {
+            let id = envelope["authorizationContextId"].as_str().unwrap_or_default();
+            if !is_context_id(id) {
+                failures.push(format!("{}: context id {id:?} is not actx_ + 22 base64url characters", fixture.file.display()));
+            }
+        }
+        let actual = captured.normalized();
+        if actual != fixture.response {
+            failures.push(format!(
+                "{}:\n  expected status {} headers {:?}\n  body {}\n  actual   status {} headers {:?}\n  body {}",
+                fixture.file.display(),
+                fixture.response.status,
+                fixture.response.headers,
+                fixture.response.body,
+                actual.status,
+                actual.headers,
+                actual.body
+            ));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures differ (if the change is intended, rerun with {BLESS_ENV}=1 and review the diff):\n{}",
+        failures.len(),
+        fixtures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn fixture_files_and_the_case_table_agree() {
+    let on_disk: BTreeSet<(String, String)> = fixtures().iter().map(|f| (f.revision.clone(), f.case.clone())).collect();
+    let table: BTreeSet<(String, String)> = cases()
+        .iter()
+        .flat_map(|c| c.revisions.iter().map(|r| (r.to_string(), c.name.clone())))
+        .collect();
+    let missing: Vec<_> = table.difference(&on_disk).collect();
+    let stale: Vec<_> = on_disk.difference(&table).collect();
+    assert!(missing.is_empty(), "cases without a fixture file (run with {BLESS_ENV}=1): {missing:?}");
+    assert!(stale.is_empty(), "fixture files no case generates (delete them, or add the case): {stale:?}");
+    // Each fixture's request and decision are the table's, so a hand edit cannot drift.
+    let by_name: BTreeMap<String, Case> = cases().into_iter().map(|c| (c.name.clone(), c)).collect();
+    for fixture in fixtures() {
+        let case = &by_name[&fixture.case];
+        assert_eq!(fixture.decision_dsl, case.decision, "{}", fixture.file.display());
+        assert_eq!(parse_config(&case.config).unwrap(), fixture.config, "{}", fixture.file.display());
+        assert_eq!(fixture.request.body, case.request["body"], "{}", fixture.file.display());
+    }
+    for revision in REVISIONS {
+        let count = fixtures().iter().filter(|f| f.revision == revision).count();
+        assert!(count >= 40, "{revision}: only {count} fixtures");
+    }
+}
+
+/// Checks every stored response against the wire contract of research §2 (the automated half
+/// of the hand review in the report).
+#[test]
+fn every_fixture_obeys_the_wire_contract() {
+    for fixture in fixtures() {
+        let at = fixture.file.display().to_string();
+        let body: Value = serde_json::from_str(&fixture.response.body).unwrap();
+        let request = &fixture.request.body;
+        let method = request["method"].as_str().unwrap();
+        let modern = request.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion").is_some();
+        let error_based = fixture.revision == REV_1C5B;
+        let status = fixture.response.status;
+        let headers = &fixture.response.headers;
+        let remedy = fixture.decision_dsl.get("deny").and_then(|d| d.as_object()).and_then(|d| d.keys().next().cloned());
+        let remedy = remedy.as_deref().unwrap_or("ask");
+        let delivery = fixture.config.credential_delivery.unwrap_or_default();
+        let text = &fixture.response.body;
+
+        assert_eq!(headers.get("content-type").map(String::as_str), Some("application/json"), "{at}");
+        // Never -32042, never a code in the range MCP reserves.
+        if let Some(code) = body.pointer("/error/code").and_then(Value::as_i64) {
+            assert_ne!(code, -32042, "{at}");
+            assert!(!(-32099..=-32020).contains(&code), "{at}: reserved code {code}");
+            assert_eq!(code, fixture.config.denial_error_code.unwrap_or(-32003), "{at}: the configured code");
+        }
+        // Legacy requests never see resultType, input_required or tasks.
+        if !modern {
+            assert!(!text.contains("resultType"), "{at}: resultType on a legacy request");
+        }
+        assert!(!text.contains("input_required") && !text.contains("\"taskId\""), "{at}");
+
+        let challenge = remedy == "scope" || (remedy == "credential" && delivery != CredentialDelivery::Result);
+        if challenge {
+            let www = headers.get("www-authenticate").unwrap_or_else(|| panic!("{at}: no challenge"));
+            assert_eq!(headers.get("cache-control").map(String::as_str), Some("no-store"), "{at}");
+            assert!(
+                www.contains("resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""),
+                "{at}: {www}"
+            );
+            if remedy == "scope" {
+                assert_eq!(status, 403, "{at}");
+                assert!(www.starts_with("Bearer error=\"insufficient_scope\""), "{at}: {www}");
+                assert!(www.contains("scope=\"mcp:admin mcp:read\""), "{at}: the union of scopes: {www}");
+                assert!(envelope(&body).is_none(), "{at}: no envelope beside a scope challenge");
+            } else {
+                assert_eq!(status, u16::from(fixture.config.credential_status.map_or(401, |s| s.as_u16())), "{at}");
+                assert!(www.starts_with("Bearer error=\"insufficient_authorization\""), "{at}: {www}");
+                let encoded = www.split("authorization_remediation=\"").nth(1).and_then(|s| s.split('"').next()).unwrap();
+                assert!(!encoded.contains('='), "{at}: base64url without padding");
+                let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).unwrap()).unwrap();
+                let members: BTreeSet<&str> = remedy.as_object().unwrap().keys().map(String::as_str).collect();
+                let single_use = fixture.decision_dsl.pointer("/deny/credential/reference") == Some(&json!("single_use"));
+                if single_use {
+                    assert_eq!(members, BTreeSet::from(["authorization_details"]), "{at}");
+                } else {
+                    assert_eq!(members, BTreeSet::from(["authorization_details", "authorization_reference"]), "{at}");
+                }
+                assert_eq!(remedy["authorization_details"], fixture.decision_dsl["deny"]["credential"]["authorization_details"], "{at}");
+                if delivery == CredentialDelivery::Both {
+                    assert_eq!(fixture.revision, REV_CURRENT, "{at}: Both only where an envelope may sit beside a challenge");
+                    let hint = &envelope(&body).unwrap_or_else(|| panic!("{at}: Both carries an envelope"))["remediationHints"][0];
+                    let mut hint = hint.clone();
+                    assert_eq!(hint.as_object_mut().unwrap().remove("type"), Some(json!("authorization_remediation")), "{at}");
+                    assert_eq!(hint, remedy, "{at}: the hint and the challenge say the same");
+                } else {
+                    assert!(envelope(&body).is_none(), "{at}: no envelope beside a plain challenge");
+                }
+            }
+            continue;
+        }
+
+        // Everything else is a JSON-RPC answer with HTTP 200 and an envelope.
+        assert_eq!(status, 200, "{at}");
+        assert!(!headers.contains_key("www-authenticate"), "{at}");
+        assert_eq!(body["jsonrpc"], "2.0", "{at}");
+        assert_eq!(body["id"], request["id"], "{at}: the request id");
+        let envelope = envelope(&body).unwrap_or_else(|| panic!("{at}: no envelope"));
+        assert_eq!(envelope["reason"], "insufficient_authorization", "{at}");
+        assert_eq!(envelope["authorizationContextId"], CONTEXT_ID_PLACEHOLDER, "{at}");
+        let hints = envelope.get("remediationHints");
+        if error_based {
+            // Error-based: a JSON-RPC error, the envelope under error.data.authorization, no
+            // `remediation` member.
+            assert!(body.get("result").is_none(), "{at}");
+            assert!(body.pointer("/error/data/authorization").is_some(), "{at}");
+            assert!(envelope.get("remediation").is_none(), "{at}");
+        } else {
+            let expected_state = match remedy {
+                "credential" => "available",
+                "unavailable" => "unavailable",
+                _ => "undisclosed",
+            };
+            assert_eq!(envelope["remediation"], expected_state, "{at}");
+            if method == "tools/call" {
+                let result = &body["result"];
+                assert_eq!(result["isError"], true, "{at}");
+                assert_eq!(result["content"][0]["type"], "text", "{at}");
+                assert_eq!(result.get("resultType"), modern.then(|| json!("complete")).as_ref(), "{at}: resultType");
+            } else {
+                assert!(body.get("result").is_none(), "{at}: non-tool methods are errors");
+                assert!(body.pointer("/error/data/io.modelcontextprotocol~1authorization").is_some(), "{at}");
+            }
+            if expected_state != "available" {
+                assert!(hints.is_none(), "{at}: hints without remediation available");
+            }
+        }
+        if remedy == "credential" {
+            let hint = &hints.unwrap_or_else(|| panic!("{at}: a credential hint"))[0];
+            assert_eq!(hint["type"], "authorization_remediation", "{at}");
+            assert_eq!(hint["authorization_details"], fixture.decision_dsl["deny"]["credential"]["authorization_details"], "{at}");
+            let single_use = fixture.decision_dsl.pointer("/deny/credential/reference") == Some(&json!("single_use"));
+            assert_eq!(hint.get("authorization_reference").is_none(), single_use, "{at}");
+        } else {
+            assert!(hints.is_none(), "{at}: only credential denials carry hints in this release");
+        }
+        // url / task / ask: the remedy is described in text.
+        let message = body.pointer("/result/content/0/text").or_else(|| body.pointer("/error/message")).unwrap();
+        let message = message.as_str().unwrap();
+        match remedy {
+            "url" => assert!(message.contains("https://mcp.example.com/approve/fld_77"), "{at}: {message}"),
+            "task" => assert!(message.contains("out-of-band approval"), "{at}: {message}"),
+            "ask" => assert!(message.contains("confirmation"), "{at}: {message}"),
+            _ => {}
+        }
+    }
+}
+
+/// Which responses a revision changes, as the revision pages list them: `c74b0c9` and
+/// `6bff817` render identically except that only `c74b0c9` accepts credential delivery `Both`;
+/// `1c5b0ce` renders scope and credential challenges identically to both, and every other
+/// denial differently (a JSON-RPC error under `error.data.authorization`, no `remediation`).
+#[tokio::test]
+async fn changing_the_revision_changes_exactly_the_documented_responses() {
+    let mut checked = 0;
+    for case in cases().iter().filter(|c| c.revisions.len() == 3) {
+        let [current, six, one] = [
+            render(case, REV_CURRENT).await.normalized(),
+            render(case, REV_6BFF).await.normalized(),
+            render(case, REV_1C5B).await.normalized(),
+        ];
+        assert_eq!(current, six, "{}: c74b0c9 and 6bff817 must agree", case.name);
+        let challenge = case.decision["deny"].get("scope").is_some()
+            || (case.decision["deny"].get("credential").is_some() && case.config.get("credential_delivery") != Some(&json!("result")));
+        if challenge {
+            assert_eq!(current, one, "{}: challenges are the same in every revision", case.name);
+        } else {
+            assert_ne!(current.body, one.body, "{}: 1c5b0ce renders this differently", case.name);
+            assert_eq!(current.status, one.status, "{}: both answer HTTP 200", case.name);
+            let result_based: Value = serde_json::from_str(&current.body).unwrap();
+            let error_based: Value = serde_json::from_str(&one.body).unwrap();
+            assert!(envelope(&result_based).unwrap().get("remediation").is_some(), "{}", case.name);
+            assert!(error_based.pointer("/error/data/authorization").is_some(), "{}", case.name);
+            assert!(envelope(&error_based).unwrap().get("remediation").is_none(), "{}", case.name);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 40, "only {checked} cases compared");
+
+    // The stored fixtures say the same.
+    let fixtures = fixtures();
+    let stored = |revision: &str, case: &str| fixtures.iter().find(|f| f.revision == revision && f.case == case).map(|f| &f.response);
+    for case in cases().iter().filter(|c| c.revisions.len() == 3) {
+        let (Some(a), Some(b), Some(c)) = (stored(REV_CURRENT, &case.name), stored(REV_6BFF, &case.name), stored(REV_1C5B, &case.name)) else {
+            panic!("{}: a fixture is missing", case.name);
+        };
+        assert_eq!(a, b, "{}", case.name);
+        let challenge = a.headers.contains_key("www-authenticate");
+        assert_eq!(a == c, challenge, "{}", case.name);
+    }
+}
+
+#[test]
+fn credential_delivery_both_is_refused_where_the_revision_does_not_allow_it() {
+    let both = Config {
+        credential_delivery: Some(CredentialDelivery::Both),
+        ..Config::default()
+    };
+    for revision in [REV_6BFF, REV_1C5B] {
+        let error = gate_builder(revision, &both).evaluate(mcp_gate::policy::allow_all()).build().unwrap_err();
+        assert!(matches!(error, ConfigError::NotInRevision(_)), "{revision}: {error:?}");
+    }
+    for revision in [REV_CURRENT, "current"] {
+        let gate = gate_builder(revision, &both).evaluate(mcp_gate::policy::allow_all()).build().expect("Both under c74b0c9");
+        assert_eq!(gate.revision().id(), REV_CURRENT);
+    }
+    // The other deliveries build under every revision.
+    for revision in REVISIONS {
+        for delivery in [CredentialDelivery::Challenge, CredentialDelivery::Result] {
+            let config = Config {
+                credential_delivery: Some(delivery),
+                ..Config::default()
+            };
+            gate_builder(revision, &config).evaluate(mcp_gate::policy::allow_all()).build().expect("builds");
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_denials_of_the_same_request_get_different_context_ids() {
+    let case = cases().into_iter().find(|c| c.name == "unavailable--modern-allcaps--tools-call").expect("case");
+    let both = cases().into_iter().find(|c| c.name == "credential-derived--both--modern-allcaps--tools-call").expect("case");
+    for (case, revisions) in [(&case, &REVISIONS[..]), (&both, &[REV_CURRENT][..])] {
+        for revision in revisions {
+            let config = parse_config(&case.config).unwrap();
+            let harness = Harness::new(revision, &config, parse_decision(&case.decision).unwrap()).unwrap();
+            let request = parse_request(&case.request).unwrap();
+            let mut seen = BTreeSet::new();
+            for _ in 0..3 {
+                let reply = harness.deny(&request).await;
+                let id = envelope(&reply.json()).unwrap()["authorizationContextId"].as_str().unwrap().to_owned();
+                assert!(is_context_id(&id), "{id}");
+                // Derived from nothing in the request.
+                for fragment in ["workspace", "delete", "payments", "user-1", "client-1"] {
+                    assert!(!id.to_lowercase().contains(fragment), "{id}");
+                }
+                assert!(seen.insert(id.clone()), "{}: context id {id} repeated", case.name);
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn derived_reference_ignores_the_order_of_keys() {
+    let texts = [
+        r#"[{"type":"payment_initiation","actions":["initiate"],"instructedAmount":{"currency":"EUR","amount":"40.00"},"creditorAccount":{"iban":"DE00TEST"}}]"#,
+        r#"[{"creditorAccount":{"iban":"DE00TEST"},"instructedAmount":{"amount":"40.00","currency":"EUR"},"actions":["initiate"],"type":"payment_initiation"}]"#,
+        r#"[ { "instructedAmount" : { "amount" : "40.00" , "currency" : "EUR" } , "type" : "payment_initiation" , "creditorAccount" : { "iban" : "DE00TEST" } , "actions" : [ "initiate" ] } ]"#,
+    ];
+    let mut references = BTreeSet::new();
+    for text in texts {
+        let details: Vec<Value> = serde_json::from_str(text).unwrap();
+        for delivery in [CredentialDelivery::Challenge, CredentialDelivery::Result] {
+            let config = Config {
+                credential_delivery: Some(delivery),
+                ..Config::default()
+            };
+            let harness = Harness::new(REV_CURRENT, &config, Decision::credential(details.clone())).unwrap();
+            let request = parse_request(&request_for(&modern_allcaps(), &pay(), json!(1))).unwrap();
+            let reply = harness.deny(&request).await;
+            let reference = match delivery {
+                CredentialDelivery::Challenge => {
+                    let www = &reply.headers["www-authenticate"];
+                    let encoded = www.split("authorization_remediation=\"").nth(1).unwrap().split('"').next().unwrap();
+                    let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).unwrap()).unwrap();
+                    remedy["authorization_reference"].as_str().unwrap().to_owned()
+                }
+                _ => envelope(&reply.json()).unwrap()["remediationHints"][0]["authorization_reference"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            };
+            assert_eq!(reference, derive_reference(&details));
+            references.insert(reference);
+        }
+    }
+    assert_eq!(references.len(), 1, "{references:?}");
+    let reference = references.into_iter().next().unwrap();
+    assert!(reference.starts_with("ref_") && reference.len() == 26, "{reference}");
+    assert!(!reference.contains("EUR") && !reference.contains("DE00"), "the reference reveals nothing");
+    // Different details, different reference.
+    let more: Vec<Value> = serde_json::from_str(&texts[0].replace("40.00", "400.00")).unwrap();
+    assert_ne!(derive_reference(&more), reference);
+}
+
+#[test]
+fn an_unknown_revision_is_a_config_error_naming_the_supported_ids() {
+    for given in ["c74b0c9", "0000000000000000000000000000000000000000", "CURRENT", "latest", ""] {
+        let error = gate_builder(given, &Config::default()).evaluate(mcp_gate::policy::allow_all()).build().unwrap_err();
+        let message = error.to_string();
+        match &error {
+            ConfigError::UnknownRevision { given: named, supported } => {
+                assert_eq!(named, given);
+                for revision in REVISIONS {
+                    assert!(supported.contains(revision), "{supported}");
+                    assert!(message.contains(revision), "{message}");
+                }
+            }
+            other => panic!("{given:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn the_gate_reports_the_selected_revision() {
+    let build = |name: &str| {
+        gate_builder(name, &Config::default())
+            .evaluate(mcp_gate::policy::allow_all())
+            .build()
+            .expect("gate")
+            .revision()
+    };
+    assert_eq!(CURRENT, REV_CURRENT);
+    let current = build("current");
+    assert_eq!(current.id(), REV_CURRENT);
+    assert!(current.is_current());
+    assert_eq!(current, Revision::current());
+    for revision in REVISIONS {
+        let selected = build(revision);
+        assert_eq!(selected.id(), revision);
+        assert_eq!(selected.to_string(), revision);
+        assert_eq!(selected.is_current(), revision == REV_CURRENT);
+    }
+    // The default is `current`.
+    let default = Gate::builder()
+        .resource(RESOURCE)
+        .issuer(Issuer::with_keys(ISSUER, StaticKeys::from_jwks_json(&KEY.jwks_json()).unwrap()))
+        .evaluate(mcp_gate::policy::allow_all())
+        .build()
+        .unwrap();
+    assert_eq!(default.revision().id(), REV_CURRENT);
+    let supported: BTreeSet<&str> = Revision::supported().collect();
+    assert_eq!(supported, BTreeSet::from(REVISIONS));
+}
+
+#[test]
+fn context_id_normalisation_is_exact() {
+    let id = "actx_AAAAAAAAAAAAAAAAAAAAAA";
+    assert_eq!(normalize_context_ids(&format!("\"{id}\"")), "\"actx_<random>\"");
+    assert_eq!(normalize_context_ids("actx_short"), "actx_short");
+    assert_eq!(normalize_context_ids("actx_AAAAAAAAAAAAAAAAAAAAAAA"), "actx_AAAAAAAAAAAAAAAAAAAAAAA", "23 characters");
+    assert_eq!(normalize_context_ids("actx_unavailable"), "actx_unavailable");
+    assert!(is_context_id(id) && !is_context_id("actx_unavailable"));
+}
