@@ -154,21 +154,40 @@ impl Drop for GatedServer {
 }
 
 impl GatedServer {
-    /// Binds a port, then builds the gate with `configure(resource)` and serves.
+    /// Binds a port, then builds the gate with `configure(resource)` and serves the example
+    /// rmcp server (stateless, JSON answers) behind it.
     pub async fn start(configure: impl FnOnce(&str) -> GateBuilder) -> Self {
+        Self::start_with(configure, Router::new().nest_service("/mcp", tools::mcp_service())).await
+    }
+
+    /// Like [`GatedServer::start`], with any router serving `/mcp`.
+    pub async fn start_with(configure: impl FnOnce(&str) -> GateBuilder, mcp: Router) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
         let gate = configure(&url).resource(&url).build().expect("gate builds");
-        let app = Router::new()
-            .nest_service("/mcp", tools::mcp_service())
-            .layer(gate.layer())
-            .merge(gate.metadata_router());
+        let app = mcp.layer(gate.layer()).merge(gate.metadata_router());
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         Self { url, gate, task }
+    }
+
+    /// POSTs a JSON-RPC body with extra headers; returns status, headers and body.
+    pub async fn post(&self, token: Option<&str>, headers: &[(&str, &str)], body: &str) -> Reply {
+        let mut request = reqwest::Client::new()
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_owned());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        Reply::from(request.send().await.expect("post")).await
     }
 
     /// Sends a `tools/call` with an optional bearer token; returns status, headers and body.
@@ -185,18 +204,7 @@ impl GatedServer {
         if let Some(token) = token {
             request = request.bearer_auth(token);
         }
-        let response = request.send().await.expect("call");
-        let status = response.status().as_u16();
-        let headers = response.headers().clone();
-        let text = response.text().await.expect("body");
-        Reply {
-            status,
-            www_authenticate: headers
-                .get("www-authenticate")
-                .map(|v| v.to_str().expect("ascii").to_owned()),
-            body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
-            headers,
-        }
+        Reply::from(request.send().await.expect("call")).await
     }
 }
 
@@ -206,10 +214,28 @@ pub struct Reply {
     pub status: u16,
     pub www_authenticate: Option<String>,
     pub body: Value,
+    /// The body exactly as received.
+    pub text: String,
     pub headers: reqwest::header::HeaderMap,
 }
 
 impl Reply {
+    /// Reads a reqwest response whole.
+    pub async fn from(response: reqwest::Response) -> Self {
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let text = response.text().await.expect("body");
+        Reply {
+            status,
+            www_authenticate: headers
+                .get("www-authenticate")
+                .map(|v| v.to_str().expect("ascii").to_owned()),
+            body: serde_json::from_str(&text).unwrap_or(Value::String(text.clone())),
+            text,
+            headers,
+        }
+    }
+
     /// The text of the first content item of a tool result.
     pub fn tool_text(&self) -> &str {
         self.body["result"]["content"][0]["text"]
