@@ -138,6 +138,7 @@ struct TokenRequest {
     client_secret: Option<String>,
     scope: Option<String>,
     resource: Option<String>,
+    authorization_details: Option<String>,
 }
 
 fn oauth_error(status: StatusCode, error: &str, description: &str) -> Response {
@@ -202,6 +203,20 @@ async fn token(
             &format!("unknown scope {unknown}"),
         );
     }
+    // RFC 9396: a JSON array of objects, each with a string `type`, copied into the token.
+    let details = match form.authorization_details.as_deref().map(serde_json::from_str::<Value>) {
+        None => None,
+        Some(Ok(Value::Array(items))) if items.iter().all(|d| d.get("type").is_some_and(Value::is_string)) => {
+            Some(Value::Array(items))
+        }
+        Some(_) => {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_authorization_details",
+                "authorization_details must be a JSON array of objects with a type",
+            );
+        }
+    };
     let resource = form
         .resource
         .clone()
@@ -211,7 +226,7 @@ async fn token(
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let scope = requested.join(" ");
-    let claims = json!({
+    let mut claims = json!({
         "iss": state.issuer,
         "sub": client_id,
         "client_id": client_id,
@@ -221,6 +236,9 @@ async fn token(
         "scope": scope,
         "jti": format!("{now}-{}", rand_suffix()),
     });
+    if let Some(details) = details {
+        claims["authorization_details"] = details;
+    }
     let mut header = Header::new(Algorithm::ES256);
     header.typ = Some("at+jwt".into());
     header.kid = Some(state.kid.clone());

@@ -1,0 +1,201 @@
+//! A scripted tour of every decision the layer can take, over loopback, in one process.
+//!
+//! It starts the example MCP server (rmcp) behind the layer with the example policy, the
+//! embedded development issuer, and a plain HTTP client, then prints each request and the
+//! full response a client sees: status line, the headers that matter, and the body.
+//!
+//! ```text
+//! cargo run --example demo
+//! ```
+
+#[path = "server/dev_issuer.rs"]
+mod dev_issuer;
+#[path = "server/policy.rs"]
+mod policy;
+#[path = "server/tools.rs"]
+mod tools;
+
+use axum::Router;
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use mcp_gate::Gate;
+use serde_json::{Value, json};
+
+struct Tour {
+    http: reqwest::Client,
+    mcp: String,
+    token_endpoint: String,
+    resource: String,
+}
+
+type Failure = Box<dyn std::error::Error>;
+
+impl Tour {
+    fn title(&self, text: &str) {
+        println!("\n{}\n{text}\n{}", "=".repeat(78), "=".repeat(78));
+    }
+
+    async fn token(&self, scope: &str, details: Option<&Value>) -> Result<String, Failure> {
+        let mut form = vec![
+            ("grant_type", "client_credentials".to_owned()),
+            ("scope", scope.to_owned()),
+            ("resource", self.resource.clone()),
+        ];
+        if let Some(details) = details {
+            form.push(("authorization_details", details.to_string()));
+        }
+        println!("\n> POST {} (client_credentials, scope {scope:?}{})", self.token_endpoint, if details.is_some() { ", with authorization_details" } else { "" });
+        let answer: Value = self
+            .http
+            .post(&self.token_endpoint)
+            .basic_auth(dev_issuer::CLIENT_ID, Some(dev_issuer::CLIENT_SECRET))
+            .form(&form)
+            .send()
+            .await?
+            .json()
+            .await?;
+        let token = answer["access_token"].as_str().ok_or("no access_token")?.to_owned();
+        println!("< access token for scope {:?}: {}...", answer["scope"], &token[..24.min(token.len())]);
+        Ok(token)
+    }
+
+    /// Sends one JSON-RPC request and prints the exchange; returns status and body.
+    async fn send(&self, token: Option<&str>, headers: &[(&str, &str)], body: Value) -> Result<(u16, Value), Failure> {
+        println!("\n> POST {}", self.mcp);
+        if let Some(token) = token {
+            println!("> Authorization: Bearer {}...", &token[..16.min(token.len())]);
+        }
+        for (name, value) in headers {
+            println!("> {name}: {value}");
+        }
+        println!("{}", indent(&serde_json::to_string_pretty(&body)?, "> "));
+        let mut request = self
+            .http
+            .post(&self.mcp)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        println!("\n< HTTP/1.1 {status}");
+        for name in ["www-authenticate", "cache-control", "content-type"] {
+            if let Some(value) = response.headers().get(name) {
+                println!("< {name}: {}", value.to_str().unwrap_or("<binary>"));
+            }
+        }
+        let text = response.text().await?;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        println!("<\n{}", indent(&serde_json::to_string_pretty(&body)?, "< "));
+        Ok((status.as_u16(), body))
+    }
+}
+
+fn indent(text: &str, prefix: &str) -> String {
+    text.lines().map(|l| format!("{prefix}{l}")).collect::<Vec<_>>().join("\n")
+}
+
+fn call(id: u64, tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
+}
+
+fn expect(what: &str, ok: bool) -> Result<(), Failure> {
+    if ok { Ok(()) } else { Err(format!("unexpected answer: {what}").into()) }
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Failure> {
+    // Bounded: the tour finishes by itself, or fails after a minute.
+    tokio::time::timeout(std::time::Duration::from_secs(60), tour())
+        .await
+        .map_err(|_| "the tour did not finish within 60 s")?
+}
+
+async fn tour() -> Result<(), Failure> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let resource = format!("http://{}/mcp", listener.local_addr()?);
+    let scopes = ["mcp:read", "mcp:write", "mcp:admin"].map(String::from).to_vec();
+    let issuer = dev_issuer::DevIssuer::start(0, &resource, scopes).await?;
+    let gate = Gate::builder()
+        .evaluate(policy::demo_policy)
+        .resource(&resource)
+        .issuer(issuer.issuer.as_str())
+        .required_scopes(["mcp:read"])
+        .build()?;
+    let app = Router::new()
+        .nest_service("/mcp", tools::mcp_service())
+        .layer(gate.layer())
+        .merge(gate.metadata_router());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    println!("mcp-gate demo: MCP server {resource}, issuer {}, SEP-2643 revision {}", issuer.issuer, gate.revision());
+
+    let tour = Tour {
+        http: reqwest::Client::new(),
+        mcp: resource.clone(),
+        token_endpoint: issuer.token_endpoint.clone(),
+        resource,
+    };
+
+    tour.title("1. No token: a challenge pointing at the metadata, naming the scope to ask for");
+    let (status, _) = tour.send(None, &[], call(1, "echo", json!({"text": "hello"}))).await?;
+    expect("401 without a token", status == 401)?;
+
+    tour.title("2. The Protected Resource Metadata document (served outside authentication)");
+    println!("\n> GET {}", gate.metadata_url());
+    let document: Value = tour.http.get(gate.metadata_url()).send().await?.json().await?;
+    println!("<\n{}", indent(&serde_json::to_string_pretty(&document)?, "< "));
+
+    tour.title("3. Allowed: echo, with a token for mcp:read");
+    let token = tour.token("mcp:read", None).await?;
+    let (status, body) = tour.send(Some(&token), &[], call(2, "echo", json!({"text": "hello"}))).await?;
+    expect("echo allowed", status == 200 && body["result"]["content"][0]["text"] == "hello")?;
+
+    tour.title("4. Scope step-up: admin_report needs mcp:admin; the 403 names every scope needed");
+    let (status, _) = tour.send(Some(&token), &[], call(3, "admin_report", json!({}))).await?;
+    expect("403 insufficient_scope", status == 403)?;
+    let admin = tour.token("mcp:read mcp:admin", None).await?;
+    let (status, _) = tour.send(Some(&admin), &[], call(4, "admin_report", json!({}))).await?;
+    expect("admin_report allowed after the step-up", status == 200)?;
+
+    tour.title("5. unavailable: delete_everything is never allowed (a tool error with the envelope)");
+    let (_, body) = tour.send(Some(&token), &[], call(5, "delete_everything", json!({}))).await?;
+    expect("unavailable", body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"] == "unavailable")?;
+
+    tour.title("6. undisclosed: secret_sauce, without saying how to get access");
+    let (_, body) = tour.send(Some(&token), &[], call(6, "secret_sauce", json!({}))).await?;
+    expect("undisclosed", body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"] == "undisclosed")?;
+
+    tour.title("7. The same denial to a modern (2026-07-28) client: resultType appears");
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let mut modern = call(7, "secret_sauce", json!({}));
+    modern["params"]["_meta"] = meta;
+    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "secret_sauce")];
+    let (_, body) = tour.send(Some(&token), &headers, modern).await?;
+    expect("modern result", body["result"]["resultType"] == "complete")?;
+
+    tour.title("8. Credential remedy: transfer needs a token for exactly this payment");
+    let payment = json!({"amount": "40.00", "currency": "EUR", "iban": "DE00TEST"});
+    let (status, body) = tour.send(Some(&token), &[], call(8, "transfer", payment.clone())).await?;
+    expect("401 insufficient_authorization", status == 401)?;
+    let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body["authorization_remediation"].as_str().unwrap_or(""))?)?;
+    println!("\nauthorization_remediation, decoded:\n{}", indent(&serde_json::to_string_pretty(&remedy)?, "  "));
+    let paid = tour.token("mcp:read", Some(&remedy["authorization_details"])).await?;
+    let (status, _) = tour.send(Some(&paid), &[], call(9, "transfer", payment)).await?;
+    expect("transfer allowed with the payment credential", status == 200)?;
+    println!("\nThat token covers 40.00 EUR only; asking it for 400.00 is refused again:");
+    let (status, _) = tour
+        .send(Some(&paid), &[], call(10, "transfer", json!({"amount": "400.00", "currency": "EUR", "iban": "DE00TEST"})))
+        .await?;
+    expect("400 EUR refused", status == 401)?;
+
+    println!("\nTour complete: every decision answered as expected.");
+    Ok(())
+}
