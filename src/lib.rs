@@ -80,6 +80,8 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+#[doc = include_str!("../docs/guide.md")]
+pub mod guide {}
 mod builder;
 pub mod denial;
 mod error;
