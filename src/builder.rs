@@ -556,6 +556,13 @@ impl GateBuilder {
             .map(String::as_str)
             .collect::<Vec<_>>()
             .join(" ");
+        tracing::info!(
+            target: "mcp_gate",
+            resource = %resource,
+            revision = %denial.revision,
+            issuers = self.issuers.len(),
+            "gate built"
+        );
         Ok(Gate::from_inner(GateInner {
             resource_metadata_url: resource.metadata_url(),
             metadata_bytes: metadata.to_bytes(),

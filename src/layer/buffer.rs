@@ -52,3 +52,52 @@ where
         Ok(Ok(collected)) => Ok(collected.to_bytes()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::convert::Infallible;
+
+    use http_body::Frame;
+    use http_body_util::{Full, StreamBody};
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_stalled_body_times_out_with_408() {
+        let stalled = StreamBody::new(futures_util::stream::pending::<
+            Result<Frame<Bytes>, Infallible>,
+        >());
+        let error = read_body(&HeaderMap::new(), stalled, 1024, Duration::from_millis(50))
+            .await
+            .unwrap_err();
+        assert_eq!(error.status, StatusCode::REQUEST_TIMEOUT);
+    }
+
+    #[tokio::test]
+    async fn declared_and_actual_lengths_are_capped() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_LENGTH, "2048".parse().unwrap());
+        let error = read_body(
+            &headers,
+            Full::new(Bytes::from_static(b"{}")),
+            1024,
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(error.status, StatusCode::PAYLOAD_TOO_LARGE);
+        let big = Full::new(Bytes::from(vec![b' '; 2048]));
+        let error = read_body(&HeaderMap::new(), big, 1024, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert_eq!(error.status, StatusCode::PAYLOAD_TOO_LARGE);
+        let fits = read_body(
+            &HeaderMap::new(),
+            Full::new(Bytes::from_static(b"{}")),
+            1024,
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(fits.unwrap(), Bytes::from_static(b"{}"));
+    }
+}

@@ -236,7 +236,9 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             return Ok(Message::Response);
         }
         None => {
-            return Err(ProtocolError::invalid_request("the method is missing").with_id(id.as_ref()));
+            return Err(
+                ProtocolError::invalid_request("the method is missing").with_id(id.as_ref())
+            );
         }
         Some(Value::String(method)) if !is_response => method,
         Some(Value::String(_)) => {
@@ -258,7 +260,9 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
         None => Map::new(),
         Some(Value::Object(params)) => params,
         Some(_) => {
-            return Err(ProtocolError::invalid_params("params must be an object").with_id(Some(&id)));
+            return Err(
+                ProtocolError::invalid_params("params must be an object").with_id(Some(&id))
+            );
         }
     };
     let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
@@ -475,5 +479,53 @@ mod tests {
         assert_eq!(error.to_json()["id"], "x9");
         let error = refused(b"garbage");
         assert_eq!(error.to_json()["id"], Value::Null);
+    }
+
+    mod agreement {
+        use proptest::prelude::*;
+        use serde_json::json;
+
+        use super::*;
+
+        /// JSON-ish fragments that stress the parser: duplicates, escapes, odd numbers.
+        fn fragment() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just(r#""name":"echo""#.to_owned()),
+                Just(r#""name":"secret""#.to_owned()),
+                Just(r#""na\u006de":"x""#.to_owned()),
+                Just(r#""arguments":{"a":1}"#.to_owned()),
+                Just(r#""arguments":{"a":1,"a":2}"#.to_owned()),
+                Just(r#""arguments":[1]"#.to_owned()),
+                Just(r#""_meta":{}"#.to_owned()),
+                Just(r#""n":1e400"#.to_owned()),
+                Just(r#""n":-0.0"#.to_owned()),
+                "[a-z]{1,3}".prop_map(|k| format!(r#""{k}":null"#)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+            /// Whenever the layer accepts a tools/call, a plain serde_json reading (what rmcp
+            /// and most servers use) sees the same method, tool name and arguments.
+            #[test]
+            fn accepted_calls_read_the_same_everywhere(parts in proptest::collection::vec(fragment(), 0..5)) {
+                let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{{}}}}}"#, parts.join(","));
+                if let Ok(Message::Request(request)) = classify(body.as_bytes()) {
+                    let plain: Value = serde_json::from_slice(body.as_bytes()).expect("plain parse");
+                    prop_assert_eq!(&plain["method"], &json!(request.method));
+                    let Target::Tool { name, arguments } = &request.target else { panic!() };
+                    prop_assert_eq!(&plain["params"]["name"], &json!(name));
+                    let plain_arguments = plain["params"].get("arguments").cloned().unwrap_or(json!({}));
+                    prop_assert_eq!(plain_arguments, Value::Object((**arguments).clone()));
+                }
+            }
+
+            /// Arbitrary bytes never panic the classifier.
+            #[test]
+            fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
+                let _ = classify(&bytes);
+            }
+        }
     }
 }
