@@ -60,7 +60,8 @@ const REV_1C5B: &str = "1c5b0cec97691cb9db3d880474a71d604d6addee";
 const REVISIONS: [&str; 3] = [REV_CURRENT, REV_6BFF, REV_1C5B];
 
 static KEY: LazyLock<TestKey> = LazyLock::new(|| TestKey::es256("golden"));
-static TOKEN: LazyLock<String> = LazyLock::new(|| KEY.mint(&claims(ISSUER, RESOURCE, ENDPOINT_SCOPE)));
+static TOKEN: LazyLock<String> =
+    LazyLock::new(|| KEY.mint(&claims(ISSUER, RESOURCE, ENDPOINT_SCOPE)));
 
 fn spec_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("spec")
@@ -76,32 +77,56 @@ fn fixtures_dir(revision: &str) -> PathBuf {
 
 fn only_keys(object: &Map<String, Value>, allowed: &[&str], what: &str) -> Result<(), String> {
     match object.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(key) => Err(format!("{what}: unknown member {key:?} (allowed: {allowed:?})")),
+        Some(key) => Err(format!(
+            "{what}: unknown member {key:?} (allowed: {allowed:?})"
+        )),
         None => Ok(()),
     }
 }
 
 fn string(value: &Value, what: &str) -> Result<String, String> {
-    value.as_str().map(str::to_owned).ok_or_else(|| format!("{what} must be a string"))
+    value
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{what} must be a string"))
 }
 
 /// Turns the fixture's `decision` into the [`Decision`] the policy returns.
 fn parse_decision(dsl: &Value) -> Result<Decision, String> {
-    let object = dsl.as_object().filter(|o| o.len() == 1).ok_or("decision must be an object with exactly one member")?;
+    let object = dsl
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .ok_or("decision must be an object with exactly one member")?;
     let (kind, body) = object.iter().next().expect("one member");
     match kind.as_str() {
         "ask" => Ok(Decision::ask(string(body, "ask")?)),
         "deny" => {
-            let deny = body.as_object().filter(|o| o.len() == 1).ok_or("deny must be an object with exactly one member")?;
+            let deny = body
+                .as_object()
+                .filter(|o| o.len() == 1)
+                .ok_or("deny must be an object with exactly one member")?;
             let (remedy, value) = deny.iter().next().expect("one member");
             Ok(match remedy.as_str() {
                 "scope" => {
-                    let scopes = value.as_array().ok_or("deny.scope must be an array of strings")?;
-                    Decision::scopes(scopes.iter().map(|s| string(s, "deny.scope[]")).collect::<Result<Vec<_>, _>>()?)
+                    let scopes = value
+                        .as_array()
+                        .ok_or("deny.scope must be an array of strings")?;
+                    Decision::scopes(
+                        scopes
+                            .iter()
+                            .map(|s| string(s, "deny.scope[]"))
+                            .collect::<Result<Vec<_>, _>>()?,
+                    )
                 }
                 "credential" => {
-                    let credential = value.as_object().ok_or("deny.credential must be an object")?;
-                    only_keys(credential, &["authorization_details", "reference", "message"], "deny.credential")?;
+                    let credential = value
+                        .as_object()
+                        .ok_or("deny.credential must be an object")?;
+                    only_keys(
+                        credential,
+                        &["authorization_details", "reference", "message"],
+                        "deny.credential",
+                    )?;
                     let details = credential
                         .get("authorization_details")
                         .and_then(Value::as_array)
@@ -110,15 +135,23 @@ fn parse_decision(dsl: &Value) -> Result<Decision, String> {
                     let reference = match credential.get("reference") {
                         None => CredentialReference::Derived,
                         Some(Value::String(s)) if s == "derived" => CredentialReference::Derived,
-                        Some(Value::String(s)) if s == "single_use" => CredentialReference::SingleUse,
-                        Some(Value::Object(o)) if o.len() == 1 && o.get("fixed").is_some_and(Value::is_string) => {
+                        Some(Value::String(s)) if s == "single_use" => {
+                            CredentialReference::SingleUse
+                        }
+                        Some(Value::Object(o))
+                            if o.len() == 1 && o.get("fixed").is_some_and(Value::is_string) =>
+                        {
                             CredentialReference::Fixed(string(&o["fixed"], "reference.fixed")?)
                         }
-                        Some(other) => return Err(format!("deny.credential.reference: unknown form {other}")),
+                        Some(other) => {
+                            return Err(format!("deny.credential.reference: unknown form {other}"));
+                        }
                     };
-                    let mut remediation = Remediation::credential(details).with_reference(reference);
+                    let mut remediation =
+                        Remediation::credential(details).with_reference(reference);
                     if let Some(message) = credential.get("message") {
-                        remediation = remediation.message(string(message, "deny.credential.message")?);
+                        remediation =
+                            remediation.message(string(message, "deny.credential.message")?);
                     }
                     Decision::from(remediation)
                 }
@@ -129,12 +162,15 @@ fn parse_decision(dsl: &Value) -> Result<Decision, String> {
                     only_keys(url, &["url", "message", "input_key"], "deny.url")?;
                     let decision = Decision::url(
                         string(url.get("url").unwrap_or(&Value::Null), "deny.url.url")?,
-                        string(url.get("message").unwrap_or(&Value::Null), "deny.url.message")?,
+                        string(
+                            url.get("message").unwrap_or(&Value::Null),
+                            "deny.url.message",
+                        )?,
                     );
                     match (decision, url.get("input_key")) {
-                        (Decision::Deny(remediation), Some(key)) => {
-                            Decision::from(remediation.input_key(string(key, "deny.url.input_key")?))
-                        }
+                        (Decision::Deny(remediation), Some(key)) => Decision::from(
+                            remediation.input_key(string(key, "deny.url.input_key")?),
+                        ),
                         (decision, _) => decision,
                     }
                 }
@@ -156,22 +192,40 @@ struct Config {
 
 fn parse_config(value: &Value) -> Result<Config, String> {
     let object = value.as_object().ok_or("config must be an object")?;
-    only_keys(object, &["credential_delivery", "credential_status", "denial_error_code"], "config")?;
+    only_keys(
+        object,
+        &[
+            "credential_delivery",
+            "credential_status",
+            "denial_error_code",
+        ],
+        "config",
+    )?;
     let mut config = Config::default();
     if let Some(delivery) = object.get("credential_delivery") {
         config.credential_delivery = Some(match delivery.as_str() {
             Some("challenge") => CredentialDelivery::Challenge,
             Some("result") => CredentialDelivery::Result,
             Some("both") => CredentialDelivery::Both,
-            _ => return Err(format!("config.credential_delivery: {delivery} is not challenge, result or both")),
+            _ => {
+                return Err(format!(
+                    "config.credential_delivery: {delivery} is not challenge, result or both"
+                ));
+            }
         });
     }
     if let Some(status) = object.get("credential_status") {
-        let status = status.as_u64().and_then(|s| u16::try_from(s).ok()).ok_or("config.credential_status must be a number")?;
+        let status = status
+            .as_u64()
+            .and_then(|s| u16::try_from(s).ok())
+            .ok_or("config.credential_status must be a number")?;
         config.credential_status = Some(StatusCode::from_u16(status).map_err(|e| e.to_string())?);
     }
     if let Some(code) = object.get("denial_error_code") {
-        config.denial_error_code = Some(code.as_i64().ok_or("config.denial_error_code must be an integer")?);
+        config.denial_error_code = Some(
+            code.as_i64()
+                .ok_or("config.denial_error_code must be an integer")?,
+        );
     }
     Ok(config)
 }
@@ -233,49 +287,98 @@ fn string_map(value: &Value, what: &str) -> Result<BTreeMap<String, String>, Str
 fn parse_request(value: &Value) -> Result<RequestSpec, String> {
     let object = value.as_object().ok_or("request must be an object")?;
     only_keys(object, &["headers", "body", "initialize"], "request")?;
-    let headers = string_map(object.get("headers").ok_or("request.headers is missing")?, "request.headers")?;
+    let headers = string_map(
+        object.get("headers").ok_or("request.headers is missing")?,
+        "request.headers",
+    )?;
     if let Some(name) = headers.keys().find(|k| k.to_ascii_lowercase() != **k) {
-        return Err(format!("request.headers: header names are lowercase ({name:?})"));
+        return Err(format!(
+            "request.headers: header names are lowercase ({name:?})"
+        ));
     }
-    let body = object.get("body").filter(|b| b.is_object()).ok_or("request.body must be a JSON-RPC object")?.clone();
+    let body = object
+        .get("body")
+        .filter(|b| b.is_object())
+        .ok_or("request.body must be a JSON-RPC object")?
+        .clone();
     let initialize = object.get("initialize").cloned();
     if initialize.as_ref().is_some_and(|i| !i.is_object()) {
         return Err("request.initialize must be an object (the initialize params)".into());
     }
-    Ok(RequestSpec { headers, body, initialize })
+    Ok(RequestSpec {
+        headers,
+        body,
+        initialize,
+    })
 }
 
 fn parse_response(value: &Value) -> Result<Expected, String> {
     let object = value.as_object().ok_or("response must be an object")?;
-    only_keys(object, &["status", "headers", "body", "body_json"], "response")?;
+    only_keys(
+        object,
+        &["status", "headers", "body", "body_json"],
+        "response",
+    )?;
     let status = object
         .get("status")
         .and_then(Value::as_u64)
         .and_then(|s| u16::try_from(s).ok())
         .ok_or("response.status must be a number")?;
-    let headers = string_map(object.get("headers").ok_or("response.headers is missing")?, "response.headers")?;
-    if let Some(name) = headers.keys().find(|k| !PINNED_HEADERS.contains(&k.as_str())) {
-        return Err(format!("response.headers: {name:?} is not one of the pinned headers {PINNED_HEADERS:?}"));
+    let headers = string_map(
+        object.get("headers").ok_or("response.headers is missing")?,
+        "response.headers",
+    )?;
+    if let Some(name) = headers
+        .keys()
+        .find(|k| !PINNED_HEADERS.contains(&k.as_str()))
+    {
+        return Err(format!(
+            "response.headers: {name:?} is not one of the pinned headers {PINNED_HEADERS:?}"
+        ));
     }
     let body = string(object.get("body").unwrap_or(&Value::Null), "response.body")?;
-    let parsed: Value = serde_json::from_str(&body).map_err(|e| format!("response.body is not JSON: {e}"))?;
+    let parsed: Value =
+        serde_json::from_str(&body).map_err(|e| format!("response.body is not JSON: {e}"))?;
     if object.get("body_json") != Some(&parsed) {
         return Err("response.body_json is not response.body parsed".into());
     }
-    Ok(Expected { status, headers, body })
+    Ok(Expected {
+        status,
+        headers,
+        body,
+    })
 }
 
 fn parse_fixture(file: &Path, revision: &str) -> Result<Fixture, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("unreadable: {e}"))?;
     let value: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
     let object = value.as_object().ok_or("a fixture is a JSON object")?;
-    only_keys(object, &["case", "description", "config", "decision", "request", "response"], "fixture")?;
+    only_keys(
+        object,
+        &[
+            "case",
+            "description",
+            "config",
+            "decision",
+            "request",
+            "response",
+        ],
+        "fixture",
+    )?;
     let case = string(object.get("case").unwrap_or(&Value::Null), "case")?;
-    let stem = file.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
     if case != stem {
-        return Err(format!("case {case:?} does not match the file name {stem:?}"));
+        return Err(format!(
+            "case {case:?} does not match the file name {stem:?}"
+        ));
     }
-    let description = string(object.get("description").unwrap_or(&Value::Null), "description")?;
+    let description = string(
+        object.get("description").unwrap_or(&Value::Null),
+        "description",
+    )?;
     if description.trim().is_empty() {
         return Err("description is empty".into());
     }
@@ -305,7 +408,10 @@ fn fixtures() -> &'static [Fixture] {
             // Blessing drives the async layer; do it on a runtime of its own, outside the
             // calling test's runtime.
             std::thread::spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
                 runtime.block_on(bless());
             })
             .join()
@@ -321,7 +427,11 @@ fn load_fixtures() -> Result<Vec<Fixture>, Vec<String>> {
     let mut revision_dirs = BTreeSet::new();
     for entry in std::fs::read_dir(spec_dir()).map_err(|e| vec![format!("spec/: {e}")])? {
         let path = entry.map_err(|e| vec![e.to_string()])?.path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
         if path.is_dir() && name.len() == 40 && name.bytes().all(|b| b.is_ascii_hexdigit()) {
             revision_dirs.insert(name);
         }
@@ -357,7 +467,11 @@ fn load_fixtures() -> Result<Vec<Fixture>, Vec<String>> {
             problems.push(format!("{}: no fixtures", dir.display()));
         }
     }
-    if problems.is_empty() { Ok(fixtures) } else { Err(problems) }
+    if problems.is_empty() {
+        Ok(fixtures)
+    } else {
+        Err(problems)
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -407,10 +521,21 @@ impl Harness {
             async move { Ok::<_, Infallible>(decision) }
         };
         let gate = gate_builder(revision, config).evaluate(policy).build()?;
-        assert_eq!(gate.revision().id(), revision, "the gate runs the selected revision");
+        assert_eq!(
+            gate.revision().id(),
+            revision,
+            "the gate runs the selected revision"
+        );
         let hits = Arc::new(AtomicUsize::new(0));
-        let app = Router::new().route("/mcp", post(inner)).with_state(hits.clone()).layer(gate.layer());
-        Ok(Self { app, hits, evaluations })
+        let app = Router::new()
+            .route("/mcp", post(inner))
+            .with_state(hits.clone())
+            .layer(gate.layer());
+        Ok(Self {
+            app,
+            hits,
+            evaluations,
+        })
     }
 
     fn hits(&self) -> usize {
@@ -426,18 +551,30 @@ impl Harness {
                 HeaderValue::from_str(&value).expect("header value"),
             );
         }
-        let request = request.body(Body::from(serde_json::to_string(body).expect("body"))).expect("request");
-        let response = self.app.clone().oneshot(request).await.expect("the router is infallible");
+        let request = request
+            .body(Body::from(serde_json::to_string(body).expect("body")))
+            .expect("request");
+        let response = self
+            .app
+            .clone()
+            .oneshot(request)
+            .await
+            .expect("the router is infallible");
         let status = response.status().as_u16();
         let mut headers = BTreeMap::new();
         for name in PINNED_HEADERS {
             let mut values = response.headers().get_all(name).iter();
             if let Some(value) = values.next() {
                 assert!(values.next().is_none(), "{name} sent twice");
-                headers.insert(name.to_owned(), value.to_str().expect("visible ASCII header").to_owned());
+                headers.insert(
+                    name.to_owned(),
+                    value.to_str().expect("visible ASCII header").to_owned(),
+                );
             }
         }
-        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX).await.expect("body");
+        let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("body");
         Captured {
             status,
             headers,
@@ -451,16 +588,30 @@ impl Harness {
         if let Some(params) = &request.initialize {
             let mut headers = request.headers.clone();
             headers.retain(|name, _| name != "mcp-session-id" && !name.starts_with("mcp-"));
-            let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params});
+            let initialize =
+                json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params});
             let reply = self.send(&headers, &initialize).await;
-            assert_eq!(reply.status, 200, "initialize was not forwarded: {}", reply.body);
+            assert_eq!(
+                reply.status, 200,
+                "initialize was not forwarded: {}",
+                reply.body
+            );
             assert_eq!(self.hits(), 1, "initialize reaches the inner handler");
         }
         let before = self.hits();
         let evaluated = self.evaluations.load(Ordering::SeqCst);
         let reply = self.send(&request.headers, &request.body).await;
-        assert_eq!(self.hits(), before, "a denied request reached the inner handler: {}", reply.body);
-        assert_eq!(self.evaluations.load(Ordering::SeqCst), evaluated + 1, "the policy ran once");
+        assert_eq!(
+            self.hits(),
+            before,
+            "a denied request reached the inner handler: {}",
+            reply.body
+        );
+        assert_eq!(
+            self.evaluations.load(Ordering::SeqCst),
+            evaluated + 1,
+            "the policy ran once"
+        );
         reply
     }
 }
@@ -478,7 +629,11 @@ impl Captured {
     fn normalized(&self) -> Expected {
         Expected {
             status: self.status,
-            headers: self.headers.iter().map(|(k, v)| (k.clone(), normalize_context_ids(v))).collect(),
+            headers: self
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), normalize_context_ids(v)))
+                .collect(),
             body: normalize_context_ids(&self.body),
         }
     }
@@ -552,9 +707,15 @@ impl EraSpec {
 
     fn prose(&self) -> String {
         match self {
-            EraSpec::Legacy => "legacy (no `_meta` version, no session)".into(),
-            EraSpec::LegacySession(_, caps) => format!("legacy session whose initialize declared {caps}"),
-            EraSpec::Modern(_, caps) => format!("modern (2026-07-28) request declaring clientCapabilities {caps}"),
+            EraSpec::Legacy => {
+                "is legacy (no protocol version in `_meta`, no known session)".into()
+            }
+            EraSpec::LegacySession(_, caps) => {
+                format!("is legacy, in a session whose `initialize` declared capabilities {caps}")
+            }
+            EraSpec::Modern(_, caps) => {
+                format!("is modern (2026-07-28) and declares clientCapabilities {caps}")
+            }
         }
     }
 }
@@ -581,7 +742,10 @@ fn modern_form_empty() -> EraSpec {
     EraSpec::Modern("form-elicitation-only", json!({"elicitation": {}}))
 }
 fn modern_tasks() -> EraSpec {
-    EraSpec::Modern("tasks-extension", json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}))
+    EraSpec::Modern(
+        "tasks-extension",
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+    )
 }
 
 /// An MCP operation: method, the name `Mcp-Name` mirrors, and params (without `_meta`).
@@ -602,7 +766,10 @@ fn tool(name: &'static str, arguments: Value) -> Op {
     }
 }
 fn pay() -> Op {
-    tool("payments.transfer", json!({"amount": "40.00", "currency": "EUR", "iban": "DE00TEST"}))
+    tool(
+        "payments.transfer",
+        json!({"amount": "40.00", "currency": "EUR", "iban": "DE00TEST"}),
+    )
 }
 fn admin_report() -> Op {
     tool("admin.report", json!({"period": "2026-Q3"}))
@@ -679,7 +846,10 @@ fn request_for(era: &EraSpec, op: &Op, id: Value) -> Value {
         }
     }
     request.insert("headers".into(), headers);
-    request.insert("body".into(), json!({"jsonrpc": "2.0", "id": id, "method": op.method, "params": params}));
+    request.insert(
+        "body".into(),
+        json!({"jsonrpc": "2.0", "id": id, "method": op.method, "params": params}),
+    );
     Value::Object(request)
 }
 
@@ -708,7 +878,14 @@ struct CaseBuilder {
     revisions: Vec<&'static str>,
 }
 
-fn case(remedy: &'static str, what: impl Into<String>, decision: Value, era: EraSpec, op: Op, id: impl Into<Value>) -> CaseBuilder {
+fn case(
+    remedy: &'static str,
+    what: impl Into<String>,
+    decision: Value,
+    era: EraSpec,
+    op: Op,
+    id: impl Into<Value>,
+) -> CaseBuilder {
     CaseBuilder {
         remedy,
         what: what.into(),
@@ -752,7 +929,12 @@ impl CaseBuilder {
         name.push_str(&self.era.label());
         name.push_str("--");
         name.push_str(self.op.label);
-        let mut description = format!("{} on a {} `{}` request", self.what, self.era.prose(), self.op.method);
+        let mut description = format!(
+            "{}, answering a `{}` request that {}",
+            self.what,
+            self.op.method,
+            self.era.prose()
+        );
         if self.config.as_object().is_some_and(|c| !c.is_empty()) {
             description.push_str(&format!(", with gate options {}", self.config));
         }
@@ -781,7 +963,8 @@ fn cases() -> Vec<Case> {
         "reference": "derived",
         "message": "This transfer needs a payment-specific authorization."
     }}});
-    let derived_no_message = json!({"deny": {"credential": {"authorization_details": payment_details()}}});
+    let derived_no_message =
+        json!({"deny": {"credential": {"authorization_details": payment_details()}}});
     let fixed = json!({"deny": {"credential": {
         "authorization_details": payment_details(),
         "reference": {"fixed": "ref_payment_40eur"},
@@ -793,7 +976,8 @@ fn cases() -> Vec<Case> {
         "message": "This transfer needs a one-time authorization."
     }}});
     let unavailable = json!({"deny": {"unavailable": "You do not have access to this workspace."}});
-    let undisclosed = json!({"deny": {"undisclosed": "This operation is not available to you right now."}});
+    let undisclosed =
+        json!({"deny": {"undisclosed": "This operation is not available to you right now."}});
     let url = json!({"deny": {"url": {
         "url": "https://mcp.example.com/approve/fld_77",
         "message": "Approve access to this folder, then retry.",
@@ -816,77 +1000,398 @@ fn cases() -> Vec<Case> {
 
     let mut list = vec![
         // Scope: a 403 challenge, whatever the era or method.
-        case("scope", scope_what, scope.clone(), legacy(), admin_report(), 1),
-        case("scope", scope_what, scope.clone(), modern_nocaps(), admin_report(), 2),
-        case("scope", scope_what, scope, modern_allcaps(), read_resource(), 3),
+        case(
+            "scope",
+            scope_what,
+            scope.clone(),
+            legacy(),
+            admin_report(),
+            1,
+        ),
+        case(
+            "scope",
+            scope_what,
+            scope.clone(),
+            modern_nocaps(),
+            admin_report(),
+            2,
+        ),
+        case(
+            "scope",
+            scope_what,
+            scope,
+            modern_allcaps(),
+            read_resource(),
+            3,
+        ),
         // Credential by challenge (the default delivery).
-        case("credential-derived", format!("{derived_what}, no message (the default text applies)"), derived_no_message, legacy(), pay(), 10)
-            .config("challenge", json!({})),
-        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 11).config("challenge", json!({})),
-        case("credential-fixed", fixed_what, fixed.clone(), modern_allcaps(), pay(), 12).config("challenge", json!({})),
-        case("credential-single-use", single_what, single_use.clone(), modern_allcaps(), pay(), 13).config("challenge", json!({})),
-        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 14)
-            .config("challenge-403", json!({"credential_status": 403})),
-        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), read_resource(), 15).config("challenge", json!({})),
+        case(
+            "credential-derived",
+            format!("{derived_what}, no message (the default text applies)"),
+            derived_no_message,
+            legacy(),
+            pay(),
+            10,
+        )
+        .config("challenge", json!({})),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            modern_allcaps(),
+            pay(),
+            11,
+        )
+        .config("challenge", json!({})),
+        case(
+            "credential-fixed",
+            fixed_what,
+            fixed.clone(),
+            modern_allcaps(),
+            pay(),
+            12,
+        )
+        .config("challenge", json!({})),
+        case(
+            "credential-single-use",
+            single_what,
+            single_use.clone(),
+            modern_allcaps(),
+            pay(),
+            13,
+        )
+        .config("challenge", json!({})),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            modern_allcaps(),
+            pay(),
+            14,
+        )
+        .config("challenge-403", json!({"credential_status": 403})),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            modern_allcaps(),
+            read_resource(),
+            15,
+        )
+        .config("challenge", json!({})),
         // Credential as a result (or, off tools/call, a JSON-RPC error).
-        case("credential-derived", derived_what, derived.clone(), legacy(), pay(), 20).config("result", result()),
-        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 21).config("result", result()),
-        case("credential-fixed", fixed_what, fixed, modern_nocaps(), pay(), 22).config("result", result()),
-        case("credential-single-use", single_what, single_use.clone(), modern_allcaps(), pay(), 23).config("result", result()),
-        case("credential-derived", derived_what, derived.clone(), legacy(), read_resource(), 24).config("result", result()),
-        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), read_resource(), 25).config("result", result()),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            legacy(),
+            pay(),
+            20,
+        )
+        .config("result", result()),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            modern_allcaps(),
+            pay(),
+            21,
+        )
+        .config("result", result()),
+        case(
+            "credential-fixed",
+            fixed_what,
+            fixed,
+            modern_nocaps(),
+            pay(),
+            22,
+        )
+        .config("result", result()),
+        case(
+            "credential-single-use",
+            single_what,
+            single_use.clone(),
+            modern_allcaps(),
+            pay(),
+            23,
+        )
+        .config("result", result()),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            legacy(),
+            read_resource(),
+            24,
+        )
+        .config("result", result()),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            modern_allcaps(),
+            read_resource(),
+            25,
+        )
+        .config("result", result()),
         // Credential by challenge and result together: only where the revision allows it.
-        case("credential-derived", derived_what, derived.clone(), legacy(), pay(), 30)
-            .config("both", both())
-            .only(&[REV_CURRENT]),
-        case("credential-derived", derived_what, derived.clone(), modern_allcaps(), pay(), 31)
-            .config("both", both())
-            .only(&[REV_CURRENT]),
-        case("credential-single-use", single_what, single_use, modern_allcaps(), pay(), 32)
-            .config("both", both())
-            .only(&[REV_CURRENT]),
-        case("credential-derived", derived_what, derived, modern_allcaps(), read_resource(), 33)
-            .config("both", both())
-            .only(&[REV_CURRENT]),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            legacy(),
+            pay(),
+            30,
+        )
+        .config("both", both())
+        .only(&[REV_CURRENT]),
+        case(
+            "credential-derived",
+            derived_what,
+            derived.clone(),
+            modern_allcaps(),
+            pay(),
+            31,
+        )
+        .config("both", both())
+        .only(&[REV_CURRENT]),
+        case(
+            "credential-single-use",
+            single_what,
+            single_use,
+            modern_allcaps(),
+            pay(),
+            32,
+        )
+        .config("both", both())
+        .only(&[REV_CURRENT]),
+        case(
+            "credential-derived",
+            derived_what,
+            derived,
+            modern_allcaps(),
+            read_resource(),
+            33,
+        )
+        .config("both", both())
+        .only(&[REV_CURRENT]),
         // Unavailable and undisclosed on tools/call, per era.
-        case("unavailable", unavailable_what, unavailable.clone(), legacy(), delete_workspace(), 40),
-        case("unavailable", unavailable_what, unavailable.clone(), modern_nocaps(), delete_workspace(), 41),
-        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), delete_workspace(), 42),
-        case("undisclosed", undisclosed_what, undisclosed.clone(), legacy(), delete_workspace(), 43),
-        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_nocaps(), delete_workspace(), "req-44"),
-        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_allcaps(), delete_workspace(), 45),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            legacy(),
+            delete_workspace(),
+            40,
+        ),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            modern_nocaps(),
+            delete_workspace(),
+            41,
+        ),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            modern_allcaps(),
+            delete_workspace(),
+            42,
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed.clone(),
+            legacy(),
+            delete_workspace(),
+            43,
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed.clone(),
+            modern_nocaps(),
+            delete_workspace(),
+            "req-44",
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed.clone(),
+            modern_allcaps(),
+            delete_workspace(),
+            45,
+        ),
         // ... and on the other guarded methods, where they are JSON-RPC errors.
-        case("unavailable", unavailable_what, unavailable.clone(), legacy(), read_resource(), 50),
-        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), read_resource(), 51),
-        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_nocaps(), read_resource(), 52),
-        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), get_prompt(), 53),
-        case("undisclosed", undisclosed_what, undisclosed.clone(), legacy(), get_prompt(), 54),
-        case("undisclosed", undisclosed_what, undisclosed.clone(), modern_allcaps(), get_prompt(), 55),
-        case("undisclosed", undisclosed_what, undisclosed, modern_nocaps(), complete(), 56),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            legacy(),
+            read_resource(),
+            50,
+        ),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            modern_allcaps(),
+            read_resource(),
+            51,
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed.clone(),
+            modern_nocaps(),
+            read_resource(),
+            52,
+        ),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            modern_allcaps(),
+            get_prompt(),
+            53,
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed.clone(),
+            legacy(),
+            get_prompt(),
+            54,
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed.clone(),
+            modern_allcaps(),
+            get_prompt(),
+            55,
+        ),
+        case(
+            "undisclosed",
+            undisclosed_what,
+            undisclosed,
+            modern_nocaps(),
+            complete(),
+            56,
+        ),
         // The configurable error code: used by errors only.
-        case("unavailable", unavailable_what, unavailable.clone(), modern_allcaps(), read_resource(), 57)
-            .config("code-4030", json!({"denial_error_code": 4030})),
-        case("unavailable", unavailable_what, unavailable, modern_allcaps(), delete_workspace(), 58)
-            .config("code-4030", json!({"denial_error_code": 4030})),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable.clone(),
+            modern_allcaps(),
+            read_resource(),
+            57,
+        )
+        .config("code-4030", json!({"denial_error_code": 4030})),
+        case(
+            "unavailable",
+            unavailable_what,
+            unavailable,
+            modern_allcaps(),
+            delete_workspace(),
+            58,
+        )
+        .config("code-4030", json!({"denial_error_code": 4030})),
         // URL remedies.
         case("url", url_what, url.clone(), legacy(), list_folder(), 60),
-        case("url", url_what, url.clone(), EraSpec::LegacySession("url-elicitation", json!({"elicitation": {"url": {}}})), list_folder(), 61),
-        case("url", url_what, url.clone(), modern_nocaps(), list_folder(), 62),
-        case("url", url_what, url.clone(), modern_form_empty(), list_folder(), 63),
-        case("url", url_what, url.clone(), modern_url(), list_folder(), 64).interim("URL"),
-        case("url", url_what, url.clone(), modern_url(), read_resource(), 65).interim("URL"),
+        case(
+            "url",
+            url_what,
+            url.clone(),
+            EraSpec::LegacySession("url-elicitation", json!({"elicitation": {"url": {}}})),
+            list_folder(),
+            61,
+        ),
+        case(
+            "url",
+            url_what,
+            url.clone(),
+            modern_nocaps(),
+            list_folder(),
+            62,
+        ),
+        case(
+            "url",
+            url_what,
+            url.clone(),
+            modern_form_empty(),
+            list_folder(),
+            63,
+        ),
+        case(
+            "url",
+            url_what,
+            url.clone(),
+            modern_url(),
+            list_folder(),
+            64,
+        )
+        .interim("URL"),
+        case(
+            "url",
+            url_what,
+            url.clone(),
+            modern_url(),
+            read_resource(),
+            65,
+        )
+        .interim("URL"),
         case("url", url_what, url, modern_url(), get_prompt(), 66).interim("URL"),
         // Task remedies.
         case("task", task_what, task.clone(), legacy(), pay(), 70),
         case("task", task_what, task.clone(), modern_nocaps(), pay(), 71),
         case("task", task_what, task.clone(), modern_tasks(), pay(), 72).interim("task"),
-        case("task", format!("{task_what} (tasks only wrap tools/call, so this stays undisclosed)"), task, modern_tasks(), read_resource(), 73),
+        case(
+            "task",
+            format!("{task_what} (tasks only wrap tools/call, so this stays undisclosed)"),
+            task,
+            modern_tasks(),
+            read_resource(),
+            73,
+        ),
         // Ask.
-        case("ask", ask_what, ask.clone(), legacy(), delete_workspace(), 80),
-        case("ask", ask_what, ask.clone(), EraSpec::LegacySession("form-elicitation", json!({"elicitation": {"form": {}}})), delete_workspace(), 81),
-        case("ask", ask_what, ask.clone(), modern_nocaps(), delete_workspace(), 82),
-        case("ask", ask_what, ask.clone(), modern_url(), delete_workspace(), 83),
-        case("ask", ask_what, ask, modern_form(), delete_workspace(), 84).interim("form-elicitation confirmation"),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            legacy(),
+            delete_workspace(),
+            80,
+        ),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            EraSpec::LegacySession("form-elicitation", json!({"elicitation": {"form": {}}})),
+            delete_workspace(),
+            81,
+        ),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            modern_nocaps(),
+            delete_workspace(),
+            82,
+        ),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            modern_url(),
+            delete_workspace(),
+            83,
+        ),
+        case("ask", ask_what, ask, modern_form(), delete_workspace(), 84)
+            .interim("form-elicitation confirmation"),
     ]
     .into_iter()
     .map(CaseBuilder::build)
@@ -912,7 +1417,8 @@ async fn bless() {
     for case in cases() {
         for revision in &case.revisions {
             let captured = render(&case, revision).await.normalized();
-            let body_json: Value = serde_json::from_str(&captured.body).expect("the layer writes JSON");
+            let body_json: Value =
+                serde_json::from_str(&captured.body).expect("the layer writes JSON");
             let fixture = json!({
                 "case": case.name,
                 "description": case.description,
@@ -948,15 +1454,23 @@ async fn every_fixture_matches_the_layer_byte_for_byte() {
         let harness = match Harness::new(&fixture.revision, &fixture.config, decision) {
             Ok(harness) => harness,
             Err(error) => {
-                failures.push(format!("{}: the gate does not build: {error}", fixture.file.display()));
+                failures.push(format!(
+                    "{}: the gate does not build: {error}",
+                    fixture.file.display()
+                ));
                 continue;
             }
         };
         let captured = harness.deny(&fixture.request).await;
         if let Some(envelope) = envelope(&captured.json()) {
-            let id = envelope["authorizationContextId"].as_str().unwrap_or_default();
+            let id = envelope["authorizationContextId"]
+                .as_str()
+                .unwrap_or_default();
             if !is_context_id(id) {
-                failures.push(format!("{}: context id {id:?} is not actx_ + 22 base64url characters", fixture.file.display()));
+                failures.push(format!(
+                    "{}: context id {id:?} is not actx_ + 22 base64url characters",
+                    fixture.file.display()
+                ));
             }
         }
         let actual = captured.normalized();
@@ -984,22 +1498,47 @@ async fn every_fixture_matches_the_layer_byte_for_byte() {
 
 #[test]
 fn fixture_files_and_the_case_table_agree() {
-    let on_disk: BTreeSet<(String, String)> = fixtures().iter().map(|f| (f.revision.clone(), f.case.clone())).collect();
+    let on_disk: BTreeSet<(String, String)> = fixtures()
+        .iter()
+        .map(|f| (f.revision.clone(), f.case.clone()))
+        .collect();
     let table: BTreeSet<(String, String)> = cases()
         .iter()
         .flat_map(|c| c.revisions.iter().map(|r| (r.to_string(), c.name.clone())))
         .collect();
     let missing: Vec<_> = table.difference(&on_disk).collect();
     let stale: Vec<_> = on_disk.difference(&table).collect();
-    assert!(missing.is_empty(), "cases without a fixture file (run with {BLESS_ENV}=1): {missing:?}");
-    assert!(stale.is_empty(), "fixture files no case generates (delete them, or add the case): {stale:?}");
+    assert!(
+        missing.is_empty(),
+        "cases without a fixture file (run with {BLESS_ENV}=1): {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "fixture files no case generates (delete them, or add the case): {stale:?}"
+    );
     // Each fixture's request and decision are the table's, so a hand edit cannot drift.
-    let by_name: BTreeMap<String, Case> = cases().into_iter().map(|c| (c.name.clone(), c)).collect();
+    let by_name: BTreeMap<String, Case> =
+        cases().into_iter().map(|c| (c.name.clone(), c)).collect();
     for fixture in fixtures() {
         let case = &by_name[&fixture.case];
-        assert_eq!(fixture.decision_dsl, case.decision, "{}", fixture.file.display());
-        assert_eq!(parse_config(&case.config).unwrap(), fixture.config, "{}", fixture.file.display());
-        assert_eq!(fixture.request.body, case.request["body"], "{}", fixture.file.display());
+        assert_eq!(
+            fixture.decision_dsl,
+            case.decision,
+            "{}",
+            fixture.file.display()
+        );
+        assert_eq!(
+            parse_config(&case.config).unwrap(),
+            fixture.config,
+            "{}",
+            fixture.file.display()
+        );
+        assert_eq!(
+            fixture.request.body,
+            case.request["body"],
+            "{}",
+            fixture.file.display()
+        );
     }
     for revision in REVISIONS {
         let count = fixtures().iter().filter(|f| f.revision == revision).count();
@@ -1016,63 +1555,144 @@ fn every_fixture_obeys_the_wire_contract() {
         let body: Value = serde_json::from_str(&fixture.response.body).unwrap();
         let request = &fixture.request.body;
         let method = request["method"].as_str().unwrap();
-        let modern = request.pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion").is_some();
+        let modern = request
+            .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
+            .is_some();
         let error_based = fixture.revision == REV_1C5B;
         let status = fixture.response.status;
         let headers = &fixture.response.headers;
-        let remedy = fixture.decision_dsl.get("deny").and_then(|d| d.as_object()).and_then(|d| d.keys().next().cloned());
+        let remedy = fixture
+            .decision_dsl
+            .get("deny")
+            .and_then(|d| d.as_object())
+            .and_then(|d| d.keys().next().cloned());
         let remedy = remedy.as_deref().unwrap_or("ask");
         let delivery = fixture.config.credential_delivery.unwrap_or_default();
         let text = &fixture.response.body;
 
-        assert_eq!(headers.get("content-type").map(String::as_str), Some("application/json"), "{at}");
+        assert_eq!(
+            headers.get("content-type").map(String::as_str),
+            Some("application/json"),
+            "{at}"
+        );
         // Never -32042, never a code in the range MCP reserves.
         if let Some(code) = body.pointer("/error/code").and_then(Value::as_i64) {
             assert_ne!(code, -32042, "{at}");
-            assert!(!(-32099..=-32020).contains(&code), "{at}: reserved code {code}");
-            assert_eq!(code, fixture.config.denial_error_code.unwrap_or(-32003), "{at}: the configured code");
+            assert!(
+                !(-32099..=-32020).contains(&code),
+                "{at}: reserved code {code}"
+            );
+            assert_eq!(
+                code,
+                fixture.config.denial_error_code.unwrap_or(-32003),
+                "{at}: the configured code"
+            );
         }
         // Legacy requests never see resultType, input_required or tasks.
         if !modern {
-            assert!(!text.contains("resultType"), "{at}: resultType on a legacy request");
+            assert!(
+                !text.contains("resultType"),
+                "{at}: resultType on a legacy request"
+            );
         }
-        assert!(!text.contains("input_required") && !text.contains("\"taskId\""), "{at}");
+        assert!(
+            !text.contains("input_required") && !text.contains("\"taskId\""),
+            "{at}"
+        );
 
-        let challenge = remedy == "scope" || (remedy == "credential" && delivery != CredentialDelivery::Result);
+        // Credential remedies reach legacy clients by challenge whatever the delivery option.
+        let challenge = remedy == "scope"
+            || (remedy == "credential" && (delivery != CredentialDelivery::Result || !modern));
         if challenge {
-            let www = headers.get("www-authenticate").unwrap_or_else(|| panic!("{at}: no challenge"));
-            assert_eq!(headers.get("cache-control").map(String::as_str), Some("no-store"), "{at}");
+            let www = headers
+                .get("www-authenticate")
+                .unwrap_or_else(|| panic!("{at}: no challenge"));
+            assert_eq!(
+                headers.get("cache-control").map(String::as_str),
+                Some("no-store"),
+                "{at}"
+            );
             assert!(
                 www.contains("resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""),
                 "{at}: {www}"
             );
             if remedy == "scope" {
                 assert_eq!(status, 403, "{at}");
-                assert!(www.starts_with("Bearer error=\"insufficient_scope\""), "{at}: {www}");
-                assert!(www.contains("scope=\"mcp:admin mcp:read\""), "{at}: the union of scopes: {www}");
-                assert!(envelope(&body).is_none(), "{at}: no envelope beside a scope challenge");
+                assert!(
+                    www.starts_with("Bearer error=\"insufficient_scope\""),
+                    "{at}: {www}"
+                );
+                assert!(
+                    www.contains("scope=\"mcp:admin mcp:read\""),
+                    "{at}: the union of scopes: {www}"
+                );
+                assert!(
+                    envelope(&body).is_none(),
+                    "{at}: no envelope beside a scope challenge"
+                );
             } else {
-                assert_eq!(status, u16::from(fixture.config.credential_status.map_or(401, |s| s.as_u16())), "{at}");
-                assert!(www.starts_with("Bearer error=\"insufficient_authorization\""), "{at}: {www}");
-                let encoded = www.split("authorization_remediation=\"").nth(1).and_then(|s| s.split('"').next()).unwrap();
+                assert_eq!(
+                    status,
+                    fixture.config.credential_status.map_or(401, |s| s.as_u16()),
+                    "{at}"
+                );
+                assert!(
+                    www.starts_with("Bearer error=\"insufficient_authorization\""),
+                    "{at}: {www}"
+                );
+                let encoded = www
+                    .split("authorization_remediation=\"")
+                    .nth(1)
+                    .and_then(|s| s.split('"').next())
+                    .unwrap();
                 assert!(!encoded.contains('='), "{at}: base64url without padding");
-                let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).unwrap()).unwrap();
-                let members: BTreeSet<&str> = remedy.as_object().unwrap().keys().map(String::as_str).collect();
-                let single_use = fixture.decision_dsl.pointer("/deny/credential/reference") == Some(&json!("single_use"));
+                let remedy: Value =
+                    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).unwrap()).unwrap();
+                let members: BTreeSet<&str> = remedy
+                    .as_object()
+                    .unwrap()
+                    .keys()
+                    .map(String::as_str)
+                    .collect();
+                let single_use = fixture.decision_dsl.pointer("/deny/credential/reference")
+                    == Some(&json!("single_use"));
                 if single_use {
                     assert_eq!(members, BTreeSet::from(["authorization_details"]), "{at}");
                 } else {
-                    assert_eq!(members, BTreeSet::from(["authorization_details", "authorization_reference"]), "{at}");
+                    assert_eq!(
+                        members,
+                        BTreeSet::from(["authorization_details", "authorization_reference"]),
+                        "{at}"
+                    );
                 }
-                assert_eq!(remedy["authorization_details"], fixture.decision_dsl["deny"]["credential"]["authorization_details"], "{at}");
+                assert_eq!(
+                    remedy["authorization_details"],
+                    fixture.decision_dsl["deny"]["credential"]["authorization_details"],
+                    "{at}"
+                );
                 if delivery == CredentialDelivery::Both {
-                    assert_eq!(fixture.revision, REV_CURRENT, "{at}: Both only where an envelope may sit beside a challenge");
-                    let hint = &envelope(&body).unwrap_or_else(|| panic!("{at}: Both carries an envelope"))["remediationHints"][0];
+                    assert_eq!(
+                        fixture.revision, REV_CURRENT,
+                        "{at}: Both only where an envelope may sit beside a challenge"
+                    );
+                    let hint = &envelope(&body)
+                        .unwrap_or_else(|| panic!("{at}: Both carries an envelope"))["remediationHints"]
+                        [0];
                     let mut hint = hint.clone();
-                    assert_eq!(hint.as_object_mut().unwrap().remove("type"), Some(json!("authorization_remediation")), "{at}");
-                    assert_eq!(hint, remedy, "{at}: the hint and the challenge say the same");
+                    assert_eq!(
+                        hint.as_object_mut().unwrap().remove("type"),
+                        Some(json!("authorization_remediation")),
+                        "{at}"
+                    );
+                    assert_eq!(
+                        hint, remedy,
+                        "{at}: the hint and the challenge say the same"
+                    );
                 } else {
-                    assert!(envelope(&body).is_none(), "{at}: no envelope beside a plain challenge");
+                    assert!(
+                        envelope(&body).is_none(),
+                        "{at}: no envelope beside a plain challenge"
+                    );
                 }
             }
             continue;
@@ -1085,7 +1705,10 @@ fn every_fixture_obeys_the_wire_contract() {
         assert_eq!(body["id"], request["id"], "{at}: the request id");
         let envelope = envelope(&body).unwrap_or_else(|| panic!("{at}: no envelope"));
         assert_eq!(envelope["reason"], "insufficient_authorization", "{at}");
-        assert_eq!(envelope["authorizationContextId"], CONTEXT_ID_PLACEHOLDER, "{at}");
+        assert_eq!(
+            envelope["authorizationContextId"], CONTEXT_ID_PLACEHOLDER,
+            "{at}"
+        );
         let hints = envelope.get("remediationHints");
         if error_based {
             // Error-based: a JSON-RPC error, the envelope under error.data.authorization, no
@@ -1104,10 +1727,21 @@ fn every_fixture_obeys_the_wire_contract() {
                 let result = &body["result"];
                 assert_eq!(result["isError"], true, "{at}");
                 assert_eq!(result["content"][0]["type"], "text", "{at}");
-                assert_eq!(result.get("resultType"), modern.then(|| json!("complete")).as_ref(), "{at}: resultType");
+                assert_eq!(
+                    result.get("resultType"),
+                    modern.then(|| json!("complete")).as_ref(),
+                    "{at}: resultType"
+                );
             } else {
-                assert!(body.get("result").is_none(), "{at}: non-tool methods are errors");
-                assert!(body.pointer("/error/data/io.modelcontextprotocol~1authorization").is_some(), "{at}");
+                assert!(
+                    body.get("result").is_none(),
+                    "{at}: non-tool methods are errors"
+                );
+                assert!(
+                    body.pointer("/error/data/io.modelcontextprotocol~1authorization")
+                        .is_some(),
+                    "{at}"
+                );
             }
             if expected_state != "available" {
                 assert!(hints.is_none(), "{at}: hints without remediation available");
@@ -1116,17 +1750,35 @@ fn every_fixture_obeys_the_wire_contract() {
         if remedy == "credential" {
             let hint = &hints.unwrap_or_else(|| panic!("{at}: a credential hint"))[0];
             assert_eq!(hint["type"], "authorization_remediation", "{at}");
-            assert_eq!(hint["authorization_details"], fixture.decision_dsl["deny"]["credential"]["authorization_details"], "{at}");
-            let single_use = fixture.decision_dsl.pointer("/deny/credential/reference") == Some(&json!("single_use"));
-            assert_eq!(hint.get("authorization_reference").is_none(), single_use, "{at}");
+            assert_eq!(
+                hint["authorization_details"],
+                fixture.decision_dsl["deny"]["credential"]["authorization_details"],
+                "{at}"
+            );
+            let single_use = fixture.decision_dsl.pointer("/deny/credential/reference")
+                == Some(&json!("single_use"));
+            assert_eq!(
+                hint.get("authorization_reference").is_none(),
+                single_use,
+                "{at}"
+            );
         } else {
-            assert!(hints.is_none(), "{at}: only credential denials carry hints in this release");
+            assert!(
+                hints.is_none(),
+                "{at}: only credential denials carry hints in this release"
+            );
         }
         // url / task / ask: the remedy is described in text.
-        let message = body.pointer("/result/content/0/text").or_else(|| body.pointer("/error/message")).unwrap();
+        let message = body
+            .pointer("/result/content/0/text")
+            .or_else(|| body.pointer("/error/message"))
+            .unwrap();
         let message = message.as_str().unwrap();
         match remedy {
-            "url" => assert!(message.contains("https://mcp.example.com/approve/fld_77"), "{at}: {message}"),
+            "url" => assert!(
+                message.contains("https://mcp.example.com/approve/fld_77"),
+                "{at}: {message}"
+            ),
             "task" => assert!(message.contains("out-of-band approval"), "{at}: {message}"),
             "ask" => assert!(message.contains("confirmation"), "{at}: {message}"),
             _ => {}
@@ -1147,19 +1799,53 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
             render(case, REV_6BFF).await.normalized(),
             render(case, REV_1C5B).await.normalized(),
         ];
-        assert_eq!(current, six, "{}: c74b0c9 and 6bff817 must agree", case.name);
+        assert_eq!(
+            current, six,
+            "{}: c74b0c9 and 6bff817 must agree",
+            case.name
+        );
+        let legacy_request = case.name.contains("--legacy");
         let challenge = case.decision["deny"].get("scope").is_some()
-            || (case.decision["deny"].get("credential").is_some() && case.config.get("credential_delivery") != Some(&json!("result")));
+            || (case.decision["deny"].get("credential").is_some()
+                && (case.config.get("credential_delivery") != Some(&json!("result"))
+                    || legacy_request));
         if challenge {
-            assert_eq!(current, one, "{}: challenges are the same in every revision", case.name);
+            assert_eq!(
+                current, one,
+                "{}: challenges are the same in every revision",
+                case.name
+            );
         } else {
-            assert_ne!(current.body, one.body, "{}: 1c5b0ce renders this differently", case.name);
-            assert_eq!(current.status, one.status, "{}: both answer HTTP 200", case.name);
+            assert_ne!(
+                current.body, one.body,
+                "{}: 1c5b0ce renders this differently",
+                case.name
+            );
+            assert_eq!(
+                current.status, one.status,
+                "{}: both answer HTTP 200",
+                case.name
+            );
             let result_based: Value = serde_json::from_str(&current.body).unwrap();
             let error_based: Value = serde_json::from_str(&one.body).unwrap();
-            assert!(envelope(&result_based).unwrap().get("remediation").is_some(), "{}", case.name);
-            assert!(error_based.pointer("/error/data/authorization").is_some(), "{}", case.name);
-            assert!(envelope(&error_based).unwrap().get("remediation").is_none(), "{}", case.name);
+            assert!(
+                envelope(&result_based)
+                    .unwrap()
+                    .get("remediation")
+                    .is_some(),
+                "{}",
+                case.name
+            );
+            assert!(
+                error_based.pointer("/error/data/authorization").is_some(),
+                "{}",
+                case.name
+            );
+            assert!(
+                envelope(&error_based).unwrap().get("remediation").is_none(),
+                "{}",
+                case.name
+            );
         }
         checked += 1;
     }
@@ -1167,9 +1853,18 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
 
     // The stored fixtures say the same.
     let fixtures = fixtures();
-    let stored = |revision: &str, case: &str| fixtures.iter().find(|f| f.revision == revision && f.case == case).map(|f| &f.response);
+    let stored = |revision: &str, case: &str| {
+        fixtures
+            .iter()
+            .find(|f| f.revision == revision && f.case == case)
+            .map(|f| &f.response)
+    };
     for case in cases().iter().filter(|c| c.revisions.len() == 3) {
-        let (Some(a), Some(b), Some(c)) = (stored(REV_CURRENT, &case.name), stored(REV_6BFF, &case.name), stored(REV_1C5B, &case.name)) else {
+        let (Some(a), Some(b), Some(c)) = (
+            stored(REV_CURRENT, &case.name),
+            stored(REV_6BFF, &case.name),
+            stored(REV_1C5B, &case.name),
+        ) else {
             panic!("{}: a fixture is missing", case.name);
         };
         assert_eq!(a, b, "{}", case.name);
@@ -1185,11 +1880,20 @@ fn credential_delivery_both_is_refused_where_the_revision_does_not_allow_it() {
         ..Config::default()
     };
     for revision in [REV_6BFF, REV_1C5B] {
-        let error = gate_builder(revision, &both).evaluate(mcp_gate::policy::allow_all()).build().unwrap_err();
-        assert!(matches!(error, ConfigError::NotInRevision(_)), "{revision}: {error:?}");
+        let error = gate_builder(revision, &both)
+            .evaluate(mcp_gate::policy::allow_all())
+            .build()
+            .unwrap_err();
+        assert!(
+            matches!(error, ConfigError::NotInRevision(_)),
+            "{revision}: {error:?}"
+        );
     }
     for revision in [REV_CURRENT, "current"] {
-        let gate = gate_builder(revision, &both).evaluate(mcp_gate::policy::allow_all()).build().expect("Both under c74b0c9");
+        let gate = gate_builder(revision, &both)
+            .evaluate(mcp_gate::policy::allow_all())
+            .build()
+            .expect("Both under c74b0c9");
         assert_eq!(gate.revision().id(), REV_CURRENT);
     }
     // The other deliveries build under every revision.
@@ -1199,30 +1903,47 @@ fn credential_delivery_both_is_refused_where_the_revision_does_not_allow_it() {
                 credential_delivery: Some(delivery),
                 ..Config::default()
             };
-            gate_builder(revision, &config).evaluate(mcp_gate::policy::allow_all()).build().expect("builds");
+            gate_builder(revision, &config)
+                .evaluate(mcp_gate::policy::allow_all())
+                .build()
+                .expect("builds");
         }
     }
 }
 
 #[tokio::test]
 async fn two_denials_of_the_same_request_get_different_context_ids() {
-    let case = cases().into_iter().find(|c| c.name == "unavailable--modern-allcaps--tools-call").expect("case");
-    let both = cases().into_iter().find(|c| c.name == "credential-derived--both--modern-allcaps--tools-call").expect("case");
+    let case = cases()
+        .into_iter()
+        .find(|c| c.name == "unavailable--modern-allcaps--tools-call")
+        .expect("case");
+    let both = cases()
+        .into_iter()
+        .find(|c| c.name == "credential-derived--both--modern-allcaps--tools-call")
+        .expect("case");
     for (case, revisions) in [(&case, &REVISIONS[..]), (&both, &[REV_CURRENT][..])] {
         for revision in revisions {
             let config = parse_config(&case.config).unwrap();
-            let harness = Harness::new(revision, &config, parse_decision(&case.decision).unwrap()).unwrap();
+            let harness =
+                Harness::new(revision, &config, parse_decision(&case.decision).unwrap()).unwrap();
             let request = parse_request(&case.request).unwrap();
             let mut seen = BTreeSet::new();
             for _ in 0..3 {
                 let reply = harness.deny(&request).await;
-                let id = envelope(&reply.json()).unwrap()["authorizationContextId"].as_str().unwrap().to_owned();
+                let id = envelope(&reply.json()).unwrap()["authorizationContextId"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned();
                 assert!(is_context_id(&id), "{id}");
                 // Derived from nothing in the request.
                 for fragment in ["workspace", "delete", "payments", "user-1", "client-1"] {
                     assert!(!id.to_lowercase().contains(fragment), "{id}");
                 }
-                assert!(seen.insert(id.clone()), "{}: context id {id} repeated", case.name);
+                assert!(
+                    seen.insert(id.clone()),
+                    "{}: context id {id} repeated",
+                    case.name
+                );
             }
         }
     }
@@ -1243,7 +1964,8 @@ async fn derived_reference_ignores_the_order_of_keys() {
                 credential_delivery: Some(delivery),
                 ..Config::default()
             };
-            let harness = Harness::new(REV_CURRENT, &config, Decision::credential(details.clone())).unwrap();
+            let harness =
+                Harness::new(REV_CURRENT, &config, Decision::credential(details.clone())).unwrap();
             let request = parse_request(&request_for(&modern_allcaps(), &pay(), json!(1))).unwrap();
             let reply = harness.deny(&request).await;
             let reference = match delivery {
@@ -1264,20 +1986,110 @@ async fn derived_reference_ignores_the_order_of_keys() {
     }
     assert_eq!(references.len(), 1, "{references:?}");
     let reference = references.into_iter().next().unwrap();
-    assert!(reference.starts_with("ref_") && reference.len() == 26, "{reference}");
-    assert!(!reference.contains("EUR") && !reference.contains("DE00"), "the reference reveals nothing");
+    assert!(
+        reference.starts_with("ref_") && reference.len() == 26,
+        "{reference}"
+    );
+    assert!(
+        !reference.contains("EUR") && !reference.contains("DE00"),
+        "the reference reveals nothing"
+    );
     // Different details, different reference.
     let more: Vec<Value> = serde_json::from_str(&texts[0].replace("40.00", "400.00")).unwrap();
     assert_ne!(derive_reference(&more), reference);
 }
 
+/// The configurable denial code may not sit in the range JSON-RPC and MCP reserve.
+#[test]
+fn denial_error_codes_in_the_reserved_range_are_config_errors() {
+    for code in [-32768, -32700, -32603, -32099, -32042, -32021, -32020] {
+        let config = Config {
+            denial_error_code: Some(code),
+            ..Config::default()
+        };
+        for revision in REVISIONS {
+            let error = gate_builder(revision, &config)
+                .evaluate(mcp_gate::policy::allow_all())
+                .build()
+                .unwrap_err();
+            assert!(
+                matches!(
+                    error,
+                    ConfigError::InvalidOption {
+                        field: "denial_error_code",
+                        ..
+                    }
+                ),
+                "{code}: {error:?}"
+            );
+        }
+    }
+    for code in [-32003, -32019, -32000, 4030, -31999] {
+        let config = Config {
+            denial_error_code: Some(code),
+            ..Config::default()
+        };
+        gate_builder(REV_1C5B, &config)
+            .evaluate(mcp_gate::policy::allow_all())
+            .build()
+            .unwrap_or_else(|e| panic!("{code}: {e}"));
+    }
+}
+
+/// A credential remedy without details, or with a detail lacking a string `type`, is never
+/// sent: the request fails with an internal error and reaches nothing.
+#[tokio::test]
+async fn half_formed_credential_remediations_are_internal_errors() {
+    let request = parse_request(&request_for(&modern_allcaps(), &pay(), json!(5))).unwrap();
+    for details in [
+        vec![],
+        vec![json!({"actions": ["initiate"]})],
+        vec![json!({"type": 7})],
+        vec![
+            json!({"type": "payment_initiation"}),
+            json!("not an object"),
+        ],
+    ] {
+        for revision in REVISIONS {
+            let harness = Harness::new(
+                revision,
+                &Config::default(),
+                Decision::credential(details.clone()),
+            )
+            .unwrap();
+            let reply = harness.deny(&request).await;
+            assert_eq!(reply.status, 200, "{details:?}");
+            assert!(
+                !reply.headers.contains_key("www-authenticate"),
+                "{details:?}"
+            );
+            let body = reply.json();
+            assert_eq!(body["error"]["code"], -32603, "{details:?}: {body}");
+            assert_eq!(body["id"], 5);
+            assert!(envelope(&body).is_none(), "{details:?}: {body}");
+        }
+    }
+}
+
 #[test]
 fn an_unknown_revision_is_a_config_error_naming_the_supported_ids() {
-    for given in ["c74b0c9", "0000000000000000000000000000000000000000", "CURRENT", "latest", ""] {
-        let error = gate_builder(given, &Config::default()).evaluate(mcp_gate::policy::allow_all()).build().unwrap_err();
+    for given in [
+        "c74b0c9",
+        "0000000000000000000000000000000000000000",
+        "CURRENT",
+        "latest",
+        "",
+    ] {
+        let error = gate_builder(given, &Config::default())
+            .evaluate(mcp_gate::policy::allow_all())
+            .build()
+            .unwrap_err();
         let message = error.to_string();
         match &error {
-            ConfigError::UnknownRevision { given: named, supported } => {
+            ConfigError::UnknownRevision {
+                given: named,
+                supported,
+            } => {
                 assert_eq!(named, given);
                 for revision in REVISIONS {
                     assert!(supported.contains(revision), "{supported}");
@@ -1312,7 +2124,10 @@ fn the_gate_reports_the_selected_revision() {
     // The default is `current`.
     let default = Gate::builder()
         .resource(RESOURCE)
-        .issuer(Issuer::with_keys(ISSUER, StaticKeys::from_jwks_json(&KEY.jwks_json()).unwrap()))
+        .issuer(Issuer::with_keys(
+            ISSUER,
+            StaticKeys::from_jwks_json(&KEY.jwks_json()).unwrap(),
+        ))
         .evaluate(mcp_gate::policy::allow_all())
         .build()
         .unwrap();
@@ -1324,9 +2139,19 @@ fn the_gate_reports_the_selected_revision() {
 #[test]
 fn context_id_normalisation_is_exact() {
     let id = "actx_AAAAAAAAAAAAAAAAAAAAAA";
-    assert_eq!(normalize_context_ids(&format!("\"{id}\"")), "\"actx_<random>\"");
+    assert_eq!(
+        normalize_context_ids(&format!("\"{id}\"")),
+        "\"actx_<random>\""
+    );
     assert_eq!(normalize_context_ids("actx_short"), "actx_short");
-    assert_eq!(normalize_context_ids("actx_AAAAAAAAAAAAAAAAAAAAAAA"), "actx_AAAAAAAAAAAAAAAAAAAAAAA", "23 characters");
-    assert_eq!(normalize_context_ids("actx_unavailable"), "actx_unavailable");
+    assert_eq!(
+        normalize_context_ids("actx_AAAAAAAAAAAAAAAAAAAAAAA"),
+        "actx_AAAAAAAAAAAAAAAAAAAAAAA",
+        "23 characters"
+    );
+    assert_eq!(
+        normalize_context_ids("actx_unavailable"),
+        "actx_unavailable"
+    );
     assert!(is_context_id(id) && !is_context_id("actx_unavailable"));
 }

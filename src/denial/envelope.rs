@@ -41,14 +41,13 @@ impl RemediationState {
 }
 
 /// A fresh opaque correlation handle: `actx_` and 22 base64url characters of randomness.
-/// Derived from nothing about the request, the caller or the policy.
-pub fn new_context_id() -> String {
+/// Derived from nothing about the request, the caller or the policy. Without a working
+/// random source there is no handle, and the denial becomes an internal error rather than a
+/// response sharing a guessable id.
+pub fn new_context_id() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 16];
-    if getrandom::fill(&mut bytes).is_err() {
-        // No randomness: a handle that still correlates nothing; never an error path for the denial.
-        return "actx_unavailable".to_owned();
-    }
-    format!("actx_{}", URL_SAFE_NO_PAD.encode(bytes))
+    getrandom::fill(&mut bytes)?;
+    Ok(format!("actx_{}", URL_SAFE_NO_PAD.encode(bytes)))
 }
 
 /// One envelope, rendered per revision.
@@ -89,8 +88,8 @@ mod tests {
 
     #[test]
     fn context_ids_are_fresh_and_opaque() {
-        let a = new_context_id();
-        let b = new_context_id();
+        let a = new_context_id().unwrap();
+        let b = new_context_id().unwrap();
         assert_ne!(a, b);
         assert_eq!(a.len(), 5 + 22);
         assert!(

@@ -36,7 +36,8 @@ pub enum CredentialDelivery {
     /// A `WWW-Authenticate` challenge with `authorization_remediation` (the default).
     #[default]
     Challenge,
-    /// A result (or JSON-RPC error) with an `authorization_remediation` hint, HTTP 200.
+    /// A result (or JSON-RPC error) with an `authorization_remediation` hint, HTTP 200, for
+    /// modern requests; legacy requests still get the challenge.
     Result,
     /// The challenge, with the result as its body. Only where the revision allows an envelope
     /// beside a challenge.
@@ -184,7 +185,13 @@ impl DenialContext<'_> {
             context_id: self.context_id,
             hints: vec![Value::Object(hint)],
         };
-        let response = match self.settings.credential_delivery {
+        // Legacy clients get credential remedies by challenge: a result-borne hint is a
+        // modern-era shape.
+        let delivery = match (self.settings.credential_delivery, self.protocol.era) {
+            (CredentialDelivery::Result, Era::Legacy) => CredentialDelivery::Challenge,
+            (delivery, _) => delivery,
+        };
+        let response = match delivery {
             CredentialDelivery::Result => {
                 json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false)
             }

@@ -214,7 +214,10 @@ fn deny<B>(
     denial: Denial<'_>,
     decision: &'static str,
 ) -> Response<GateBody<B>> {
-    let context_id = new_context_id();
+    let Ok(context_id) = new_context_id() else {
+        tracing::error!(target: "mcp_gate::decision", method = %request.method, "no random source for a context id; refusing");
+        return internal_error(request);
+    };
     let settings = &gate.inner.mcp;
     let context = DenialContext {
         settings: &settings.denial,
