@@ -100,6 +100,16 @@ impl std::fmt::Debug for PolicySlot {
     }
 }
 
+/// A replay store, kept opaque in `Debug` output.
+#[derive(Clone)]
+struct ReplaySlot(Arc<dyn crate::continuation::ReplayStore>);
+
+impl std::fmt::Debug for ReplaySlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<replay store>")
+    }
+}
+
 /// Builds a [`Gate`].
 ///
 /// ```
@@ -152,6 +162,11 @@ pub struct GateBuilder {
     body_timeout: Duration,
     session_capacity: u64,
     session_idle: Duration,
+    continuation_keys: Option<crate::continuation::Keyring>,
+    continuation_ttl: Duration,
+    replay: Option<ReplaySlot>,
+    max_rounds: u32,
+    development_mode: bool,
     #[cfg(feature = "jwks")]
     key_refresh: crate::auth::jwks::KeyRefresh,
     #[cfg(feature = "jwks")]
@@ -188,6 +203,11 @@ impl Default for GateBuilder {
             body_timeout: Duration::from_secs(30),
             session_capacity: 10_000,
             session_idle: Duration::from_secs(3600),
+            continuation_keys: None,
+            continuation_ttl: Duration::from_secs(600),
+            replay: None,
+            max_rounds: 3,
+            development_mode: false,
             #[cfg(feature = "jwks")]
             key_refresh: Default::default(),
             #[cfg(feature = "jwks")]
@@ -370,6 +390,40 @@ impl GateBuilder {
         self
     }
 
+    /// Keys that sign the layer's continuation state (`requestState`). Without them the layer
+    /// makes a random key at build: fine for one process, but states then do not survive a
+    /// restart and are not accepted by other replicas.
+    pub fn continuation_keys(mut self, keys: crate::continuation::Keyring) -> Self {
+        self.continuation_keys = Some(keys);
+        self
+    }
+
+    /// How long a continuation state stays valid (default 10 minutes, at most one day).
+    pub fn continuation_ttl(mut self, ttl: Duration) -> Self {
+        self.continuation_ttl = ttl;
+        self
+    }
+
+    /// Accept each continuation state once only, remembering used ones in `store`
+    /// (for example [`MemoryReplayStore`](crate::continuation::MemoryReplayStore)).
+    pub fn single_use_state(mut self, store: impl crate::continuation::ReplayStore) -> Self {
+        self.replay = Some(ReplaySlot(Arc::new(store)));
+        self
+    }
+
+    /// How many URL-approval or confirmation rounds one call may go through before the layer
+    /// answers `undisclosed` (default 3).
+    pub fn max_input_rounds(mut self, rounds: u32) -> Self {
+        self.max_rounds = rounds;
+        self
+    }
+
+    /// Development mode: approval URLs may use plain http on loopback hosts.
+    pub fn development_mode(mut self) -> Self {
+        self.development_mode = true;
+        self
+    }
+
     /// How remote key sets are refreshed.
     #[cfg(feature = "jwks")]
     pub fn key_refresh(mut self, refresh: crate::auth::jwks::KeyRefresh) -> Self {
@@ -428,6 +482,12 @@ impl GateBuilder {
         let policy = self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?;
         let revision = Revision::select(&self.revision)?;
         let denial = self.denial_settings(revision)?;
+        if self.continuation_ttl.is_zero() || self.continuation_ttl > Duration::from_secs(86_400) {
+            return Err(ConfigError::InvalidOption {
+                field: "continuation_ttl",
+                reason: "between 1 second and one day",
+            });
+        }
         if self.max_body_bytes == 0 || self.session_capacity == 0 {
             return Err(ConfigError::InvalidOption {
                 field: "max_body_bytes / legacy_sessions",
@@ -578,6 +638,16 @@ impl GateBuilder {
                 evaluate_timeout: self.evaluate_timeout,
                 denial,
                 sessions: SessionStore::new(self.session_capacity, self.session_idle),
+                state: crate::continuation::StateCodec {
+                    keys: match self.continuation_keys.clone() {
+                        Some(keys) => keys,
+                        None => crate::continuation::Keyring::random()?,
+                    },
+                    ttl: self.continuation_ttl,
+                    replay: self.replay.clone().map(|slot| slot.0),
+                },
+                max_rounds: self.max_rounds,
+                development_mode: self.development_mode,
             },
         }))
     }

@@ -60,6 +60,9 @@ pub(crate) struct McpSettings {
     pub evaluate_timeout: std::time::Duration,
     pub denial: crate::denial::render::DenialSettings,
     pub sessions: crate::mcp::era::SessionStore,
+    pub state: crate::continuation::StateCodec,
+    pub max_rounds: u32,
+    pub development_mode: bool,
 }
 
 impl std::fmt::Debug for Gate {

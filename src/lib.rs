@@ -83,6 +83,7 @@ pub mod auth;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
 mod builder;
+pub mod continuation;
 pub mod denial;
 mod error;
 mod gate;

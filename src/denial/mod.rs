@@ -11,6 +11,7 @@ mod revision;
 pub use envelope::{
     CONTEXT_ID_ECHO_KEY, ENVELOPE_KEY, ERROR_DATA_KEY, RemediationState, new_context_id,
 };
+pub(crate) use reference::canonical_json;
 pub use reference::derive_reference;
 pub use render::{CredentialDelivery, DEFAULT_DENIAL_CODE};
 pub use revision::{CURRENT, Family, Revision};

@@ -56,7 +56,10 @@ pub(crate) struct DenialSettings {
 /// What is being denied.
 pub(crate) enum Denial<'a> {
     Deny(&'a Remediation),
+    /// A confirmation the client cannot be asked for.
     Ask(&'a str),
+    /// A confirmation that was asked and not given.
+    Unconfirmed(&'a str),
 }
 
 /// Everything about the request a denial's shape depends on.
@@ -104,10 +107,43 @@ impl DenialContext<'_> {
                 RemediationState::Undisclosed,
                 &format!("{message} (this request waits for an out-of-band approval, which this client cannot follow)"),
             ),
+            Denial::Unconfirmed(message) => self.plain(
+                RemediationState::Undisclosed,
+                &format!("{message} (the call was not confirmed)"),
+            ),
             Denial::Ask(message) => self.plain(
                 RemediationState::Undisclosed,
                 &format!("{message} (this call needs your confirmation, which this client cannot collect)"),
             ),
+        }
+    }
+
+    /// A modern multi-round-trip answer asking for one input under `key`, with the layer's
+    /// signed `state`; `url_hint` adds the envelope a URL remedy carries.
+    pub fn input_required(&self, key: &str, input: Value, state: &str, url_hint: bool) -> Rendered {
+        let mut result = Map::new();
+        result.insert("resultType".into(), "input_required".into());
+        result.insert("inputRequests".into(), json!({ key: input }));
+        result.insert("requestState".into(), state.into());
+        if url_hint {
+            let envelope = Envelope {
+                remediation: RemediationState::Available,
+                context_id: self.context_id,
+                hints: vec![json!({"type": "url"})],
+            };
+            let revision = self.revision();
+            result.insert(
+                "_meta".into(),
+                json!({ Envelope::key(revision): envelope.to_json(revision) }),
+            );
+        }
+        Rendered {
+            response: json_rpc(
+                StatusCode::OK,
+                json!({"jsonrpc": "2.0", "id": self.request.id, "result": result}),
+                false,
+            ),
+            expressed_as: "input_required",
         }
     }
 

@@ -37,6 +37,7 @@
 mod body;
 mod buffer;
 mod future;
+mod interaction;
 mod pipeline;
 mod service;
 

@@ -8,14 +8,20 @@ use tower_service::Service;
 
 use super::body::GateBody;
 use super::buffer::read_body;
+use super::interaction::{
+    CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
+    check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
+};
 use crate::auth::Principal;
+use crate::continuation::Payload;
+use crate::denial::Family;
 use crate::denial::new_context_id;
 use crate::denial::render::{Denial, DenialContext, json_rpc};
 use crate::gate::Gate;
 use crate::mcp::era::protocol_context;
 use crate::mcp::request::{McpRequest, Message, classify};
 use crate::mcp::{INTERNAL_ERROR, ProtocolContext, ProtocolError};
-use crate::policy::{self, Decision, Evaluation, Phase, Remediation};
+use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
 
 /// The bounds every request and response body of the layer meets.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -123,60 +129,240 @@ where
     if !is_guarded(&request.method) {
         return call(&mut inner, parts, ReqBody::from(bytes)).await;
     }
+    let resource = gate.inner.resource.as_str();
+    // A retry of the layer's own round trip: the state must verify before anything else.
+    let continuation = match gateway_state(&request) {
+        Some(state) => match settings
+            .state
+            .verify(state, &binding(&principal, resource, &protocol, &request))
+        {
+            Ok(payload) => Some(payload),
+            Err(error) => {
+                let error =
+                    ProtocolError::invalid_params(error.to_string()).with_id(Some(&request.id));
+                return Ok(protocol_error(&error));
+            }
+        },
+        None => None,
+    };
+    let answer = continuation
+        .as_ref()
+        .map(|payload| answered(payload, &request));
     let evaluation = Evaluation::new(
         principal.clone(),
         request.method.clone(),
         request.target.clone(),
         protocol.clone(),
         Phase::Invocation,
+        answer.clone(),
     );
     let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
-    match decision {
-        Ok(Decision::Allow) => {
-            log_decision(&principal, &request, "allow", None, None, None);
-            call(&mut inner, parts, ReqBody::from(bytes)).await
+    let turn = Turn {
+        gate: &gate,
+        principal: &principal,
+        request: &request,
+        protocol: &protocol,
+        continuation: continuation.as_ref(),
+    };
+    match turn.respond(decision, answer.as_ref()) {
+        Verdict::Forward => {
+            let body = match &continuation {
+                Some(payload) => forwarded_body(&request, payload),
+                None => bytes,
+            };
+            call(&mut inner, parts, ReqBody::from(body)).await
         }
-        Ok(Decision::Ask { message }) => Ok(deny(
-            &gate,
-            &principal,
-            &request,
-            &protocol,
-            Denial::Ask(&message),
-            "ask",
-        )),
-        Ok(Decision::Deny(remediation)) => match check_remediation(&remediation) {
-            Ok(()) => Ok(deny(
-                &gate,
-                &principal,
-                &request,
-                &protocol,
-                Denial::Deny(&remediation),
-                "deny",
-            )),
-            Err(problem) => {
-                tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "the policy returned an unusable remediation");
-                Ok(internal_error(&request))
-            }
-        },
-        Err(failure) => {
-            tracing::error!(target: "mcp_gate::decision", method = %request.method, failure = failure.kind(), error = %failure, "the policy failed; refusing");
-            Ok(internal_error(&request))
-        }
+        Verdict::Answer(response) => Ok(local(response)),
     }
 }
 
-fn internal_error<B>(request: &McpRequest) -> Response<GateBody<B>> {
+/// What happens to a guarded request once the policy has spoken.
+enum Verdict {
+    Forward,
+    Answer(Response<Bytes>),
+}
+
+/// One evaluated request and everything its answer depends on.
+struct Turn<'a> {
+    gate: &'a Gate,
+    principal: &'a Principal,
+    request: &'a McpRequest,
+    protocol: &'a ProtocolContext,
+    continuation: Option<&'a Payload>,
+}
+
+impl Turn<'_> {
+    fn respond(
+        &self,
+        decision: Result<Decision, policy::PolicyFailure>,
+        answer: Option<&Answered>,
+    ) -> Verdict {
+        let settings = &self.gate.inner.mcp;
+        match decision {
+            Ok(Decision::Allow) => {
+                self.log("allow", None, None, None);
+                Verdict::Forward
+            }
+            Ok(Decision::Ask { message }) => {
+                match answer.filter(|a| a.interaction() == Interaction::Confirmation) {
+                    Some(answer) if answer.confirmed() => {
+                        self.log("allow", None, Some("confirmed"), None);
+                        Verdict::Forward
+                    }
+                    Some(_) => self.deny(Denial::Unconfirmed(&message), "ask"),
+                    None => self
+                        .elicit(
+                            Interaction::Confirmation,
+                            CONFIRM_KEY,
+                            confirmation_request(&message),
+                            "ask",
+                        )
+                        .unwrap_or_else(|| self.deny(Denial::Ask(&message), "ask")),
+                }
+            }
+            Ok(Decision::Deny(remediation)) => {
+                if let Err(problem) = check_remediation(&remediation, settings.development_mode) {
+                    tracing::error!(target: "mcp_gate::decision", method = %self.request.method, problem, "the policy returned an unusable remediation");
+                    return Verdict::Answer(internal_error(self.request));
+                }
+                if let Remediation::Url {
+                    url,
+                    message,
+                    input_key,
+                } = &remediation
+                {
+                    let key = format!("{INPUT_KEY_PREFIX}{input_key}");
+                    if let Some(verdict) =
+                        self.elicit(Interaction::Url, &key, url_request(url, message), "deny")
+                    {
+                        return verdict;
+                    }
+                }
+                self.deny(Denial::Deny(&remediation), "deny")
+            }
+            Err(failure) => {
+                tracing::error!(target: "mcp_gate::decision", method = %self.request.method, failure = failure.kind(), error = %failure, "the policy failed; refusing");
+                Verdict::Answer(internal_error(self.request))
+            }
+        }
+    }
+
+    /// An `InputRequiredResult` with a fresh signed state, if the client can take one, the
+    /// revision allows it and the call has rounds left; `None` otherwise.
+    fn elicit(
+        &self,
+        interaction: Interaction,
+        key: &str,
+        input: serde_json::Value,
+        decision: &'static str,
+    ) -> Option<Verdict> {
+        let settings = &self.gate.inner.mcp;
+        let result_based = matches!(
+            settings.denial.revision.family(),
+            Family::ResultBased { .. }
+        );
+        if !can_elicit(interaction, self.protocol, self.request)
+            || (interaction == Interaction::Url && !result_based)
+        {
+            return None;
+        }
+        let round = self.continuation.map_or(0, |p| p.round) + 1;
+        if round > settings.max_rounds {
+            return None;
+        }
+        let (app_state, app_inputs) = app_round_trip(self.request, self.continuation);
+        let resource = self.gate.inner.resource.as_str();
+        let binding = binding(self.principal, resource, self.protocol, self.request);
+        let (Ok(state), Ok(context_id)) = (
+            settings
+                .state
+                .issue(&binding, interaction, key, round, app_state, app_inputs),
+            new_context_id(),
+        ) else {
+            tracing::error!(target: "mcp_gate::decision", "no random source for state or context id; refusing");
+            return Some(Verdict::Answer(internal_error(self.request)));
+        };
+        let rendered = self.context(&context_id).input_required(
+            key,
+            input,
+            &state,
+            interaction == Interaction::Url,
+        );
+        let remediation = (interaction == Interaction::Url).then_some("url");
+        self.log(
+            decision,
+            remediation,
+            Some(rendered.expressed_as),
+            Some(&context_id),
+        );
+        Some(Verdict::Answer(rendered.response))
+    }
+
+    fn context<'c>(&'c self, context_id: &'c str) -> DenialContext<'c> {
+        DenialContext {
+            settings: &self.gate.inner.mcp.denial,
+            request: self.request,
+            protocol: self.protocol,
+            resource_metadata: &self.gate.inner.resource_metadata_url,
+            endpoint_scopes: &self.gate.inner.authenticator.required_scopes,
+            context_id,
+        }
+    }
+
+    fn deny(&self, denial: Denial<'_>, decision: &'static str) -> Verdict {
+        let Ok(context_id) = new_context_id() else {
+            tracing::error!(target: "mcp_gate::decision", method = %self.request.method, "no random source for a context id; refusing");
+            return Verdict::Answer(internal_error(self.request));
+        };
+        let remediation = match &denial {
+            Denial::Deny(r) => Some(r.kind()),
+            Denial::Ask(_) | Denial::Unconfirmed(_) => None,
+        };
+        let rendered = self.context(&context_id).render(denial);
+        self.log(
+            decision,
+            remediation,
+            Some(rendered.expressed_as),
+            Some(&context_id),
+        );
+        Verdict::Answer(rendered.response)
+    }
+
+    /// One structured event per decision. Never arguments, tokens or bodies.
+    fn log(
+        &self,
+        decision: &'static str,
+        remediation: Option<&'static str>,
+        expressed_as: Option<&'static str>,
+        context_id: Option<&str>,
+    ) {
+        tracing::info!(
+            target: "mcp_gate::decision",
+            context_id = context_id.unwrap_or(""),
+            subject = self.principal.subject().unwrap_or(""),
+            client_id = self.principal.client_id().unwrap_or(""),
+            method = %self.request.method,
+            target = self.request.target.name().unwrap_or(""),
+            decision,
+            remediation = remediation.unwrap_or(""),
+            expressed_as = expressed_as.unwrap_or(""),
+            "authorization decision"
+        );
+    }
+}
+
+fn internal_error(request: &McpRequest) -> Response<Bytes> {
     let error = ProtocolError::new(
         StatusCode::OK,
         INTERNAL_ERROR,
         "internal error while authorizing the request",
     )
     .with_id(Some(&request.id));
-    local(json_rpc(StatusCode::OK, error.to_json(), false))
+    json_rpc(StatusCode::OK, error.to_json(), false)
 }
 
 /// Remediations the application built wrongly are internal errors, never sent half-formed.
-fn check_remediation(remediation: &Remediation) -> Result<(), &'static str> {
+fn check_remediation(remediation: &Remediation, development: bool) -> Result<(), &'static str> {
     match remediation {
         Remediation::Scope { scopes } => {
             if scopes
@@ -202,66 +388,14 @@ fn check_remediation(remediation: &Remediation) -> Result<(), &'static str> {
                 Ok(())
             }
         }
+        Remediation::Url { url, input_key, .. } => {
+            if input_key.is_empty() || input_key.starts_with(INPUT_KEY_PREFIX) {
+                return Err(
+                    "a URL remediation needs a non-empty input key outside the layer's prefix",
+                );
+            }
+            check_approval_url(url, development)
+        }
         _ => Ok(()),
     }
-}
-
-fn deny<B>(
-    gate: &Gate,
-    principal: &Principal,
-    request: &McpRequest,
-    protocol: &ProtocolContext,
-    denial: Denial<'_>,
-    decision: &'static str,
-) -> Response<GateBody<B>> {
-    let Ok(context_id) = new_context_id() else {
-        tracing::error!(target: "mcp_gate::decision", method = %request.method, "no random source for a context id; refusing");
-        return internal_error(request);
-    };
-    let settings = &gate.inner.mcp;
-    let context = DenialContext {
-        settings: &settings.denial,
-        request,
-        protocol,
-        resource_metadata: &gate.inner.resource_metadata_url,
-        endpoint_scopes: &gate.inner.authenticator.required_scopes,
-        context_id: &context_id,
-    };
-    let remediation = match &denial {
-        Denial::Deny(r) => Some(r.kind()),
-        Denial::Ask(_) => None,
-    };
-    let rendered = context.render(denial);
-    log_decision(
-        principal,
-        request,
-        decision,
-        remediation,
-        Some(rendered.expressed_as),
-        Some(&context_id),
-    );
-    local(rendered.response)
-}
-
-/// One structured event per decision. Never arguments, tokens or bodies.
-fn log_decision(
-    principal: &Principal,
-    request: &McpRequest,
-    decision: &'static str,
-    remediation: Option<&'static str>,
-    expressed_as: Option<&'static str>,
-    context_id: Option<&str>,
-) {
-    tracing::info!(
-        target: "mcp_gate::decision",
-        context_id = context_id.unwrap_or(""),
-        subject = principal.subject().unwrap_or(""),
-        client_id = principal.client_id().unwrap_or(""),
-        method = %request.method,
-        target = request.target.name().unwrap_or(""),
-        decision,
-        remediation = remediation.unwrap_or(""),
-        expressed_as = expressed_as.unwrap_or(""),
-        "authorization decision"
-    );
 }

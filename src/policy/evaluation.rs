@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::answered::Answered;
 use crate::auth::Principal;
 use crate::mcp::{ClientCapabilities, Era, ProtocolContext, Target};
 
@@ -33,6 +34,7 @@ struct EvaluationData {
     target: Target,
     protocol: ProtocolContext,
     phase: Phase,
+    answered: Option<Answered>,
 }
 
 impl Evaluation {
@@ -42,6 +44,7 @@ impl Evaluation {
         target: Target,
         protocol: ProtocolContext,
         phase: Phase,
+        answered: Option<Answered>,
     ) -> Self {
         Self(Arc::new(EvaluationData {
             principal,
@@ -49,6 +52,7 @@ impl Evaluation {
             target,
             protocol,
             phase,
+            answered,
         }))
     }
 
@@ -103,19 +107,10 @@ impl Evaluation {
         self.0.phase
     }
 
-    /// A test helper: an evaluation built by hand, to unit-test a policy without a request.
-    pub fn for_test(
-        principal: Principal,
-        method: &str,
-        target: Target,
-        protocol: ProtocolContext,
-    ) -> Self {
-        Self::new(
-            principal,
-            method.to_owned(),
-            target,
-            protocol,
-            Phase::Invocation,
-        )
+    /// On a retry that answers the layer's own URL approval or confirmation request: which
+    /// one, and how it was answered. `None` on a first attempt, and whenever the client sent
+    /// no valid gateway state.
+    pub fn answered(&self) -> Option<&Answered> {
+        self.0.answered.as_ref()
     }
 }

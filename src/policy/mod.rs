@@ -29,6 +29,7 @@
 //! methods (`initialize`, `ping`, `server/discover`, `*/list`, `logging/setLevel`),
 //! notifications and responses pass after authentication.
 
+mod answered;
 mod decision;
 mod details;
 mod evaluation;
@@ -41,6 +42,7 @@ use std::time::Duration;
 
 use futures_util::FutureExt;
 
+pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, Decision, Remediation};
 pub use details::authorization_details_cover;
 pub use evaluation::{Evaluation, Phase};

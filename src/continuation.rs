@@ -1,0 +1,639 @@
+//! Signed continuation state: the `requestState` the layer issues with its own
+//! `InputRequiredResult`s (URL approval and confirmation).
+//!
+//! # Threat model
+//!
+//! The state travels to the client and comes back on the retry, so **everything in it is
+//! attacker-controlled** until proven otherwise. A client may replay it later, replay it for
+//! another call, hand it to another principal, flip bytes in it, or forge one from scratch. The
+//! state is therefore *integrity-protected, not secret*: anyone can base64-decode it and read
+//! it. It must never hold anything the client may not see, and it never holds a token.
+//!
+//! What the layer does about it:
+//! - **Integrity**: HMAC-SHA256 over a domain label (`mcp-gate/request-state/v1`), the key id
+//!   and the payload, checked in constant time. A changed byte anywhere fails.
+//! - **Binding**: the payload carries digests of who it was issued to (issuer, subject, client
+//!   id) and of what it was issued for (resource, protocol version, method, and a digest of the
+//!   params without `_meta`, `inputResponses` and `requestState`). Another principal, another
+//!   tool, other arguments, another resource or version: refused, each with its own message.
+//! - **Expiry**: 10 minutes by default. Expired states are refused.
+//! - **Keys**: a keyring signs with its newest key and verifies with any listed key, so keys
+//!   can rotate without breaking states in flight. Keys shorter than 32 bytes are refused, and
+//!   key bytes are wiped from memory when the keyring is dropped.
+//! - **Replay**: optional single use, through a [`ReplayStore`] (in memory by default).
+//!
+//! Format: `mcpgate1.<kid>.<base64url payload>.<base64url tag>`. The prefix keeps the layer's
+//! state apart from the inner application's own `requestState`, which the layer never touches.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use hmac::{Hmac, KeyInit, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use zeroize::Zeroizing;
+
+use crate::error::ConfigError;
+
+/// The prefix of every state the layer issues.
+pub const STATE_PREFIX: &str = "mcpgate1.";
+const DOMAIN: &[u8] = b"mcp-gate/request-state/v1";
+const MIN_KEY_BYTES: usize = 32;
+const MAX_STATE_BYTES: usize = 64 * 1024;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// Signing keys for continuation state.
+///
+/// ```
+/// use mcp_gate::continuation::Keyring;
+///
+/// let keys = Keyring::new("2026-11", [7u8; 32]).unwrap()
+///     .with_previous("2026-10", [9u8; 32]).unwrap();
+/// assert_eq!(keys.signing_key_id(), "2026-11");
+/// assert!(Keyring::new("short", [1u8; 16]).is_err());
+/// ```
+#[derive(Clone)]
+pub struct Keyring {
+    /// Newest first; the first signs.
+    keys: Arc<Vec<(String, Zeroizing<Vec<u8>>)>>,
+}
+
+impl std::fmt::Debug for Keyring {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ids: Vec<&str> = self.keys.iter().map(|(kid, _)| kid.as_str()).collect();
+        f.debug_struct("Keyring").field("key_ids", &ids).finish()
+    }
+}
+
+fn check_key(kid: &str, secret: &[u8]) -> Result<(), ConfigError> {
+    if kid.is_empty()
+        || kid.len() > 32
+        || !kid
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return Err(ConfigError::InvalidOption {
+            field: "continuation key id",
+            reason: "1 to 32 characters of A-Z, a-z, 0-9, '-' or '_'",
+        });
+    }
+    if secret.len() < MIN_KEY_BYTES {
+        return Err(ConfigError::InvalidOption {
+            field: "continuation key",
+            reason: "at least 32 bytes",
+        });
+    }
+    Ok(())
+}
+
+impl Keyring {
+    /// A keyring whose signing key is `secret` (at least 32 bytes), named `kid`.
+    pub fn new(kid: impl Into<String>, secret: impl Into<Vec<u8>>) -> Result<Self, ConfigError> {
+        let (kid, secret) = (kid.into(), Zeroizing::new(secret.into()));
+        check_key(&kid, &secret)?;
+        Ok(Self {
+            keys: Arc::new(vec![(kid, secret)]),
+        })
+    }
+
+    /// Adds an older key that still verifies states but no longer signs.
+    pub fn with_previous(
+        self,
+        kid: impl Into<String>,
+        secret: impl Into<Vec<u8>>,
+    ) -> Result<Self, ConfigError> {
+        let (kid, secret) = (kid.into(), Zeroizing::new(secret.into()));
+        check_key(&kid, &secret)?;
+        if self.keys.iter().any(|(k, _)| *k == kid) {
+            return Err(ConfigError::InvalidOption {
+                field: "continuation key id",
+                reason: "key ids must be unique",
+            });
+        }
+        let mut keys: Vec<_> = self.keys.iter().cloned().collect();
+        keys.push((kid, secret));
+        Ok(Self {
+            keys: Arc::new(keys),
+        })
+    }
+
+    /// A fresh random key, good for one process: states do not survive a restart and are not
+    /// accepted by other replicas.
+    pub fn random() -> Result<Self, ConfigError> {
+        let mut secret = Zeroizing::new(vec![0u8; 32]);
+        getrandom::fill(&mut secret).map_err(|_| ConfigError::InvalidOption {
+            field: "continuation key",
+            reason: "no random source to generate one",
+        })?;
+        Self::new("ephemeral", secret.to_vec())
+    }
+
+    /// The id of the key that signs.
+    pub fn signing_key_id(&self) -> &str {
+        &self.keys[0].0
+    }
+
+    fn key(&self, kid: &str) -> Option<&[u8]> {
+        self.keys
+            .iter()
+            .find(|(k, _)| k == kid)
+            .map(|(_, s)| s.as_slice())
+    }
+}
+
+fn mac(key: &[u8], kid: &str, payload: &str) -> HmacSha256 {
+    // Keys are at least 32 bytes; HMAC accepts any length, so this cannot fail.
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    mac.update(DOMAIN);
+    mac.update(&[0]);
+    mac.update(kid.as_bytes());
+    mac.update(&[0]);
+    mac.update(payload.as_bytes());
+    mac
+}
+
+/// What a state is bound to.
+pub(crate) struct Binding<'a> {
+    pub issuer: &'a str,
+    pub subject: Option<&'a str>,
+    pub client_id: Option<&'a str>,
+    pub resource: &'a str,
+    pub protocol_version: Option<&'a str>,
+    pub method: &'a str,
+    pub params: &'a Map<String, Value>,
+}
+
+fn digest_parts(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update((part.len() as u64).to_be_bytes());
+        hasher.update(part.as_bytes());
+    }
+    URL_SAFE_NO_PAD.encode(&hasher.finalize()[..16])
+}
+
+impl Binding<'_> {
+    fn principal_digest(&self) -> String {
+        digest_parts(&[
+            self.issuer,
+            self.subject.unwrap_or("\u{0}"),
+            self.client_id.unwrap_or("\u{0}"),
+        ])
+    }
+
+    fn request_digest(&self) -> String {
+        let mut params = self.params.clone();
+        for key in ["_meta", "inputResponses", "requestState"] {
+            params.remove(key);
+        }
+        let mut canonical = String::new();
+        crate::denial::canonical_json(&Value::Object(params), &mut canonical);
+        digest_parts(&[
+            self.resource,
+            self.protocol_version.unwrap_or("\u{0}"),
+            self.method,
+            &canonical,
+        ])
+    }
+}
+
+/// Which gateway interaction a state continues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interaction {
+    /// A URL approval.
+    Url,
+    /// A confirmation (ask).
+    Confirmation,
+}
+
+/// The signed content of a state.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Payload {
+    /// Expiry, seconds since the Unix epoch.
+    pub exp: u64,
+    /// Random, unique per state (replay detection).
+    pub nonce: String,
+    pub interaction: Interaction,
+    /// The wire input key the gateway asked under.
+    pub key: String,
+    /// How many gateway rounds this call has had.
+    pub round: u32,
+    pub who: String,
+    pub what: String,
+    /// The inner application's own state and responses, carried through a gateway round.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub app_state: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub app_inputs: Option<Map<String, Value>>,
+}
+
+/// Why a state was refused. Each becomes a `-32602` error with HTTP 400.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// Not in the layer's format, or unreadable.
+    #[error("the request state is malformed")]
+    Malformed,
+    /// Signed with a key the layer does not hold.
+    #[error("the request state was signed with an unknown key")]
+    UnknownKey,
+    /// The signature does not match: the state was changed or forged.
+    #[error("the request state was tampered with")]
+    Tampered,
+    /// Past its expiry.
+    #[error("the request state has expired")]
+    Expired,
+    /// Issued to another principal.
+    #[error("the request state belongs to another principal")]
+    OtherPrincipal,
+    /// Issued for another request (tool, arguments, method, resource or version).
+    #[error("the request state was issued for another request")]
+    OtherRequest,
+    /// Already used, and single use is on.
+    #[error("the request state was already used")]
+    Replayed,
+}
+
+/// Remembers used states when single use is on.
+pub trait ReplayStore: Send + Sync + 'static {
+    /// Records `nonce` as used until `expires_at`; returns `false` if it was already used.
+    fn first_use(&self, nonce: &str, expires_at: SystemTime) -> bool;
+}
+
+/// An in-memory [`ReplayStore`] for one process. Each used state is remembered until it
+/// expires; at most `capacity` are kept.
+pub struct MemoryReplayStore {
+    used: moka::sync::Cache<String, std::time::Instant>,
+}
+
+struct UntilStateExpiry;
+
+impl moka::Expiry<String, std::time::Instant> for UntilStateExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &String,
+        until: &std::time::Instant,
+        created_at: std::time::Instant,
+    ) -> Option<Duration> {
+        Some(until.saturating_duration_since(created_at))
+    }
+}
+
+impl MemoryReplayStore {
+    /// A store remembering at most `capacity` used states.
+    pub fn new(capacity: u64) -> Self {
+        Self {
+            used: moka::sync::Cache::builder()
+                .max_capacity(capacity)
+                .expire_after(UntilStateExpiry)
+                .build(),
+        }
+    }
+}
+
+impl ReplayStore for MemoryReplayStore {
+    fn first_use(&self, nonce: &str, expires_at: SystemTime) -> bool {
+        let left = expires_at
+            .duration_since(SystemTime::now())
+            .unwrap_or_default();
+        let until = std::time::Instant::now() + left;
+        self.used
+            .entry(nonce.to_owned())
+            .or_insert(until)
+            .is_fresh()
+    }
+}
+
+/// Issues and verifies states.
+#[derive(Clone)]
+pub(crate) struct StateCodec {
+    pub keys: Keyring,
+    pub ttl: Duration,
+    pub replay: Option<Arc<dyn ReplayStore>>,
+}
+
+fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+impl StateCodec {
+    /// Signs a new state. Fails only without a random source.
+    pub fn issue(
+        &self,
+        binding: &Binding<'_>,
+        interaction: Interaction,
+        key: &str,
+        round: u32,
+        app_state: Option<String>,
+        app_inputs: Option<Map<String, Value>>,
+    ) -> Result<String, getrandom::Error> {
+        let mut nonce = [0u8; 16];
+        getrandom::fill(&mut nonce)?;
+        let payload = Payload {
+            exp: now() + self.ttl.as_secs(),
+            nonce: URL_SAFE_NO_PAD.encode(nonce),
+            interaction,
+            key: key.to_owned(),
+            round,
+            who: binding.principal_digest(),
+            what: binding.request_digest(),
+            app_state,
+            app_inputs,
+        };
+        let json = serde_json::to_vec(&payload).unwrap_or_default();
+        let encoded = URL_SAFE_NO_PAD.encode(json);
+        let (kid, secret) = (&self.keys.keys[0].0, &self.keys.keys[0].1);
+        let tag = mac(secret, kid, &encoded).finalize().into_bytes();
+        Ok(format!(
+            "{STATE_PREFIX}{kid}.{encoded}.{}",
+            URL_SAFE_NO_PAD.encode(tag)
+        ))
+    }
+
+    /// Verifies a state presented on a retry.
+    pub fn verify(&self, state: &str, binding: &Binding<'_>) -> Result<Payload, StateError> {
+        if state.len() > MAX_STATE_BYTES {
+            return Err(StateError::Malformed);
+        }
+        let rest = state
+            .strip_prefix(STATE_PREFIX)
+            .ok_or(StateError::Malformed)?;
+        let mut parts = rest.split('.');
+        let (Some(kid), Some(encoded), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(StateError::Malformed);
+        };
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| StateError::Malformed)?;
+        let secret = self.keys.key(kid).ok_or(StateError::UnknownKey)?;
+        mac(secret, kid, encoded)
+            .verify_slice(&tag)
+            .map_err(|_| StateError::Tampered)?;
+        let json = URL_SAFE_NO_PAD
+            .decode(encoded)
+            .map_err(|_| StateError::Malformed)?;
+        let payload: Payload = serde_json::from_slice(&json).map_err(|_| StateError::Malformed)?;
+        if payload.exp <= now() {
+            return Err(StateError::Expired);
+        }
+        if payload.who != binding.principal_digest() {
+            return Err(StateError::OtherPrincipal);
+        }
+        if payload.what != binding.request_digest() {
+            return Err(StateError::OtherRequest);
+        }
+        if let Some(replay) = &self.replay {
+            let expires_at = UNIX_EPOCH + Duration::from_secs(payload.exp);
+            if !replay.first_use(&payload.nonce, expires_at) {
+                return Err(StateError::Replayed);
+            }
+        }
+        Ok(payload)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+
+    fn codec(keys: Keyring) -> StateCodec {
+        StateCodec {
+            keys,
+            ttl: Duration::from_secs(600),
+            replay: None,
+        }
+    }
+
+    fn keys() -> Keyring {
+        Keyring::new("k1", [1u8; 32]).unwrap()
+    }
+
+    struct Fields {
+        issuer: String,
+        subject: String,
+        client: String,
+        resource: String,
+        version: String,
+        method: String,
+        params: Map<String, Value>,
+    }
+
+    fn fields() -> Fields {
+        let Value::Object(params) = json!({"name": "share", "arguments": {"folder": "f1"}}) else {
+            unreachable!()
+        };
+        Fields {
+            issuer: "https://as.example".into(),
+            subject: "alice".into(),
+            client: "app".into(),
+            resource: "https://mcp.example/mcp".into(),
+            version: "2026-07-28".into(),
+            method: "tools/call".into(),
+            params,
+        }
+    }
+
+    fn binding(f: &Fields) -> Binding<'_> {
+        Binding {
+            issuer: &f.issuer,
+            subject: Some(&f.subject),
+            client_id: Some(&f.client),
+            resource: &f.resource,
+            protocol_version: Some(&f.version),
+            method: &f.method,
+            params: &f.params,
+        }
+    }
+
+    fn issue(codec: &StateCodec, f: &Fields) -> String {
+        codec
+            .issue(
+                &binding(f),
+                Interaction::Url,
+                "mcp-gate/approval",
+                1,
+                None,
+                None,
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn round_trip_and_gateway_only_fields_do_not_change_the_binding() {
+        let codec = codec(keys());
+        let f = fields();
+        let state = issue(&codec, &f);
+        assert!(state.starts_with(STATE_PREFIX));
+        let mut retry = fields();
+        retry.params.insert("_meta".into(), json!({"x": 1}));
+        retry.params.insert(
+            "inputResponses".into(),
+            json!({"mcp-gate/approval": {"action": "accept"}}),
+        );
+        retry
+            .params
+            .insert("requestState".into(), json!(state.clone()));
+        let payload = codec.verify(&state, &binding(&retry)).unwrap();
+        assert_eq!(payload.key, "mcp-gate/approval");
+        assert_eq!(payload.round, 1);
+    }
+
+    #[test]
+    fn every_binding_change_is_refused_with_its_reason() {
+        let codec = codec(keys());
+        let state = issue(&codec, &fields());
+        let cases: Vec<(fn(&mut Fields), StateError)> = vec![
+            (|f| f.subject = "mallory".into(), StateError::OtherPrincipal),
+            (
+                |f| f.client = "other-app".into(),
+                StateError::OtherPrincipal,
+            ),
+            (
+                |f| f.issuer = "https://other.example".into(),
+                StateError::OtherPrincipal,
+            ),
+            (
+                |f| f.resource = "https://other.example/mcp".into(),
+                StateError::OtherRequest,
+            ),
+            (
+                |f| f.version = "2099-01-01".into(),
+                StateError::OtherRequest,
+            ),
+            (
+                |f| f.method = "prompts/get".into(),
+                StateError::OtherRequest,
+            ),
+            (
+                |f| {
+                    f.params.insert("name".into(), json!("delete"));
+                },
+                StateError::OtherRequest,
+            ),
+            (
+                |f| {
+                    f.params.insert("arguments".into(), json!({"folder": "f2"}));
+                },
+                StateError::OtherRequest,
+            ),
+        ];
+        for (change, expected) in cases {
+            let mut f = fields();
+            change(&mut f);
+            assert_eq!(codec.verify(&state, &binding(&f)).unwrap_err(), expected);
+        }
+    }
+
+    #[test]
+    fn expiry_unknown_keys_and_rotation() {
+        let f = fields();
+        let expired = StateCodec {
+            ttl: Duration::ZERO,
+            ..codec(keys())
+        };
+        let state = issue(&expired, &f);
+        assert_eq!(
+            expired.verify(&state, &binding(&f)).unwrap_err(),
+            StateError::Expired
+        );
+
+        let old = codec(keys());
+        let state = issue(&old, &f);
+        let rotated = codec(
+            Keyring::new("k2", [2u8; 32])
+                .unwrap()
+                .with_previous("k1", [1u8; 32])
+                .unwrap(),
+        );
+        assert!(
+            rotated.verify(&state, &binding(&f)).is_ok(),
+            "old states verify after a rotation"
+        );
+        assert!(
+            issue(&rotated, &f).starts_with("mcpgate1.k2."),
+            "the newest key signs"
+        );
+        let dropped = codec(Keyring::new("k2", [2u8; 32]).unwrap());
+        assert_eq!(
+            dropped.verify(&state, &binding(&f)).unwrap_err(),
+            StateError::UnknownKey
+        );
+        let impostor = codec(Keyring::new("k1", [3u8; 32]).unwrap());
+        assert_eq!(
+            impostor.verify(&state, &binding(&f)).unwrap_err(),
+            StateError::Tampered
+        );
+    }
+
+    #[test]
+    fn single_use_refuses_a_replay() {
+        let f = fields();
+        let codec = StateCodec {
+            replay: Some(Arc::new(MemoryReplayStore::new(100))),
+            ..codec(keys())
+        };
+        let state = issue(&codec, &f);
+        assert!(codec.verify(&state, &binding(&f)).is_ok());
+        assert_eq!(
+            codec.verify(&state, &binding(&f)).unwrap_err(),
+            StateError::Replayed
+        );
+    }
+
+    #[test]
+    fn short_keys_and_bad_ids_are_refused() {
+        assert!(Keyring::new("k", [0u8; 31]).is_err());
+        assert!(Keyring::new("", [0u8; 32]).is_err());
+        assert!(Keyring::new("a.b", [0u8; 32]).is_err());
+        assert!(keys().with_previous("k1", [5u8; 32]).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 10_000, ..ProptestConfig::default() })]
+
+        /// Any change to any byte of a valid state is refused.
+        #[test]
+        fn any_byte_change_is_refused(index in any::<prop::sample::Index>(), replacement in any::<u8>()) {
+            let codec = codec(keys());
+            let f = fields();
+            let state = issue(&codec, &f);
+            let mut bytes = state.clone().into_bytes();
+            let at = index.index(bytes.len());
+            prop_assume!(bytes[at] != replacement);
+            bytes[at] = replacement;
+            let changed = String::from_utf8_lossy(&bytes).into_owned();
+            prop_assert!(codec.verify(&changed, &binding(&f)).is_err());
+        }
+
+        /// Truncations and extensions are refused too.
+        #[test]
+        fn truncated_or_extended_states_are_refused(cut in 0usize..400, tail in "[A-Za-z0-9._-]{0,8}") {
+            let codec = codec(keys());
+            let f = fields();
+            let state = issue(&codec, &f);
+            let cut = cut.min(state.len());
+            let shorter = &state[..state.len() - cut.min(state.len())];
+            if cut > 0 {
+                prop_assert!(codec.verify(shorter, &binding(&f)).is_err());
+            }
+            if !tail.is_empty() {
+                let longer = format!("{state}{tail}");
+                prop_assert!(codec.verify(&longer, &binding(&f)).is_err());
+            }
+        }
+    }
+}

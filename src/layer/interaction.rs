@@ -1,0 +1,208 @@
+//! The layer's own round trips (URL approval and confirmation) on modern MCP: who may get
+//! them, what the retry answered, and how an allowed retry is handed on without the layer's
+//! keys and state.
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use url::Url;
+
+use crate::auth::Principal;
+use crate::continuation::{Binding, Interaction, Payload, STATE_PREFIX};
+use crate::mcp::request::McpRequest;
+use crate::mcp::{Era, ProtocolContext};
+use crate::policy::{Answered, InputAction};
+
+/// Input keys the layer uses start with this; the application's never should.
+pub(crate) const INPUT_KEY_PREFIX: &str = "mcp-gate/";
+/// The input key of a confirmation.
+pub(crate) const CONFIRM_KEY: &str = "mcp-gate/confirm";
+
+/// What a state is bound to, for this request.
+pub(crate) fn binding<'a>(
+    principal: &'a Principal,
+    resource: &'a str,
+    protocol: &'a ProtocolContext,
+    request: &'a McpRequest,
+) -> Binding<'a> {
+    Binding {
+        issuer: principal.issuer(),
+        subject: principal.subject(),
+        client_id: principal.client_id(),
+        resource,
+        protocol_version: protocol.protocol_version.as_deref(),
+        method: &request.method,
+        params: &request.params,
+    }
+}
+
+/// The request's own `requestState`, if it is the layer's.
+pub(crate) fn gateway_state(request: &McpRequest) -> Option<&str> {
+    request
+        .params
+        .get("requestState")
+        .and_then(Value::as_str)
+        .filter(|s| s.starts_with(STATE_PREFIX))
+}
+
+/// How the retry answered the layer's input request.
+pub(crate) fn answered(payload: &Payload, request: &McpRequest) -> Answered {
+    let response = request
+        .params
+        .get("inputResponses")
+        .and_then(Value::as_object)
+        .and_then(|responses| responses.get(&payload.key));
+    let action = match response
+        .and_then(|r| r.get("action"))
+        .and_then(Value::as_str)
+    {
+        Some("accept") => InputAction::Accept,
+        Some("decline") => InputAction::Decline,
+        Some("cancel") => InputAction::Cancel,
+        _ => InputAction::Missing,
+    };
+    let approve = response
+        .and_then(|r| r.get("content"))
+        .and_then(|c| c.get("approve"));
+    Answered {
+        interaction: payload.interaction,
+        input_key: payload
+            .key
+            .strip_prefix(INPUT_KEY_PREFIX)
+            .unwrap_or(&payload.key)
+            .to_owned(),
+        action,
+        confirmed: payload.interaction == Interaction::Confirmation
+            && action == InputAction::Accept
+            && approve == Some(&Value::Bool(true)),
+        round: payload.round,
+    }
+}
+
+/// Whether this request may be answered with an `InputRequiredResult` of this kind: modern
+/// MCP, one of the three methods multi-round-trip requests allow, and the matching declared
+/// elicitation mode.
+pub(crate) fn can_elicit(
+    interaction: Interaction,
+    protocol: &ProtocolContext,
+    request: &McpRequest,
+) -> bool {
+    let method_allows = matches!(
+        request.method.as_str(),
+        "tools/call" | "prompts/get" | "resources/read"
+    );
+    let declared = match interaction {
+        Interaction::Url => protocol.capabilities.url_elicitation(),
+        Interaction::Confirmation => protocol.capabilities.form_elicitation(),
+    };
+    protocol.era == Era::Modern && method_allows && declared
+}
+
+/// An approval URL must be HTTPS (plain http only on loopback in development mode) and carry
+/// no userinfo. A bad one is the application's bug, reported as an internal error.
+pub(crate) fn check_approval_url(url: &str, development: bool) -> Result<(), &'static str> {
+    let parsed = Url::parse(url).map_err(|_| "the approval URL is not an absolute URL")?;
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err("the approval URL carries userinfo");
+    }
+    let loopback = match parsed.host() {
+        Some(url::Host::Domain(name)) => name == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        None => return Err("the approval URL has no host"),
+    };
+    match parsed.scheme() {
+        "https" => Ok(()),
+        "http" if development && loopback => Ok(()),
+        "http" => Err("the approval URL must be https (http only on loopback in development mode)"),
+        _ => Err("the approval URL must be https"),
+    }
+}
+
+/// The inner application's own state and responses, carried through a gateway round: from
+/// the verified gateway state on a retry, or from the request itself on a first round.
+pub(crate) fn app_round_trip(
+    request: &McpRequest,
+    continuation: Option<&Payload>,
+) -> (Option<String>, Option<Map<String, Value>>) {
+    match continuation {
+        Some(payload) => (payload.app_state.clone(), payload.app_inputs.clone()),
+        None => (
+            request
+                .params
+                .get("requestState")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            request
+                .params
+                .get("inputResponses")
+                .and_then(Value::as_object)
+                .cloned(),
+        ),
+    }
+}
+
+/// The body an allowed retry is forwarded with: the layer's state and input keys removed, the
+/// application's own state and responses put back.
+pub(crate) fn forwarded_body(request: &McpRequest, payload: &Payload) -> Bytes {
+    let mut params = request.params.clone();
+    params.remove("requestState");
+    let mut responses: Map<String, Value> = params
+        .remove("inputResponses")
+        .and_then(|v| match v {
+            Value::Object(map) => Some(map),
+            _ => None,
+        })
+        .unwrap_or_default();
+    responses.retain(|key, _| !key.starts_with(INPUT_KEY_PREFIX));
+    if let Some(app_inputs) = &payload.app_inputs {
+        responses.extend(app_inputs.clone());
+    }
+    if !responses.is_empty() {
+        params.insert("inputResponses".into(), Value::Object(responses));
+    }
+    if let Some(app_state) = &payload.app_state {
+        params.insert("requestState".into(), Value::String(app_state.clone()));
+    }
+    let message =
+        json!({"jsonrpc": "2.0", "id": request.id, "method": request.method, "params": params});
+    Bytes::from(message.to_string())
+}
+
+/// The elicitation asking the user to confirm a call.
+pub(crate) fn confirmation_request(message: &str) -> Value {
+    json!({
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {"type": "boolean", "title": "Approve", "description": "Run this call"}
+                },
+                "required": ["approve"]
+            }
+        }
+    })
+}
+
+/// The elicitation sending the user to an approval page.
+pub(crate) fn url_request(url: &str, message: &str) -> Value {
+    json!({"method": "elicitation/create", "params": {"mode": "url", "url": url, "message": message}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_urls() {
+        assert!(check_approval_url("https://app.example/approve/1", false).is_ok());
+        assert!(check_approval_url("http://app.example/approve/1", true).is_err());
+        assert!(check_approval_url("http://127.0.0.1:8080/approve/1", false).is_err());
+        assert!(check_approval_url("http://127.0.0.1:8080/approve/1", true).is_ok());
+        assert!(check_approval_url("https://user:pw@app.example/", false).is_err());
+        assert!(check_approval_url("javascript:alert(1)", true).is_err());
+        assert!(check_approval_url("/relative", true).is_err());
+    }
+}
