@@ -8,6 +8,8 @@
 //! cargo run --example demo
 //! ```
 
+#[path = "server/approvals.rs"]
+mod approvals;
 #[path = "server/dev_issuer.rs"]
 mod dev_issuer;
 #[path = "server/policy.rs"]
@@ -44,7 +46,15 @@ impl Tour {
         if let Some(details) = details {
             form.push(("authorization_details", details.to_string()));
         }
-        println!("\n> POST {} (client_credentials, scope {scope:?}{})", self.token_endpoint, if details.is_some() { ", with authorization_details" } else { "" });
+        println!(
+            "\n> POST {} (client_credentials, scope {scope:?}{})",
+            self.token_endpoint,
+            if details.is_some() {
+                ", with authorization_details"
+            } else {
+                ""
+            }
+        );
         let answer: Value = self
             .http
             .post(&self.token_endpoint)
@@ -54,16 +64,31 @@ impl Tour {
             .await?
             .json()
             .await?;
-        let token = answer["access_token"].as_str().ok_or("no access_token")?.to_owned();
-        println!("< access token for scope {:?}: {}...", answer["scope"], &token[..24.min(token.len())]);
+        let token = answer["access_token"]
+            .as_str()
+            .ok_or("no access_token")?
+            .to_owned();
+        println!(
+            "< access token for scope {:?}: {}...",
+            answer["scope"],
+            &token[..24.min(token.len())]
+        );
         Ok(token)
     }
 
     /// Sends one JSON-RPC request and prints the exchange; returns status and body.
-    async fn send(&self, token: Option<&str>, headers: &[(&str, &str)], body: Value) -> Result<(u16, Value), Failure> {
+    async fn send(
+        &self,
+        token: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Value,
+    ) -> Result<(u16, Value), Failure> {
         println!("\n> POST {}", self.mcp);
         if let Some(token) = token {
-            println!("> Authorization: Bearer {}...", &token[..16.min(token.len())]);
+            println!(
+                "> Authorization: Bearer {}...",
+                &token[..16.min(token.len())]
+            );
         }
         for (name, value) in headers {
             println!("> {name}: {value}");
@@ -97,7 +122,10 @@ impl Tour {
 }
 
 fn indent(text: &str, prefix: &str) -> String {
-    text.lines().map(|l| format!("{prefix}{l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("{prefix}{l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 fn call(id: u64, tool: &str, arguments: Value) -> Value {
@@ -105,7 +133,11 @@ fn call(id: u64, tool: &str, arguments: Value) -> Value {
 }
 
 fn expect(what: &str, ok: bool) -> Result<(), Failure> {
-    if ok { Ok(()) } else { Err(format!("unexpected answer: {what}").into()) }
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("unexpected answer: {what}").into())
+    }
 }
 
 #[tokio::main]
@@ -118,11 +150,16 @@ async fn main() -> Result<(), Failure> {
 
 async fn tour() -> Result<(), Failure> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let resource = format!("http://{}/mcp", listener.local_addr()?);
-    let scopes = ["mcp:read", "mcp:write", "mcp:admin"].map(String::from).to_vec();
+    let origin = format!("http://{}", listener.local_addr()?);
+    let resource = format!("{origin}/mcp");
+    let approvals = approvals::Approvals::default();
+    let scopes = ["mcp:read", "mcp:write", "mcp:admin"]
+        .map(String::from)
+        .to_vec();
     let issuer = dev_issuer::DevIssuer::start(0, &resource, scopes).await?;
     let gate = Gate::builder()
-        .evaluate(policy::demo_policy)
+        .evaluate(policy::DemoPolicy::new(approvals.clone(), origin))
+        .development_mode()
         .resource(&resource)
         .issuer(issuer.issuer.as_str())
         .required_scopes(["mcp:read"])
@@ -130,9 +167,14 @@ async fn tour() -> Result<(), Failure> {
     let app = Router::new()
         .nest_service("/mcp", tools::mcp_service())
         .layer(gate.layer())
-        .merge(gate.metadata_router());
+        .merge(gate.metadata_router())
+        .merge(approvals.router(gate.clone()));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    println!("mcp-gate demo: MCP server {resource}, issuer {}, SEP-2643 revision {}", issuer.issuer, gate.revision());
+    println!(
+        "mcp-gate demo: MCP server {resource}, issuer {}, SEP-2643 revision {}",
+        issuer.issuer,
+        gate.revision()
+    );
 
     let tour = Tour {
         http: reqwest::Client::new(),
@@ -142,33 +184,67 @@ async fn tour() -> Result<(), Failure> {
     };
 
     tour.title("1. No token: a challenge pointing at the metadata, naming the scope to ask for");
-    let (status, _) = tour.send(None, &[], call(1, "echo", json!({"text": "hello"}))).await?;
+    let (status, _) = tour
+        .send(None, &[], call(1, "echo", json!({"text": "hello"})))
+        .await?;
     expect("401 without a token", status == 401)?;
 
     tour.title("2. The Protected Resource Metadata document (served outside authentication)");
     println!("\n> GET {}", gate.metadata_url());
-    let document: Value = tour.http.get(gate.metadata_url()).send().await?.json().await?;
-    println!("<\n{}", indent(&serde_json::to_string_pretty(&document)?, "< "));
+    let document: Value = tour
+        .http
+        .get(gate.metadata_url())
+        .send()
+        .await?
+        .json()
+        .await?;
+    println!(
+        "<\n{}",
+        indent(&serde_json::to_string_pretty(&document)?, "< ")
+    );
 
     tour.title("3. Allowed: echo, with a token for mcp:read");
     let token = tour.token("mcp:read", None).await?;
-    let (status, body) = tour.send(Some(&token), &[], call(2, "echo", json!({"text": "hello"}))).await?;
-    expect("echo allowed", status == 200 && body["result"]["content"][0]["text"] == "hello")?;
+    let (status, body) = tour
+        .send(Some(&token), &[], call(2, "echo", json!({"text": "hello"})))
+        .await?;
+    expect(
+        "echo allowed",
+        status == 200 && body["result"]["content"][0]["text"] == "hello",
+    )?;
 
     tour.title("4. Scope step-up: admin_report needs mcp:admin; the 403 names every scope needed");
-    let (status, _) = tour.send(Some(&token), &[], call(3, "admin_report", json!({}))).await?;
+    let (status, _) = tour
+        .send(Some(&token), &[], call(3, "admin_report", json!({})))
+        .await?;
     expect("403 insufficient_scope", status == 403)?;
     let admin = tour.token("mcp:read mcp:admin", None).await?;
-    let (status, _) = tour.send(Some(&admin), &[], call(4, "admin_report", json!({}))).await?;
+    let (status, _) = tour
+        .send(Some(&admin), &[], call(4, "admin_report", json!({})))
+        .await?;
     expect("admin_report allowed after the step-up", status == 200)?;
 
-    tour.title("5. unavailable: delete_everything is never allowed (a tool error with the envelope)");
-    let (_, body) = tour.send(Some(&token), &[], call(5, "delete_everything", json!({}))).await?;
-    expect("unavailable", body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"] == "unavailable")?;
+    tour.title(
+        "5. unavailable: delete_everything is never allowed (a tool error with the envelope)",
+    );
+    let (_, body) = tour
+        .send(Some(&token), &[], call(5, "delete_everything", json!({})))
+        .await?;
+    expect(
+        "unavailable",
+        body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"]
+            == "unavailable",
+    )?;
 
     tour.title("6. undisclosed: secret_sauce, without saying how to get access");
-    let (_, body) = tour.send(Some(&token), &[], call(6, "secret_sauce", json!({}))).await?;
-    expect("undisclosed", body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"] == "undisclosed")?;
+    let (_, body) = tour
+        .send(Some(&token), &[], call(6, "secret_sauce", json!({})))
+        .await?;
+    expect(
+        "undisclosed",
+        body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"]
+            == "undisclosed",
+    )?;
 
     tour.title("7. The same denial to a modern (2026-07-28) client: resultType appears");
     let meta = json!({
@@ -177,22 +253,48 @@ async fn tour() -> Result<(), Failure> {
     });
     let mut modern = call(7, "secret_sauce", json!({}));
     modern["params"]["_meta"] = meta;
-    let headers = [("mcp-protocol-version", "2026-07-28"), ("mcp-method", "tools/call"), ("mcp-name", "secret_sauce")];
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "secret_sauce"),
+    ];
     let (_, body) = tour.send(Some(&token), &headers, modern).await?;
     expect("modern result", body["result"]["resultType"] == "complete")?;
 
     tour.title("8. Credential remedy: transfer needs a token for exactly this payment");
     let payment = json!({"amount": "40.00", "currency": "EUR", "iban": "DE00TEST"});
-    let (status, body) = tour.send(Some(&token), &[], call(8, "transfer", payment.clone())).await?;
+    let (status, body) = tour
+        .send(Some(&token), &[], call(8, "transfer", payment.clone()))
+        .await?;
     expect("401 insufficient_authorization", status == 401)?;
-    let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(body["authorization_remediation"].as_str().unwrap_or(""))?)?;
-    println!("\nauthorization_remediation, decoded:\n{}", indent(&serde_json::to_string_pretty(&remedy)?, "  "));
-    let paid = tour.token("mcp:read", Some(&remedy["authorization_details"])).await?;
-    let (status, _) = tour.send(Some(&paid), &[], call(9, "transfer", payment)).await?;
-    expect("transfer allowed with the payment credential", status == 200)?;
+    let remedy: Value = serde_json::from_slice(
+        &URL_SAFE_NO_PAD.decode(body["authorization_remediation"].as_str().unwrap_or(""))?,
+    )?;
+    println!(
+        "\nauthorization_remediation, decoded:\n{}",
+        indent(&serde_json::to_string_pretty(&remedy)?, "  ")
+    );
+    let paid = tour
+        .token("mcp:read", Some(&remedy["authorization_details"]))
+        .await?;
+    let (status, _) = tour
+        .send(Some(&paid), &[], call(9, "transfer", payment))
+        .await?;
+    expect(
+        "transfer allowed with the payment credential",
+        status == 200,
+    )?;
     println!("\nThat token covers 40.00 EUR only; asking it for 400.00 is refused again:");
     let (status, _) = tour
-        .send(Some(&paid), &[], call(10, "transfer", json!({"amount": "400.00", "currency": "EUR", "iban": "DE00TEST"})))
+        .send(
+            Some(&paid),
+            &[],
+            call(
+                10,
+                "transfer",
+                json!({"amount": "400.00", "currency": "EUR", "iban": "DE00TEST"}),
+            ),
+        )
         .await?;
     expect("400 EUR refused", status == 401)?;
 

@@ -8,8 +8,6 @@ mod common;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::peers::{AuthServer, ClientRun, GatedServer, Sdk, run_client};
-use common::policy::demo_policy;
-use mcp_gate::Gate;
 use mcp_gate::denial::ENVELOPE_KEY;
 use serde_json::{Value, json};
 
@@ -17,9 +15,8 @@ const TRANSFER: &str = r#"transfer={"amount":"40.00","currency":"EUR","iban":"DE
 
 async fn demo_server(auth: &AuthServer) -> GatedServer {
     let issuer = auth.issuer.clone();
-    GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(demo_policy)
+    GatedServer::start_demo(|builder| {
+        builder
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
     })

@@ -23,7 +23,10 @@ const MODERN: &str = "2026-07-28";
 type Seen = Arc<Mutex<Vec<Evaluation>>>;
 
 /// A gate trusting `key`, with a policy that records every evaluation and answers `decide`.
-fn recording_gate(key: &TestKey, decide: fn(&Evaluation) -> Decision) -> (impl FnOnce(&str) -> GateBuilder, Seen) {
+fn recording_gate(
+    key: &TestKey,
+    decide: fn(&Evaluation) -> Decision,
+) -> (impl FnOnce(&str) -> GateBuilder, Seen) {
     let seen: Seen = Arc::default();
     let record = seen.clone();
     let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
@@ -75,7 +78,9 @@ async fn evaluate_sees_exactly_what_the_inner_server_acts_on() {
     let mut meta = modern_meta(json!({"elicitation": {"url": {}}}));
     meta["io.modelcontextprotocol/authorization-context-id"] = json!("actx_forged");
     let body = tool_call(1, "echo", json!({"text": "exactly this"}), Some(meta));
-    let reply = server.post(Some(&token), &as_refs(&modern_headers("echo")), &body).await;
+    let reply = server
+        .post(Some(&token), &as_refs(&modern_headers("echo")), &body)
+        .await;
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(reply.tool_text(), "exactly this");
 
@@ -83,7 +88,10 @@ async fn evaluate_sees_exactly_what_the_inner_server_acts_on() {
     let evaluation = &seen[0];
     assert_eq!(evaluation.method(), "tools/call");
     assert_eq!(evaluation.tool(), Some("echo"));
-    assert_eq!(evaluation.arguments().unwrap(), json!({"text": "exactly this"}).as_object().unwrap());
+    assert_eq!(
+        evaluation.arguments().unwrap(),
+        json!({"text": "exactly this"}).as_object().unwrap()
+    );
     assert_eq!(evaluation.era(), Era::Modern);
     assert_eq!(evaluation.protocol_version(), Some(MODERN));
     assert!(evaluation.capabilities().url_elicitation());
@@ -102,24 +110,47 @@ async fn evaluate_runs_on_every_request_and_a_context_id_grants_nothing() {
     let server = GatedServer::start(configure).await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
 
-    let first = server.post(Some(&token), &[], &tool_call(1, "secret_sauce", json!({}), None)).await;
+    let first = server
+        .post(
+            Some(&token),
+            &[],
+            &tool_call(1, "secret_sauce", json!({}), None),
+        )
+        .await;
     let handle = first.body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["authorizationContextId"]
         .as_str()
         .expect("a context id")
         .to_owned();
     // Retrying with the handle the server issued: evaluated again, denied again, new handle.
     let echo = json!({"io.modelcontextprotocol/authorization-context-id": handle});
-    let retry = server.post(Some(&token), &[], &tool_call(2, "secret_sauce", json!({}), Some(echo))).await;
+    let retry = server
+        .post(
+            Some(&token),
+            &[],
+            &tool_call(2, "secret_sauce", json!({}), Some(echo)),
+        )
+        .await;
     assert_eq!(retry.body["result"]["isError"], true);
     let second = retry.body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["authorizationContextId"]
         .as_str()
         .unwrap();
     assert_ne!(second, handle);
     // An unknown handle on an allowed call: evaluated normally, allowed.
-    let unknown = json!({"io.modelcontextprotocol/authorization-context-id": "actx_nobody_issued_this"});
-    let allowed = server.post(Some(&token), &[], &tool_call(3, "echo", json!({"text": "ok"}), Some(unknown))).await;
+    let unknown =
+        json!({"io.modelcontextprotocol/authorization-context-id": "actx_nobody_issued_this"});
+    let allowed = server
+        .post(
+            Some(&token),
+            &[],
+            &tool_call(3, "echo", json!({"text": "ok"}), Some(unknown)),
+        )
+        .await;
     assert_eq!(allowed.tool_text(), "ok");
-    assert_eq!(seen.lock().unwrap().len(), 3, "one evaluation per request, retries included");
+    assert_eq!(
+        seen.lock().unwrap().len(),
+        3,
+        "one evaluation per request, retries included"
+    );
 }
 
 #[tokio::test]
@@ -145,14 +176,22 @@ async fn a_failing_policy_is_an_internal_error_never_an_allow() {
     .await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
     for (id, tool) in [(1, "panics"), (2, "errors"), (3, "hangs")] {
-        let reply = server.post(Some(&token), &[], &tool_call(id, tool, json!({}), None)).await;
+        let reply = server
+            .post(Some(&token), &[], &tool_call(id, tool, json!({}), None))
+            .await;
         assert_eq!(reply.status, 200, "{tool}");
         assert_eq!(reply.body["error"]["code"], -32603, "{tool}: {reply:?}");
         assert_eq!(reply.body["id"], id);
         assert!(reply.body.get("result").is_none());
     }
     // The server keeps serving.
-    let reply = server.post(Some(&token), &[], &tool_call(4, "echo", json!({"text": "alive"}), None)).await;
+    let reply = server
+        .post(
+            Some(&token),
+            &[],
+            &tool_call(4, "echo", json!({"text": "alive"}), None),
+        )
+        .await;
     assert_eq!(reply.tool_text(), "alive");
 }
 
@@ -199,12 +238,20 @@ async fn unreadable_requests_get_their_documented_error_and_never_reach_anything
         assert_eq!(reply.body["error"]["code"], code, "{case}: {reply:?}");
         assert_eq!(reply.headers["content-type"], "application/json", "{case}");
     }
-    assert_eq!(reached.load(Ordering::SeqCst), 0, "nothing reached the inner service");
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "nothing reached the inner service"
+    );
     assert!(seen.lock().unwrap().is_empty(), "nothing reached evaluate");
 
     // A legacy request is judged by its body, whatever its headers say.
     let reply = server
-        .post(Some(&token), &[("mcp-name", "secret_sauce")], &tool_call(9, "echo", json!({}), None))
+        .post(
+            Some(&token),
+            &[("mcp-name", "secret_sauce")],
+            &tool_call(9, "echo", json!({}), None),
+        )
         .await;
     assert_eq!(reply.status, 200);
     assert_eq!(seen.lock().unwrap()[0].tool(), Some("echo"));
@@ -218,14 +265,33 @@ async fn notifications_responses_get_and_delete_pass_without_evaluation() {
     let server = GatedServer::start_with(configure, router).await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
     server
-        .post(Some(&token), &[], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .post(
+            Some(&token),
+            &[],
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        )
         .await;
-    server.post(Some(&token), &[], r#"{"jsonrpc":"2.0","id":5,"result":{"action":"accept"}}"#).await;
+    server
+        .post(
+            Some(&token),
+            &[],
+            r#"{"jsonrpc":"2.0","id":5,"result":{"action":"accept"}}"#,
+        )
+        .await;
     let client = reqwest::Client::new();
     for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let response = client.request(method.clone(), &server.url).bearer_auth(&token).send().await.unwrap();
+        let response = client
+            .request(method.clone(), &server.url)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 200, "{method}");
-        let response = client.request(method.clone(), &server.url).send().await.unwrap();
+        let response = client
+            .request(method.clone(), &server.url)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(response.status(), 401, "{method} is authenticated");
     }
     assert_eq!(reached.load(Ordering::SeqCst), 4);
@@ -239,38 +305,71 @@ async fn sse_responses_stream_through_and_legacy_sessions_keep_their_capabilitie
     // rmcp in its default mode: sessions, and answers as Server-Sent Events.
     let service = StreamableHttpService::new(
         || Ok(common::tools::DemoServer),
-        Arc::new(rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default()),
+        Arc::new(
+            rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
+        ),
         StreamableHttpServerConfig::default(),
     );
-    let server = GatedServer::start_with(configure, Router::new().nest_service("/mcp", service)).await;
+    let server =
+        GatedServer::start_with(configure, Router::new().nest_service("/mcp", service)).await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
     let initialize = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {}}, "clientInfo": {"name": "t", "version": "0"}}
     });
-    let reply = server.post(Some(&token), &[], &initialize.to_string()).await;
+    let reply = server
+        .post(Some(&token), &[], &initialize.to_string())
+        .await;
     assert_eq!(reply.status, 200, "{reply:?}");
-    assert!(reply.headers["content-type"].to_str().unwrap().starts_with("text/event-stream"));
-    assert!(reply.text.contains("\"protocolVersion\""), "the SSE body arrived whole: {}", reply.text);
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    assert!(
+        reply.text.contains("\"protocolVersion\""),
+        "the SSE body arrived whole: {}",
+        reply.text
+    );
     let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
     server
-        .post(Some(&token), &[("mcp-session-id", &session)], r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .post(
+            Some(&token),
+            &[("mcp-session-id", &session)],
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        )
         .await;
     let reply = server
         .post(
             Some(&token),
-            &[("mcp-session-id", &session), ("mcp-protocol-version", "2025-11-25")],
+            &[
+                ("mcp-session-id", &session),
+                ("mcp-protocol-version", "2025-11-25"),
+            ],
             &tool_call(1, "echo", json!({"text": "over sse"}), None),
         )
         .await;
     assert_eq!(reply.status, 200);
-    assert!(reply.text.starts_with("data:") || reply.text.contains("\ndata:") || reply.text.contains("data: "), "{}", reply.text);
+    assert!(
+        reply.text.starts_with("data:")
+            || reply.text.contains("\ndata:")
+            || reply.text.contains("data: "),
+        "{}",
+        reply.text
+    );
     assert!(reply.text.contains("over sse"));
     let seen = seen.lock().unwrap();
-    let call = seen.iter().find(|e| e.tool() == Some("echo")).expect("the call was evaluated");
+    let call = seen
+        .iter()
+        .find(|e| e.tool() == Some("echo"))
+        .expect("the call was evaluated");
     assert_eq!(call.era(), Era::Legacy);
     assert_eq!(call.protocol_version(), Some("2025-11-25"));
-    assert!(call.capabilities().form_elicitation(), "capabilities remembered from initialize");
+    assert!(
+        call.capabilities().form_elicitation(),
+        "capabilities remembered from initialize"
+    );
     assert!(!call.capabilities().url_elicitation());
 }
 
@@ -296,8 +395,16 @@ async fn allowed_results_pass_byte_for_byte_even_when_they_are_errors() {
         .await
         .unwrap();
     assert_eq!(through.status, direct.status().as_u16());
-    assert_eq!(through.text, direct.text().await.unwrap(), "no envelope is added to a started operation");
-    assert!(!through.text.contains("io.modelcontextprotocol/authorization"));
+    assert_eq!(
+        through.text,
+        direct.text().await.unwrap(),
+        "no envelope is added to a started operation"
+    );
+    assert!(
+        !through
+            .text
+            .contains("io.modelcontextprotocol/authorization")
+    );
 }
 
 #[tokio::test]
@@ -307,7 +414,10 @@ async fn a_token_for_40_eur_does_not_cover_a_transfer_of_400() {
     let server = GatedServer::start(move |_| {
         Gate::builder()
             .issuer(Issuer::with_keys(ISSUER, keys))
-            .evaluate(common::policy::demo_policy)
+            .evaluate(common::policy::DemoPolicy::new(
+                Default::default(),
+                "http://127.0.0.1",
+            ))
     })
     .await;
     let mut token_claims = claims(ISSUER, &server.url, "mcp:read");
@@ -318,20 +428,35 @@ async fn a_token_for_40_eur_does_not_cover_a_transfer_of_400() {
     }]);
     let token = key.mint(&token_claims);
     let transfer = |amount: &str| {
-        tool_call(1, "transfer", json!({"amount": amount, "currency": "EUR", "iban": "DE00TEST"}), None)
+        tool_call(
+            1,
+            "transfer",
+            json!({"amount": amount, "currency": "EUR", "iban": "DE00TEST"}),
+            None,
+        )
     };
     let reply = server.post(Some(&token), &[], &transfer("40.00")).await;
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(reply.tool_text(), "transferred 40.00 EUR to DE00TEST");
     let reply = server.post(Some(&token), &[], &transfer("400.00")).await;
     assert_eq!(reply.status, 401);
-    assert!(reply.www_authenticate.unwrap().contains("error=\"insufficient_authorization\""));
+    assert!(
+        reply
+            .www_authenticate
+            .unwrap()
+            .contains("error=\"insufficient_authorization\"")
+    );
     let remedy = reply.body["authorization_remediation"].as_str().unwrap();
     use base64::Engine;
     let decoded: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(remedy).unwrap(),
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(remedy)
+            .unwrap(),
     )
     .unwrap();
-    assert_eq!(decoded["authorization_details"][0]["instructedAmount"]["amount"], "400.00");
+    assert_eq!(
+        decoded["authorization_details"][0]["instructedAmount"]["amount"],
+        "400.00"
+    );
     let _ = Target::None;
 }

@@ -204,9 +204,17 @@ async fn token(
         );
     }
     // RFC 9396: a JSON array of objects, each with a string `type`, copied into the token.
-    let details = match form.authorization_details.as_deref().map(serde_json::from_str::<Value>) {
+    let details = match form
+        .authorization_details
+        .as_deref()
+        .map(serde_json::from_str::<Value>)
+    {
         None => None,
-        Some(Ok(Value::Array(items))) if items.iter().all(|d| d.get("type").is_some_and(Value::is_string)) => {
+        Some(Ok(Value::Array(items)))
+            if items
+                .iter()
+                .all(|d| d.get("type").is_some_and(Value::is_string)) =>
+        {
             Some(Value::Array(items))
         }
         Some(_) => {

@@ -6,6 +6,7 @@
 //! cargo run --example server -- --issuer https://auth.example.com --resource https://mcp.example.com/mcp
 //! ```
 
+mod approvals;
 mod dev_issuer;
 mod policy;
 mod tools;
@@ -54,8 +55,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .clone()
         .unwrap_or_else(|| format!("http://{}/mcp", options.listen));
 
+    let origin = resource
+        .split_once("://")
+        .and_then(|(scheme, rest)| {
+            rest.split('/')
+                .next()
+                .map(|host| format!("{scheme}://{host}"))
+        })
+        .ok_or("--resource must be an absolute URL")?;
+    let approvals = approvals::Approvals::default();
     let mut builder = Gate::builder()
-        .evaluate(policy::demo_policy)
+        .evaluate(policy::DemoPolicy::new(approvals.clone(), origin))
         .revision(options.revision.clone())
         .resource(&resource)
         .required_scopes(options.required_scopes.clone())
@@ -81,12 +91,17 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
+    if resource.starts_with("http://127.0.0.1") || resource.starts_with("http://localhost") {
+        // Approval pages on loopback are plain http.
+        builder = builder.development_mode();
+    }
     let gate = builder.build()?;
 
     let app = Router::new()
         .nest_service("/mcp", tools::mcp_service())
         .layer(gate.layer())
-        .merge(gate.metadata_router());
+        .merge(gate.metadata_router())
+        .merge(approvals.router(gate.clone()));
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     let address = listener.local_addr()?;
 

@@ -7,12 +7,16 @@
 //! | `admin_report` | needs scope `mcp:admin` |
 //! | `delete_everything` | `unavailable`: never allowed |
 //! | `secret_sauce` | `undisclosed` |
+//! | `share_folder` | URL approval: allowed once the caller approved it at `/approve/{id}` |
+//! | `delete_file` | asks the user to confirm |
 //! | anything else | allowed (the inner server answers unknown tools itself) |
 
-use std::convert::Infallible;
-
-use mcp_gate::policy::{Decision, Evaluation, Remediation, authorization_details_cover};
+use mcp_gate::policy::{
+    Decision, EvaluateFuture, Evaluation, Policy, Remediation, authorization_details_cover,
+};
 use serde_json::{Value, json};
+
+use super::approvals::Approvals;
 
 /// The payment details a `transfer` call needs, built from its own arguments.
 pub fn payment_details(arguments: &serde_json::Map<String, Value>) -> Value {
@@ -24,27 +28,76 @@ pub fn payment_details(arguments: &serde_json::Map<String, Value>) -> Value {
     })
 }
 
-/// Decides one request.
-pub async fn demo_policy(evaluation: Evaluation) -> Result<Decision, Infallible> {
-    let principal = evaluation.principal();
-    Ok(match evaluation.tool() {
-        Some("transfer") => {
-            let empty = serde_json::Map::new();
-            let needed = [payment_details(evaluation.arguments().unwrap_or(&empty))];
-            // The token must cover this very payment: one minted for 40 EUR does not cover 400.
-            if authorization_details_cover(principal.authorization_details(), &needed) {
-                Decision::allow()
-            } else {
-                Remediation::credential(needed)
-                    .message("This transfer needs a payment-specific authorization.")
-                    .into()
+/// The example policy, with the approval store behind `share_folder` and the origin approval
+/// pages are served from.
+#[derive(Clone)]
+pub struct DemoPolicy {
+    approvals: Approvals,
+    origin: String,
+}
+
+impl DemoPolicy {
+    /// A policy whose approval pages live at `origin` (`http://127.0.0.1:8080`).
+    pub fn new(approvals: Approvals, origin: impl Into<String>) -> Self {
+        Self {
+            approvals,
+            origin: origin.into(),
+        }
+    }
+
+    fn decide(&self, evaluation: &Evaluation) -> Decision {
+        let principal = evaluation.principal();
+        let empty = serde_json::Map::new();
+        let arguments = evaluation.arguments().unwrap_or(&empty);
+        let text = |key: &str| {
+            arguments
+                .get(key)
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
+        };
+        match evaluation.tool() {
+            Some("transfer") => {
+                let needed = [payment_details(arguments)];
+                // The token must cover this very payment: one minted for 40 EUR does not cover 400.
+                if authorization_details_cover(principal.authorization_details(), &needed) {
+                    Decision::allow()
+                } else {
+                    Remediation::credential(needed)
+                        .message("This transfer needs a payment-specific authorization.")
+                        .into()
+                }
             }
+            Some("admin_report") if !principal.has_scope("mcp:admin") => {
+                Decision::scopes(["mcp:admin"])
+            }
+            Some("delete_everything") => {
+                Decision::unavailable("Deleting everything is never allowed.")
+            }
+            Some("secret_sauce") => Decision::undisclosed("You cannot use this tool."),
+            Some("share_folder") => {
+                let (subject, folder) = (principal.subject().unwrap_or(""), text("folder"));
+                // Whatever the client answered, only our own record counts.
+                if self.approvals.is_approved(subject, &folder) {
+                    Decision::allow()
+                } else {
+                    let id = self.approvals.request(subject, &folder);
+                    Decision::url(
+                        format!("{}/approve/{id}", self.origin),
+                        format!("Approve sharing folder {folder}, then try again."),
+                    )
+                }
+            }
+            // The layer lets the call through only after an explicit confirmation.
+            Some("delete_file") => Decision::ask(format!("Delete {}?", text("path"))),
+            _ => Decision::allow(),
         }
-        Some("admin_report") if !principal.has_scope("mcp:admin") => {
-            Decision::scopes(["mcp:admin"])
-        }
-        Some("delete_everything") => Decision::unavailable("Deleting everything is never allowed."),
-        Some("secret_sauce") => Decision::undisclosed("You cannot use this tool."),
-        _ => Decision::allow(),
-    })
+    }
+}
+
+impl Policy for DemoPolicy {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        let decision = self.decide(&evaluation);
+        Box::pin(async move { Ok(decision) })
+    }
 }

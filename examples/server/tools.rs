@@ -25,6 +25,20 @@ pub struct TransferArgs {
     pub iban: String,
 }
 
+/// Arguments of `share_folder`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct ShareArgs {
+    /// The folder to share.
+    pub folder: String,
+}
+
+/// Arguments of `delete_file`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct DeleteArgs {
+    /// The file to delete.
+    pub path: String,
+}
+
 /// The example's MCP server.
 #[derive(Clone, Default)]
 pub struct DemoServer;
@@ -62,6 +76,18 @@ impl DemoServer {
     #[tool(description = "The secret recipe")]
     fn secret_sauce(&self) -> String {
         "mayonnaise, ketchup, relish".to_owned()
+    }
+
+    /// Shares a folder; the policy wants an approval at a URL first.
+    #[tool(description = "Share a folder with the team")]
+    fn share_folder(&self, Parameters(ShareArgs { folder }): Parameters<ShareArgs>) -> String {
+        format!("shared folder {folder}")
+    }
+
+    /// Deletes a file; the policy asks the user to confirm first.
+    #[tool(description = "Delete a file")]
+    fn delete_file(&self, Parameters(DeleteArgs { path }): Parameters<DeleteArgs>) -> String {
+        format!("deleted {path}")
     }
 
     /// Describes the verified caller, as the layer handed it over.

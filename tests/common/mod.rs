@@ -7,5 +7,8 @@ pub mod tokens;
 #[path = "../../examples/server/tools.rs"]
 pub mod tools;
 
+#[path = "../../examples/server/approvals.rs"]
+pub mod approvals;
+
 #[path = "../../examples/server/policy.rs"]
 pub mod policy;

@@ -93,7 +93,7 @@ impl AuthServer {
         }
     }
 
-    /// Requests a `client_credentials` token (client_secret_basic).
+    /// Requests a `client_credentials` token.
     pub async fn token(
         &self,
         client: &str,
@@ -108,9 +108,17 @@ impl AuthServer {
         if let Some(resource) = resource {
             form.push(("resource", resource));
         }
-        let response: Value = reqwest::Client::new()
-            .post(&self.token_endpoint)
-            .basic_auth(client, Some(secret))
+        // `mcp-client-post` authenticates in the form body; every other client with HTTP Basic.
+        let post = client.ends_with("-post");
+        if post {
+            form.push(("client_id", client));
+            form.push(("client_secret", secret));
+        }
+        let mut request = reqwest::Client::new().post(&self.token_endpoint);
+        if !post {
+            request = request.basic_auth(client, Some(secret));
+        }
+        let response: Value = request
             .form(&form)
             .send()
             .await
@@ -157,17 +165,54 @@ impl GatedServer {
     /// Binds a port, then builds the gate with `configure(resource)` and serves the example
     /// rmcp server (stateless, JSON answers) behind it.
     pub async fn start(configure: impl FnOnce(&str) -> GateBuilder) -> Self {
-        Self::start_with(configure, Router::new().nest_service("/mcp", tools::mcp_service())).await
+        Self::start_with(
+            configure,
+            Router::new().nest_service("/mcp", tools::mcp_service()),
+        )
+        .await
     }
 
     /// Like [`GatedServer::start`], with any router serving `/mcp`.
     pub async fn start_with(configure: impl FnOnce(&str) -> GateBuilder, mcp: Router) -> Self {
+        Self::start_full(configure, mcp, |_| Router::new()).await
+    }
+
+    /// The example server as `cargo run --example server` runs it: the demo policy with its
+    /// approval pages (outside the layer), in development mode for loopback approval URLs.
+    /// `configure` adds issuers and options.
+    pub async fn start_demo(configure: impl FnOnce(GateBuilder) -> GateBuilder) -> Self {
+        let approvals = super::approvals::Approvals::default();
+        let pages = approvals.clone();
+        Self::start_full(
+            |resource| {
+                let origin = resource.trim_end_matches("/mcp").to_owned();
+                configure(
+                    mcp_gate::Gate::builder()
+                        .evaluate(super::policy::DemoPolicy::new(approvals, origin))
+                        .development_mode(),
+                )
+            },
+            Router::new().nest_service("/mcp", tools::mcp_service()),
+            move |gate| pages.router(gate.clone()),
+        )
+        .await
+    }
+
+    /// Serves `mcp` behind the gate, plus the metadata and `extra` routes outside it.
+    pub async fn start_full(
+        configure: impl FnOnce(&str) -> GateBuilder,
+        mcp: Router,
+        extra: impl FnOnce(&Gate) -> Router,
+    ) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
         let gate = configure(&url).resource(&url).build().expect("gate builds");
-        let app = mcp.layer(gate.layer()).merge(gate.metadata_router());
+        let app = mcp
+            .layer(gate.layer())
+            .merge(gate.metadata_router())
+            .merge(extra(&gate));
         let task = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -270,10 +315,74 @@ pub enum Sdk {
     Python,
 }
 
-/// Runs an SDK client against `url` with the given arguments (`--client-id`, `--call`, ...).
-pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
+/// Runs an SDK client that may stop at URL elicitations: for each `{"elicit": {"mode": "url"}}`
+/// line it prints, `visit` is called with the URL (as a user would open it), then the client
+/// is told to go on (a line on its stdin; start it with `--wait-url`).
+pub async fn run_client_visiting<F, Fut>(
+    sdk: Sdk,
+    url: &str,
+    args: &[&str],
+    mut visit: F,
+) -> ClientRun
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    use tokio::io::AsyncWriteExt;
+
     ensure_peers();
-    let mut command = match sdk {
+    let mut command = client_command(sdk);
+    command
+        .arg(url)
+        .args(args)
+        .args(["--timeout-ms", "30000"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("client starts");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut stderr = child.stderr.take().expect("stderr");
+    let (mut http, mut steps) = (Vec::new(), Vec::new());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while let Ok(Ok(Some(line))) = tokio::time::timeout_at(deadline, lines.next_line()).await {
+        let Ok(value) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if let Some(exchange) = value.get("http") {
+            http.push(exchange.clone());
+            continue;
+        }
+        if value["elicit"]["mode"] == "url" {
+            visit(
+                value["elicit"]["url"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            )
+            .await;
+            let _ = stdin.write_all(b"go\n").await;
+            let _ = stdin.flush().await;
+        }
+        steps.push(value);
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        .await
+        .expect("client exits")
+        .expect("client status");
+    let mut err = String::new();
+    let _ = tokio::io::AsyncReadExt::read_to_string(&mut stderr, &mut err).await;
+    ClientRun {
+        success: status.success(),
+        http,
+        steps,
+        stderr: err,
+    }
+}
+
+fn client_command(sdk: Sdk) -> Command {
+    match sdk {
         Sdk::TypeScript => {
             let mut c = Command::new("node");
             c.arg(peers_dir().join("ts-client.mjs"));
@@ -284,7 +393,13 @@ pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
             c.arg(peers_dir().join("py_client.py"));
             c
         }
-    };
+    }
+}
+
+/// Runs an SDK client against `url` with the given arguments (`--client-id`, `--call`, ...).
+pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
+    ensure_peers();
+    let mut command = client_command(sdk);
     command
         .arg(url)
         .args(args)

@@ -4,6 +4,14 @@
     .venv/bin/python py_client.py <mcp-url> [--client-id ID --client-secret S] [--scope "a b"]
         [--issuer URL] [--auth-method basic|post] [--call name='{"json":"args"}']... [--token TOKEN]
         [--no-list] [--mode auto|legacy] [--timeout-ms 30000]
+        [--elicit] [--form-action accept|decline|cancel] [--approve true|false]
+        [--url-action accept|decline|cancel] [--wait-url]
+
+With --elicit the client declares form and URL elicitation and answers elicitation requests
+(the SDK drives multi-round-trip requests itself): a form is answered with --form-action and,
+on accept, {"approve": --approve}; a URL request is printed as {"elicit": {...}} and answered
+with --url-action, after reading one line from stdin when --wait-url is given (the test
+visits the page in between, as a user would).
 
 With --client-id/--client-secret it uses the SDK's ClientCredentialsOAuthProvider as the httpx2
 auth of the streamable HTTP transport (401 -> protected resource metadata -> AS metadata -> token
@@ -76,6 +84,11 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--no-list", action="store_true")
     p.add_argument("--mode", default="auto", help="auto (server/discover then initialize) or legacy (initialize)")
     p.add_argument("--timeout-ms", type=int, default=30000)
+    p.add_argument("--elicit", action="store_true")
+    p.add_argument("--form-action", choices=["accept", "decline", "cancel"], default="accept")
+    p.add_argument("--approve", choices=["true", "false"], default="true")
+    p.add_argument("--url-action", choices=["accept", "decline", "cancel"], default="accept")
+    p.add_argument("--wait-url", action="store_true")
     a = p.parse_args()
     if bool(a.client_id) != bool(a.client_secret):
         p.error("--client-id and --client-secret go together")
@@ -166,6 +179,25 @@ def error_info(e: BaseException, log: HttpLog) -> dict[str, Any]:
     return info
 
 
+def make_elicitation_callback(a: argparse.Namespace):
+    """Answers the server's elicitation requests as the command line says."""
+    from mcp_types import ElicitResult
+
+    async def callback(context: Any, params: Any) -> Any:
+        mode = getattr(params, "mode", "form")
+        if mode == "url":
+            out({"elicit": {"mode": "url", "url": params.url, "message": params.message}})
+            if a.wait_url:
+                await anyio.to_thread.run_sync(sys.stdin.readline)
+            return ElicitResult(action=a.url_action)
+        out({"elicit": {"mode": "form", "message": params.message}})
+        if a.form_action == "accept":
+            return ElicitResult(action="accept", content={"approve": a.approve == "true"})
+        return ElicitResult(action=a.form_action)
+
+    return callback
+
+
 async def run(a: argparse.Namespace) -> bool:
     log = HttpLog(a.url)
     auth: httpx2.Auth | None = None
@@ -200,7 +232,10 @@ async def run(a: argparse.Namespace) -> bool:
         async with http:
             transport = streamable_http_client(a.url, http_client=http)
             log.last_mcp_status = None
-            async with Client(transport, mode=a.mode, cache=None) as client:
+            extra: dict[str, Any] = {}
+            if a.elicit:
+                extra["elicitation_callback"] = make_elicitation_callback(a)
+            async with Client(transport, mode=a.mode, cache=None, **extra) as client:
                 connected = True
                 out({"step": "connect", "ok": True, "protocol_version": client.protocol_version})
                 if not a.no_list:
