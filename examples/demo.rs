@@ -132,6 +132,28 @@ fn call(id: u64, tool: &str, arguments: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": arguments}})
 }
 
+/// A modern (2026-07-28) `tools/call`: the version and capabilities travel in `_meta`.
+fn modern_call(id: u64, tool: &str, arguments: Value, capabilities: &Value, extra: Value) -> Value {
+    let mut message = call(id, tool, arguments);
+    message["params"]["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    if let (Some(params), Value::Object(extra)) = (message["params"].as_object_mut(), extra) {
+        params.extend(extra);
+    }
+    message
+}
+
+/// The headers a modern request mirrors its body in.
+fn modern_headers(tool: &'static str) -> [(&'static str, &'static str); 3] {
+    [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tools/call"),
+        ("mcp-name", tool),
+    ]
+}
+
 fn expect(what: &str, ok: bool) -> Result<(), Failure> {
     if ok {
         Ok(())
@@ -297,6 +319,102 @@ async fn tour() -> Result<(), Failure> {
         )
         .await?;
     expect("400 EUR refused", status == 401)?;
+
+    tour.title(
+        "9. URL approval (modern client with URL elicitation): ask, approve at the page, retry",
+    );
+    let caps = json!({"elicitation": {"form": {}, "url": {}}});
+    let share = modern_call(
+        11,
+        "share_folder",
+        json!({"folder": "team-docs"}),
+        &caps,
+        json!({}),
+    );
+    let headers = modern_headers("share_folder");
+    let (_, body) = tour.send(Some(&token), &headers, share).await?;
+    let result = &body["result"];
+    expect("input_required", result["resultType"] == "input_required")?;
+    let url = result["inputRequests"]["mcp-gate/approval"]["params"]["url"]
+        .as_str()
+        .ok_or("no url")?
+        .to_owned();
+    let state = result["requestState"]
+        .as_str()
+        .ok_or("no state")?
+        .to_owned();
+    println!("\n(the user opens {url} and approves, signed in as the same subject)");
+    let approved = tour.http.post(&url).bearer_auth(&token).send().await?;
+    println!(
+        "< HTTP/1.1 {}: {}",
+        approved.status(),
+        approved.text().await?
+    );
+    let retry = modern_call(
+        12,
+        "share_folder",
+        json!({"folder": "team-docs"}),
+        &caps,
+        json!({"requestState": state, "inputResponses": {"mcp-gate/approval": {"action": "accept"}}}),
+    );
+    let (_, body) = tour.send(Some(&token), &headers, retry).await?;
+    expect(
+        "shared after approval",
+        body["result"]["content"][0]["text"] == "shared folder team-docs",
+    )?;
+
+    tour.title("10. Confirmation (ask): the user confirms in the client, the call runs");
+    let delete = modern_call(
+        13,
+        "delete_file",
+        json!({"path": "notes.txt"}),
+        &caps,
+        json!({}),
+    );
+    let headers = modern_headers("delete_file");
+    let (_, body) = tour.send(Some(&token), &headers, delete).await?;
+    let state = body["result"]["requestState"]
+        .as_str()
+        .ok_or("no state")?
+        .to_owned();
+    let confirmed = modern_call(
+        14,
+        "delete_file",
+        json!({"path": "notes.txt"}),
+        &caps,
+        json!({"requestState": state, "inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}}}),
+    );
+    let (_, body) = tour.send(Some(&token), &headers, confirmed).await?;
+    expect(
+        "deleted after confirmation",
+        body["result"]["content"][0]["text"] == "deleted notes.txt",
+    )?;
+
+    tour.title("11. Confirmation declined: a denial, and the tool never runs");
+    let delete = modern_call(
+        15,
+        "delete_file",
+        json!({"path": "notes.txt"}),
+        &caps,
+        json!({}),
+    );
+    let (_, body) = tour.send(Some(&token), &headers, delete).await?;
+    let state = body["result"]["requestState"]
+        .as_str()
+        .ok_or("no state")?
+        .to_owned();
+    let declined = modern_call(
+        16,
+        "delete_file",
+        json!({"path": "notes.txt"}),
+        &caps,
+        json!({"requestState": state, "inputResponses": {"mcp-gate/confirm": {"action": "decline"}}}),
+    );
+    let (_, body) = tour.send(Some(&token), &headers, declined).await?;
+    expect(
+        "undisclosed after decline",
+        body["result"]["isError"] == true,
+    )?;
 
     println!("\nTour complete: every decision answered as expected.");
     Ok(())
