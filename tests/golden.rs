@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use axum::Router;
 use axum::body::Body;
@@ -26,7 +26,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use http::{HeaderName, HeaderValue, Request, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use mcp_gate::denial::{CURRENT, derive_reference};
 use mcp_gate::policy::{CredentialReference, Decision, Evaluation, Remediation};
 use mcp_gate::{ConfigError, CredentialDelivery, Gate, GateBuilder, Issuer, Revision, StaticKeys};
@@ -188,6 +188,8 @@ struct Config {
     credential_delivery: Option<CredentialDelivery>,
     credential_status: Option<StatusCode>,
     denial_error_code: Option<i64>,
+    /// `GateBuilder::development_mode()`: plain-http approval URLs allowed on loopback.
+    development_mode: bool,
 }
 
 fn parse_config(value: &Value) -> Result<Config, String> {
@@ -198,6 +200,7 @@ fn parse_config(value: &Value) -> Result<Config, String> {
             "credential_delivery",
             "credential_status",
             "denial_error_code",
+            "development_mode",
         ],
         "config",
     )?;
@@ -227,6 +230,11 @@ fn parse_config(value: &Value) -> Result<Config, String> {
                 .ok_or("config.denial_error_code must be an integer")?,
         );
     }
+    if let Some(development) = object.get("development_mode") {
+        config.development_mode = development
+            .as_bool()
+            .ok_or("config.development_mode must be true or false")?;
+    }
     Ok(config)
 }
 
@@ -239,6 +247,9 @@ fn apply(mut builder: GateBuilder, config: &Config) -> GateBuilder {
     }
     if let Some(code) = config.denial_error_code {
         builder = builder.denial_error_code(code);
+    }
+    if config.development_mode {
+        builder = builder.development_mode();
     }
     builder
 }
@@ -482,14 +493,27 @@ struct Harness {
     app: Router,
     /// Requests that reached the inner `/mcp` handler.
     hits: Arc<AtomicUsize>,
+    /// What reached the inner handler: the `Content-Length` header it saw, and the body.
+    seen: Arc<Mutex<Vec<(Option<String>, String)>>>,
     /// Calls of the policy.
     evaluations: Arc<AtomicUsize>,
 }
 
+/// The inner handler's state: how often it ran and what it received.
+#[derive(Clone)]
+struct InnerState {
+    hits: Arc<AtomicUsize>,
+    seen: Arc<Mutex<Vec<(Option<String>, String)>>>,
+}
+
 /// The inner MCP handler. It must never see a denied request; it answers `initialize` with a
 /// session id so that legacy sessions can be set up.
-async fn inner(State(hits): State<Arc<AtomicUsize>>, body: String) -> Response {
-    hits.fetch_add(1, Ordering::SeqCst);
+async fn inner(State(state): State<InnerState>, headers: HeaderMap, body: String) -> Response {
+    state.hits.fetch_add(1, Ordering::SeqCst);
+    let length = headers
+        .get(http::header::CONTENT_LENGTH)
+        .map(|v| v.to_str().unwrap_or("<not ASCII>").to_owned());
+    state.seen.lock().unwrap().push((length, body.clone()));
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
     let result = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"reached": "inner"}});
     if request["method"] == "initialize" {
@@ -513,11 +537,20 @@ fn gate_builder(revision: &str, config: &Config) -> GateBuilder {
 
 impl Harness {
     fn new(revision: &str, config: &Config, decision: Decision) -> Result<Self, ConfigError> {
+        Self::with_policy(revision, config, move |_: &Evaluation| decision.clone())
+    }
+
+    /// A harness whose policy is `decide`, called once per guarded request.
+    fn with_policy(
+        revision: &str,
+        config: &Config,
+        decide: impl Fn(&Evaluation) -> Decision + Send + Sync + 'static,
+    ) -> Result<Self, ConfigError> {
         let evaluations = Arc::new(AtomicUsize::new(0));
         let counter = evaluations.clone();
-        let policy = move |_: Evaluation| {
+        let policy = move |evaluation: Evaluation| {
             counter.fetch_add(1, Ordering::SeqCst);
-            let decision = decision.clone();
+            let decision = decide(&evaluation);
             async move { Ok::<_, Infallible>(decision) }
         };
         let gate = gate_builder(revision, config).evaluate(policy).build()?;
@@ -526,20 +559,28 @@ impl Harness {
             revision,
             "the gate runs the selected revision"
         );
-        let hits = Arc::new(AtomicUsize::new(0));
+        let state = InnerState {
+            hits: Arc::new(AtomicUsize::new(0)),
+            seen: Arc::new(Mutex::new(Vec::new())),
+        };
         let app = Router::new()
             .route("/mcp", post(inner))
-            .with_state(hits.clone())
+            .with_state(state.clone())
             .layer(gate.layer());
         Ok(Self {
             app,
-            hits,
+            hits: state.hits,
+            seen: state.seen,
             evaluations,
         })
     }
 
     fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    fn evaluations(&self) -> usize {
+        self.evaluations.load(Ordering::SeqCst)
     }
 
     async fn send(&self, headers: &BTreeMap<String, String>, body: &Value) -> Captured {
@@ -551,8 +592,11 @@ impl Harness {
                 HeaderValue::from_str(&value).expect("header value"),
             );
         }
+        // Like any HTTP client, the harness says how long the body is.
+        let body = serde_json::to_string(body).expect("body");
         let request = request
-            .body(Body::from(serde_json::to_string(body).expect("body")))
+            .header(http::header::CONTENT_LENGTH, body.len())
+            .body(Body::from(body))
             .expect("request");
         let response = self
             .app
@@ -625,16 +669,16 @@ struct Captured {
 }
 
 impl Captured {
-    /// Context ids replaced by the placeholder; every handle must have the documented form.
+    /// Context ids and continuation states replaced by their placeholders.
     fn normalized(&self) -> Expected {
         Expected {
             status: self.status,
             headers: self
                 .headers
                 .iter()
-                .map(|(k, v)| (k.clone(), normalize_context_ids(v)))
+                .map(|(k, v)| (k.clone(), normalize(v)))
                 .collect(),
-            body: normalize_context_ids(&self.body),
+            body: normalize(&self.body),
         }
     }
 
@@ -673,6 +717,76 @@ fn normalize_context_ids(text: &str) -> String {
         i += ch.len_utf8();
     }
     out
+}
+
+/// The prefix of every continuation state the layer issues (`mcp_gate::continuation`).
+const STATE_PREFIX: &str = "mcpgate1.";
+/// What every continuation state is replaced with before comparison.
+const STATE_PLACEHOLDER: &str = "mcpgate1.<state>";
+
+fn is_state_byte(byte: u8) -> bool {
+    is_base64url(byte) || byte == b'.'
+}
+
+/// Whether `s` has the form of the layer's continuation state,
+/// `mcpgate1.<kid>.<base64url payload>.<base64url tag>`: a key id of 1 to 32 characters of
+/// `A-Z a-z 0-9 - _`, a payload that decodes to a JSON object, and a tag of 32 bytes
+/// (HMAC-SHA256), both without padding. Only the form: the key is the layer's.
+fn is_request_state(s: &str) -> bool {
+    let Some(rest) = s.strip_prefix(STATE_PREFIX) else {
+        return false;
+    };
+    let parts: Vec<&str> = rest.split('.').collect();
+    let [kid, payload, tag] = parts[..] else {
+        return false;
+    };
+    let base64url = |p: &str| !p.is_empty() && p.bytes().all(is_base64url);
+    if !(base64url(kid) && kid.len() <= 32 && base64url(payload) && base64url(tag)) {
+        return false;
+    }
+    let payload_is_an_object = URL_SAFE_NO_PAD
+        .decode(payload)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .is_some_and(|v| v.is_object());
+    let tag_is_32_bytes = URL_SAFE_NO_PAD.decode(tag).is_ok_and(|t| t.len() == 32);
+    payload_is_an_object && tag_is_32_bytes
+}
+
+/// Replaces every continuation state (`mcpgate1.` and a run of base64url characters and dots
+/// that [`is_request_state`] accepts) with `mcpgate1.<state>`. A malformed state is left
+/// alone, so it fails the comparison.
+fn normalize_states(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(STATE_PREFIX) {
+        out.push_str(&rest[..at]);
+        let candidate = &rest[at..];
+        let run = STATE_PREFIX.len()
+            + candidate[STATE_PREFIX.len()..]
+                .bytes()
+                .take_while(|b| is_state_byte(*b))
+                .count();
+        if is_request_state(&candidate[..run]) {
+            out.push_str(STATE_PLACEHOLDER);
+        } else {
+            out.push_str(&candidate[..run]);
+        }
+        rest = &candidate[run..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Both normalisations: continuation states first (so that nothing inside a state's payload
+/// can be taken for a context id), then context ids.
+fn normalize(text: &str) -> String {
+    normalize_context_ids(&normalize_states(text))
+}
+
+/// The continuation state of an `InputRequiredResult`, if the body is one.
+fn request_state(body: &Value) -> Option<&str> {
+    body.pointer("/result/requestState").and_then(Value::as_str)
 }
 
 /// The envelope in a body, wherever the revision puts it.
@@ -853,6 +967,43 @@ fn request_for(era: &EraSpec, op: &Op, id: Value) -> Value {
     Value::Object(request)
 }
 
+/// What the table expects a case to render, before the revision is known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Expect {
+    /// The decision's ordinary denial: a challenge, or a result or error with the envelope.
+    Plain,
+    /// The layer's own round trip: an `InputRequiredResult` where the request, the method and
+    /// the revision allow it (see [`Case::shape`]).
+    Elicits,
+    /// The policy's remediation is unusable: an internal error, nothing sent.
+    InternalError,
+}
+
+/// What one case renders under one revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Shape {
+    /// `WWW-Authenticate` challenge (scope, or credential delivered by challenge).
+    Challenge,
+    /// HTTP 200: a `CallToolResult` or a JSON-RPC error carrying the envelope.
+    Denial,
+    /// HTTP 200: `InputRequiredResult` with a URL elicitation and the envelope (hint `url`).
+    UrlInput,
+    /// HTTP 200: `InputRequiredResult` with the form confirmation, no envelope.
+    Confirmation,
+    /// HTTP 200: JSON-RPC error `-32603`, no envelope.
+    InternalError,
+}
+
+impl Shape {
+    /// Whether this shape is byte-identical under every revision that renders it.
+    fn same_in_every_revision(self) -> bool {
+        matches!(
+            self,
+            Shape::Challenge | Shape::Confirmation | Shape::InternalError
+        )
+    }
+}
+
 /// One case of the table.
 #[derive(Clone, Debug)]
 struct Case {
@@ -861,8 +1012,40 @@ struct Case {
     config: Value,
     decision: Value,
     request: Value,
+    expect: Expect,
     /// Revisions the case applies to.
     revisions: Vec<&'static str>,
+}
+
+impl Case {
+    fn modern(&self) -> bool {
+        self.request
+            .pointer("/body/params/_meta/io.modelcontextprotocol~1protocolVersion")
+            .is_some()
+    }
+
+    /// What this case renders under `revision`, as the revision pages document it.
+    fn shape(&self, revision: &str) -> Shape {
+        let deny = self.decision.get("deny");
+        match self.expect {
+            Expect::InternalError => Shape::InternalError,
+            Expect::Elicits if self.decision.get("ask").is_some() => Shape::Confirmation,
+            // The error-based revision predates multi-round-trip requests: URL falls back.
+            Expect::Elicits if revision == REV_1C5B => Shape::Denial,
+            Expect::Elicits => Shape::UrlInput,
+            Expect::Plain => {
+                let scope = deny.and_then(|d| d.get("scope")).is_some();
+                let credential = deny.and_then(|d| d.get("credential")).is_some();
+                let result_delivery =
+                    self.config.get("credential_delivery") == Some(&json!("result"));
+                if scope || (credential && (!result_delivery || !self.modern())) {
+                    Shape::Challenge
+                } else {
+                    Shape::Denial
+                }
+            }
+        }
+    }
 }
 
 struct CaseBuilder {
@@ -874,7 +1057,9 @@ struct CaseBuilder {
     era: EraSpec,
     op: Op,
     id: Value,
+    expect: Expect,
     interim: Option<&'static str>,
+    note: Option<&'static str>,
     revisions: Vec<&'static str>,
 }
 
@@ -895,7 +1080,9 @@ fn case(
         era,
         op,
         id: id.into(),
+        expect: Expect::Plain,
         interim: None,
+        note: None,
         revisions: REVISIONS.to_vec(),
     }
 }
@@ -907,10 +1094,30 @@ impl CaseBuilder {
         self
     }
 
-    /// A modern request that declared the capability the remedy needs: rendered as
-    /// `undisclosed` in this release; a later release will change it.
+    /// A modern request on `tools/call`, `prompts/get` or `resources/read` that declared the
+    /// elicitation mode the layer's own round trip needs (URL for `url`, form for `ask`).
+    fn elicits(mut self) -> Self {
+        self.expect = Expect::Elicits;
+        self
+    }
+
+    /// A modern request that declared the capability a flow this release does not build yet
+    /// needs (today only the task flow): rendered as `undisclosed`; a later release will
+    /// change it.
     fn interim(mut self, flow: &'static str) -> Self {
         self.interim = Some(flow);
+        self
+    }
+
+    /// A remark appended to the description.
+    fn note(mut self, note: &'static str) -> Self {
+        self.note = Some(note);
+        self
+    }
+
+    /// A remediation the layer refuses to send (an approval URL that is not acceptable).
+    fn internal_error(mut self) -> Self {
+        self.expect = Expect::InternalError;
         self
     }
 
@@ -938,10 +1145,26 @@ impl CaseBuilder {
         if self.config.as_object().is_some_and(|c| !c.is_empty()) {
             description.push_str(&format!(", with gate options {}", self.config));
         }
+        if let Some(note) = self.note {
+            description.push_str("; ");
+            description.push_str(note);
+        }
+        match self.expect {
+            Expect::Plain => {}
+            Expect::Elicits if self.decision.get("ask").is_some() => description.push_str(
+                "; every revision answers with an InputRequiredResult asking for a form confirmation under `mcp-gate/confirm` (a required boolean `approve`), with the layer's signed `requestState` and no envelope",
+            ),
+            Expect::Elicits => description.push_str(
+                "; the result-based revisions answer with an InputRequiredResult asking for URL elicitation under `mcp-gate/<input key>`, with the layer's signed `requestState` and the envelope (`remediation: available`, hint `url`); the error-based 1c5b0ce, which predates multi-round-trip requests, answers undisclosed with the URL in the text",
+            ),
+            Expect::InternalError => description.push_str(
+                "; the approval URL is plain http and development mode is off, so the layer sends no remedy: the request fails with an internal error (-32603) in every revision",
+            ),
+        }
         if let Some(flow) = self.interim {
             name.push_str("--interim-undisclosed");
             description.push_str(&format!(
-                "; although the client declared what the {flow} flow needs, this release renders it as undisclosed with the remedy in text, and a later release will change this response"
+                "; although the client declared what the {flow} flow needs, this release does not build that flow yet and renders it as undisclosed with the remedy in text, and a later release will change this response"
             ));
         }
         description.push('.');
@@ -951,10 +1174,14 @@ impl CaseBuilder {
             request: request_for(&self.era, &self.op, self.id),
             config: self.config,
             decision: self.decision,
+            expect: self.expect,
             revisions: self.revisions,
         }
     }
 }
+
+/// Why a request that declared the elicitation mode still gets the plain denial.
+const NOT_A_ROUND_TRIP_METHOD: &str = "an InputRequiredResult may only answer tools/call, prompts/get and resources/read, so this stays undisclosed although the client declared the elicitation mode";
 
 fn cases() -> Vec<Case> {
     let scope = json!({"deny": {"scope": ["mcp:admin"]}});
@@ -983,6 +1210,11 @@ fn cases() -> Vec<Case> {
         "message": "Approve access to this folder, then retry.",
         "input_key": "approve_folder"
     }}});
+    let url_http = json!({"deny": {"url": {
+        "url": "http://127.0.0.1:8080/approve/fld_77",
+        "message": "Approve access to this folder, then retry.",
+        "input_key": "approve_folder"
+    }}});
     let task = json!({"deny": {"task": "A finance approver must confirm this transfer."}});
     let ask = json!({"ask": "Delete workspace ws_1 and everything in it?"});
     let result = || json!({"credential_delivery": "result"});
@@ -995,6 +1227,7 @@ fn cases() -> Vec<Case> {
     let unavailable_what = "A final denial (unavailable)";
     let undisclosed_what = "A denial whose remedy is not disclosed";
     let url_what = "A denial whose remedy is approval at a URL";
+    let url_http_what = "A denial whose remedy is approval at a plain-http loopback URL";
     let task_what = "A denial whose remedy is an out-of-band decision held as a task";
     let ask_what = "An ask decision (the user must confirm the call)";
 
@@ -1326,6 +1559,7 @@ fn cases() -> Vec<Case> {
             list_folder(),
             63,
         ),
+        // ... the layer's own round trip where the request, method and revision allow it.
         case(
             "url",
             url_what,
@@ -1334,7 +1568,7 @@ fn cases() -> Vec<Case> {
             list_folder(),
             64,
         )
-        .interim("URL"),
+        .elicits(),
         case(
             "url",
             url_what,
@@ -1343,8 +1577,48 @@ fn cases() -> Vec<Case> {
             read_resource(),
             65,
         )
-        .interim("URL"),
-        case("url", url_what, url, modern_url(), get_prompt(), 66).interim("URL"),
+        .elicits(),
+        case("url", url_what, url.clone(), modern_url(), get_prompt(), 66).elicits(),
+        case(
+            "url",
+            url_what,
+            url.clone(),
+            modern_allcaps(),
+            list_folder(),
+            67,
+        )
+        .elicits(),
+        case("url", url_what, url, modern_url(), complete(), 68).note(NOT_A_ROUND_TRIP_METHOD),
+        // An approval URL the layer will not send: plain http, on loopback, accepted only in
+        // development mode.
+        case(
+            "url-http",
+            url_http_what,
+            url_http.clone(),
+            modern_url(),
+            list_folder(),
+            90,
+        )
+        .internal_error(),
+        case(
+            "url-http",
+            url_http_what,
+            url_http.clone(),
+            legacy(),
+            list_folder(),
+            91,
+        )
+        .internal_error(),
+        case(
+            "url-http",
+            url_http_what,
+            url_http,
+            modern_url(),
+            list_folder(),
+            92,
+        )
+        .config("development", json!({"development_mode": true}))
+        .elicits(),
         // Task remedies.
         case("task", task_what, task.clone(), legacy(), pay(), 70),
         case("task", task_what, task.clone(), modern_nocaps(), pay(), 71),
@@ -1390,8 +1664,34 @@ fn cases() -> Vec<Case> {
             delete_workspace(),
             83,
         ),
-        case("ask", ask_what, ask, modern_form(), delete_workspace(), 84)
-            .interim("form-elicitation confirmation"),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            modern_form(),
+            delete_workspace(),
+            84,
+        )
+        .elicits(),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            modern_form_empty(),
+            delete_workspace(),
+            85,
+        )
+        .elicits(),
+        case(
+            "ask",
+            ask_what,
+            ask.clone(),
+            modern_form(),
+            get_prompt(),
+            86,
+        )
+        .elicits(),
+        case("ask", ask_what, ask, modern_form(), complete(), 87).note(NOT_A_ROUND_TRIP_METHOD),
     ]
     .into_iter()
     .map(CaseBuilder::build)
@@ -1462,6 +1762,14 @@ async fn every_fixture_matches_the_layer_byte_for_byte() {
             }
         };
         let captured = harness.deny(&fixture.request).await;
+        if let Some(state) = request_state(&captured.json()) {
+            if !is_request_state(state) {
+                failures.push(format!(
+                    "{}: requestState {state:?} is not mcpgate1.<kid>.<base64url>.<base64url>",
+                    fixture.file.display()
+                ));
+            }
+        }
         if let Some(envelope) = envelope(&captured.json()) {
             let id = envelope["authorizationContextId"]
                 .as_str()
@@ -1550,6 +1858,8 @@ fn fixture_files_and_the_case_table_agree() {
 /// of the hand review in the report).
 #[test]
 fn every_fixture_obeys_the_wire_contract() {
+    let table: BTreeMap<String, Case> = cases().into_iter().map(|c| (c.name.clone(), c)).collect();
+    let mut shapes_seen = BTreeSet::new();
     for fixture in fixtures() {
         let at = fixture.file.display().to_string();
         let body: Value = serde_json::from_str(&fixture.response.body).unwrap();
@@ -1575,34 +1885,181 @@ fn every_fixture_obeys_the_wire_contract() {
             Some("application/json"),
             "{at}"
         );
-        // Never -32042, never a code in the range MCP reserves.
+        // Never -32042, never a code in the range MCP reserves; no `elicitationId` (removed
+        // from URL elicitation in 2026-07-28, and the layer never sends the legacy form).
         if let Some(code) = body.pointer("/error/code").and_then(Value::as_i64) {
             assert_ne!(code, -32042, "{at}");
             assert!(
                 !(-32099..=-32020).contains(&code),
                 "{at}: reserved code {code}"
             );
+        }
+        assert!(!text.contains("elicitationId"), "{at}");
+
+        // The shape, derived here from the request, the decision and the revision alone, must
+        // be the one the case table documents.
+        let elicitation = request
+            .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities/elicitation")
+            .and_then(Value::as_object);
+        let url_declared = elicitation.is_some_and(|e| e.get("url").is_some_and(Value::is_object));
+        let form_declared = elicitation
+            .is_some_and(|e| e.is_empty() || e.get("form").is_some_and(Value::is_object));
+        let round_trip_method = matches!(method, "tools/call" | "prompts/get" | "resources/read");
+        let approval_url = fixture
+            .decision_dsl
+            .pointer("/deny/url/url")
+            .and_then(Value::as_str);
+        let url_refused = approval_url.is_some_and(|url| {
+            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|host| url.starts_with(host));
+            !(url.starts_with("https://") || (fixture.config.development_mode && loopback))
+        });
+        let challenge = remedy == "scope"
+            || (remedy == "credential" && (delivery != CredentialDelivery::Result || !modern));
+        let shape = if url_refused {
+            Shape::InternalError
+        } else if remedy == "url" && modern && round_trip_method && url_declared && !error_based {
+            Shape::UrlInput
+        } else if remedy == "ask" && modern && round_trip_method && form_declared {
+            Shape::Confirmation
+        } else if challenge {
+            Shape::Challenge
+        } else {
+            Shape::Denial
+        };
+        assert_eq!(
+            table[&fixture.case].shape(&fixture.revision),
+            shape,
+            "{at}: the case table and the rules disagree"
+        );
+        shapes_seen.insert(format!("{shape:?}"));
+
+        // `input_required` exactly where the rules allow it: modern requests only, on the
+        // three methods multi-round-trip results answer, with the declared elicitation mode.
+        let input_required = body.pointer("/result/resultType") == Some(&json!("input_required"));
+        assert_eq!(
+            input_required,
+            matches!(shape, Shape::UrlInput | Shape::Confirmation),
+            "{at}: input_required"
+        );
+        if !modern {
+            assert!(
+                !text.contains("resultType"),
+                "{at}: resultType on a legacy request"
+            );
+            assert!(
+                !text.contains("input_required"),
+                "{at}: input_required on a legacy request"
+            );
+            assert!(
+                !text.contains(STATE_PREFIX),
+                "{at}: a continuation state on a legacy request"
+            );
+        }
+        assert!(!text.contains("\"taskId\""), "{at}");
+
+        match shape {
+            Shape::InternalError => {
+                // The layer refuses to send an unusable remedy: no challenge, no envelope.
+                assert_eq!(status, 200, "{at}");
+                assert!(!headers.contains_key("www-authenticate"), "{at}");
+                assert_eq!(body["id"], request["id"], "{at}");
+                assert_eq!(body["error"]["code"], -32603, "{at}");
+                assert!(body.get("result").is_none(), "{at}");
+                assert!(
+                    envelope(&body).is_none(),
+                    "{at}: no envelope on an internal error"
+                );
+                assert!(
+                    !text.contains("approve/fld_77"),
+                    "{at}: the URL is not sent"
+                );
+                continue;
+            }
+            Shape::UrlInput | Shape::Confirmation => {
+                assert!(modern && round_trip_method, "{at}");
+                assert_eq!(status, 200, "{at}");
+                assert!(!headers.contains_key("www-authenticate"), "{at}");
+                assert_eq!(body["jsonrpc"], "2.0", "{at}");
+                assert_eq!(body["id"], request["id"], "{at}: the request id");
+                assert!(body.get("error").is_none(), "{at}");
+                let result = body["result"].as_object().unwrap();
+                let members: BTreeSet<&str> = result.keys().map(String::as_str).collect();
+                let mut expected = BTreeSet::from(["inputRequests", "requestState", "resultType"]);
+                if shape == Shape::UrlInput {
+                    expected.insert("_meta");
+                }
+                assert_eq!(members, expected, "{at}: InputRequiredResult members");
+                assert_eq!(result["requestState"], STATE_PLACEHOLDER, "{at}");
+                let requests = result["inputRequests"].as_object().unwrap();
+                assert_eq!(requests.len(), 1, "{at}: one input request");
+                let (key, input) = requests.iter().next().unwrap();
+                assert!(key.starts_with("mcp-gate/"), "{at}: the layer's key {key}");
+                assert_eq!(input["method"], "elicitation/create", "{at}");
+                let params = input["params"].as_object().unwrap();
+                if shape == Shape::UrlInput {
+                    assert!(url_declared, "{at}");
+                    let url = &fixture.decision_dsl["deny"]["url"];
+                    assert_eq!(
+                        key,
+                        &format!("mcp-gate/{}", url["input_key"].as_str().unwrap()),
+                        "{at}"
+                    );
+                    assert_eq!(
+                        Value::Object(params.clone()),
+                        json!({"mode": "url", "url": url["url"], "message": url["message"]}),
+                        "{at}: URL elicitation params are exactly mode, url, message"
+                    );
+                    // The envelope: a URL remedy is available, its hint carries no pointer.
+                    let meta = result["_meta"].as_object().unwrap();
+                    assert_eq!(meta.len(), 1, "{at}");
+                    assert_eq!(
+                        meta.get("io.modelcontextprotocol/authorization"),
+                        Some(&json!({
+                            "reason": "insufficient_authorization",
+                            "remediation": "available",
+                            "authorizationContextId": CONTEXT_ID_PLACEHOLDER,
+                            "remediationHints": [{"type": "url"}]
+                        })),
+                        "{at}: the URL envelope"
+                    );
+                } else {
+                    assert!(form_declared, "{at}");
+                    assert_eq!(key, "mcp-gate/confirm", "{at}");
+                    assert_eq!(params["mode"], "form", "{at}");
+                    assert_eq!(params["message"], fixture.decision_dsl["ask"], "{at}");
+                    let schema = &params["requestedSchema"];
+                    assert_eq!(schema["type"], "object", "{at}");
+                    assert_eq!(schema["properties"]["approve"]["type"], "boolean", "{at}");
+                    assert!(
+                        schema["required"]
+                            .as_array()
+                            .is_some_and(|r| r.contains(&json!("approve"))),
+                        "{at}: approve is required"
+                    );
+                    // A confirmation is not a denial: no envelope anywhere.
+                    assert!(envelope(&body).is_none(), "{at}");
+                    assert!(
+                        !text.contains("io.modelcontextprotocol/authorization"),
+                        "{at}"
+                    );
+                    assert!(!text.contains("actx_"), "{at}");
+                }
+                continue;
+            }
+            Shape::Challenge | Shape::Denial => {}
+        }
+        // Denials carried as JSON-RPC errors use the configured code.
+        if let Some(code) = body.pointer("/error/code").and_then(Value::as_i64) {
             assert_eq!(
                 code,
                 fixture.config.denial_error_code.unwrap_or(-32003),
                 "{at}: the configured code"
             );
         }
-        // Legacy requests never see resultType, input_required or tasks.
-        if !modern {
-            assert!(
-                !text.contains("resultType"),
-                "{at}: resultType on a legacy request"
-            );
-        }
-        assert!(
-            !text.contains("input_required") && !text.contains("\"taskId\""),
-            "{at}"
-        );
 
         // Credential remedies reach legacy clients by challenge whatever the delivery option.
-        let challenge = remedy == "scope"
-            || (remedy == "credential" && (delivery != CredentialDelivery::Result || !modern));
         if challenge {
             let www = headers
                 .get("www-authenticate")
@@ -1775,24 +2232,33 @@ fn every_fixture_obeys_the_wire_contract() {
             .unwrap();
         let message = message.as_str().unwrap();
         match remedy {
-            "url" => assert!(
-                message.contains("https://mcp.example.com/approve/fld_77"),
+            "url" => assert!(message.contains(approval_url.unwrap()), "{at}: {message}"),
+            "task" => assert!(message.contains("out-of-band approval"), "{at}: {message}"),
+            "ask" => assert!(
+                message.contains("confirmation") || message.contains("not confirmed"),
                 "{at}: {message}"
             ),
-            "task" => assert!(message.contains("out-of-band approval"), "{at}: {message}"),
-            "ask" => assert!(message.contains("confirmation"), "{at}: {message}"),
             _ => {}
         }
     }
+    assert_eq!(
+        shapes_seen.len(),
+        5,
+        "every shape is pinned by some fixture: {shapes_seen:?}"
+    );
 }
 
 /// Which responses a revision changes, as the revision pages list them: `c74b0c9` and
 /// `6bff817` render identically except that only `c74b0c9` accepts credential delivery `Both`;
-/// `1c5b0ce` renders scope and credential challenges identically to both, and every other
-/// denial differently (a JSON-RPC error under `error.data.authorization`, no `remediation`).
+/// `1c5b0ce` renders scope and credential challenges, confirmations (`ask` as an
+/// `InputRequiredResult`, which carries no envelope) and internal errors identically to both,
+/// and every other denial differently: a JSON-RPC error under `error.data.authorization`
+/// without `remediation`, including the URL remedies the result-based revisions answer with
+/// an `InputRequiredResult`.
 #[tokio::test]
 async fn changing_the_revision_changes_exactly_the_documented_responses() {
     let mut checked = 0;
+    let mut url_round_trips = 0;
     for case in cases().iter().filter(|c| c.revisions.len() == 3) {
         let [current, six, one] = [
             render(case, REV_CURRENT).await.normalized(),
@@ -1804,52 +2270,66 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
             "{}: c74b0c9 and 6bff817 must agree",
             case.name
         );
-        let legacy_request = case.name.contains("--legacy");
-        let challenge = case.decision["deny"].get("scope").is_some()
-            || (case.decision["deny"].get("credential").is_some()
-                && (case.config.get("credential_delivery") != Some(&json!("result"))
-                    || legacy_request));
-        if challenge {
+        assert_eq!(
+            case.shape(REV_CURRENT),
+            case.shape(REV_6BFF),
+            "{}",
+            case.name
+        );
+        let (shape, error_shape) = (case.shape(REV_CURRENT), case.shape(REV_1C5B));
+        if shape == error_shape && shape.same_in_every_revision() {
             assert_eq!(
                 current, one,
-                "{}: challenges are the same in every revision",
+                "{}: {shape:?} is the same in every revision",
                 case.name
             );
-        } else {
-            assert_ne!(
-                current.body, one.body,
-                "{}: 1c5b0ce renders this differently",
-                case.name
-            );
-            assert_eq!(
-                current.status, one.status,
-                "{}: both answer HTTP 200",
-                case.name
-            );
-            let result_based: Value = serde_json::from_str(&current.body).unwrap();
-            let error_based: Value = serde_json::from_str(&one.body).unwrap();
-            assert!(
-                envelope(&result_based)
-                    .unwrap()
-                    .get("remediation")
-                    .is_some(),
-                "{}",
-                case.name
-            );
-            assert!(
-                error_based.pointer("/error/data/authorization").is_some(),
-                "{}",
-                case.name
-            );
-            assert!(
-                envelope(&error_based).unwrap().get("remediation").is_none(),
-                "{}",
-                case.name
-            );
+            continue;
         }
+        assert_eq!(error_shape, Shape::Denial, "{}", case.name);
+        assert_ne!(
+            current.body, one.body,
+            "{}: 1c5b0ce renders this differently",
+            case.name
+        );
+        assert_eq!(
+            current.status, one.status,
+            "{}: both answer HTTP 200",
+            case.name
+        );
+        let result_based: Value = serde_json::from_str(&current.body).unwrap();
+        let error_based: Value = serde_json::from_str(&one.body).unwrap();
+        let envelope_here = envelope(&result_based).unwrap();
+        assert!(envelope_here.get("remediation").is_some(), "{}", case.name);
+        if shape == Shape::UrlInput {
+            // The URL remedy: an InputRequiredResult here, the undisclosed fallback there.
+            assert_eq!(
+                result_based["result"]["resultType"], "input_required",
+                "{}",
+                case.name
+            );
+            assert_eq!(envelope_here["remediation"], "available", "{}", case.name);
+            url_round_trips += 1;
+        } else {
+            assert_eq!(shape, Shape::Denial, "{}", case.name);
+        }
+        assert!(
+            error_based.pointer("/error/data/authorization").is_some(),
+            "{}",
+            case.name
+        );
+        assert!(
+            envelope(&error_based).unwrap().get("remediation").is_none(),
+            "{}",
+            case.name
+        );
+        assert!(!one.body.contains("input_required"), "{}", case.name);
         checked += 1;
     }
-    assert!(checked >= 40, "only {checked} cases compared");
+    assert!(checked >= 30, "only {checked} cases compared");
+    assert!(
+        url_round_trips >= 4,
+        "only {url_round_trips} URL round trips compared"
+    );
 
     // The stored fixtures say the same.
     let fixtures = fixtures();
@@ -1868,8 +2348,15 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
             panic!("{}: a fixture is missing", case.name);
         };
         assert_eq!(a, b, "{}", case.name);
-        let challenge = a.headers.contains_key("www-authenticate");
-        assert_eq!(a == c, challenge, "{}", case.name);
+        let shape = case.shape(REV_CURRENT);
+        let identical = shape == case.shape(REV_1C5B) && shape.same_in_every_revision();
+        assert_eq!(a == c, identical, "{}", case.name);
+        assert_eq!(
+            shape == Shape::Challenge,
+            a.headers.contains_key("www-authenticate"),
+            "{}",
+            case.name
+        );
     }
 }
 
@@ -2154,4 +2641,465 @@ fn context_id_normalisation_is_exact() {
         "actx_unavailable"
     );
     assert!(is_context_id(id) && !is_context_id("actx_unavailable"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The layer's own round trips, end to end (not fixtures: the state differs on every render)
+// ---------------------------------------------------------------------------------------------
+
+/// `request` retried with a new id and `extra` added to (or replacing members of) its params.
+fn retry_of(request: &RequestSpec, id: i64, extra: Value) -> RequestSpec {
+    let mut retry = request.clone();
+    retry.body["id"] = json!(id);
+    let params = retry.body["params"].as_object_mut().expect("params");
+    for (key, value) in extra.as_object().expect("extra params") {
+        params.insert(key.clone(), value.clone());
+    }
+    retry
+}
+
+/// The same request presented with another bearer token.
+fn with_token(request: &RequestSpec, token: &str) -> RequestSpec {
+    let mut other = request.clone();
+    other
+        .headers
+        .insert("authorization".into(), format!("Bearer {token}"));
+    other
+}
+
+/// Flips the first character of a state's tag (the first character, so that the tag still
+/// decodes: the last character of unpadded base64url carries spare bits a decoder may refuse).
+fn tamper(state: &str) -> String {
+    let at = state.rfind('.').expect("a tag") + 1;
+    let flipped = if state.as_bytes()[at] == b'A' {
+        "B"
+    } else {
+        "A"
+    };
+    format!("{}{flipped}{}", &state[..at], &state[at + 1..])
+}
+
+/// Sends `request`; the answer must be an `InputRequiredResult` with a well-formed state, which
+/// is returned. The inner handler is not reached.
+async fn expect_input_required(harness: &Harness, request: &RequestSpec, key: &str) -> String {
+    let before = harness.hits();
+    let reply = harness.send(&request.headers, &request.body).await;
+    assert_eq!(harness.hits(), before, "{}", reply.body);
+    assert_eq!(reply.status, 200, "{}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["id"], request.body["id"], "{}", reply.body);
+    assert_eq!(
+        body["result"]["resultType"], "input_required",
+        "{}",
+        reply.body
+    );
+    assert!(
+        body["result"]["inputRequests"].get(key).is_some(),
+        "{key}: {}",
+        reply.body
+    );
+    let state = request_state(&body).expect("a requestState").to_owned();
+    assert!(is_request_state(&state), "{state}");
+    state
+}
+
+/// Sends `request`; the layer must refuse the presented state with HTTP 400, `-32602` and
+/// `message`, before the policy runs and without reaching the inner handler.
+async fn expect_state_refused(harness: &Harness, request: &RequestSpec, message: &str) {
+    let (hits, evaluations) = (harness.hits(), harness.evaluations());
+    let reply = harness.send(&request.headers, &request.body).await;
+    assert_eq!(reply.status, 400, "{message}: {}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["error"]["code"], -32602, "{}", reply.body);
+    assert_eq!(body["error"]["message"], message, "{}", reply.body);
+    assert_eq!(body["id"], request.body["id"], "{}", reply.body);
+    assert!(envelope(&body).is_none(), "{}", reply.body);
+    assert_eq!(
+        harness.hits(),
+        hits,
+        "{message}: the inner handler was reached"
+    );
+    assert_eq!(
+        harness.evaluations(),
+        evaluations,
+        "{message}: the policy ran"
+    );
+}
+
+/// What the inner handler received last, checked for the layer's leftovers: no `requestState`
+/// unless `app_state` is given, no `mcp-gate/` input keys, and a `Content-Length` (if any)
+/// that matches the body it came with.
+fn forwarded(harness: &Harness, app_state: Option<&str>) -> Value {
+    let seen = harness.seen.lock().unwrap();
+    let (length, body) = seen.last().expect("the inner handler was reached").clone();
+    if let Some(length) = length {
+        assert_eq!(
+            length,
+            body.len().to_string(),
+            "the forwarded Content-Length does not match the forwarded body: {body}"
+        );
+    }
+    let body: Value = serde_json::from_str(&body).expect("JSON");
+    let params = body["params"].as_object().expect("params");
+    assert_eq!(
+        params.get("requestState").and_then(Value::as_str),
+        app_state,
+        "{body}"
+    );
+    assert!(
+        !body.to_string().contains(STATE_PREFIX),
+        "the layer's state was forwarded: {body}"
+    );
+    if let Some(responses) = params.get("inputResponses") {
+        let responses = responses.as_object().expect("inputResponses is an object");
+        assert!(
+            responses.keys().all(|k| !k.starts_with("mcp-gate/")),
+            "the layer's input keys were forwarded: {body}"
+        );
+    }
+    body
+}
+
+/// A confirmation answered with anything but `accept` + `approve: true` is the undisclosed
+/// denial of the revision.
+fn assert_unconfirmed(revision: &str, reply: &Captured, id: i64, what: &str) {
+    assert_eq!(reply.status, 200, "{what}: {}", reply.body);
+    let body = reply.json();
+    assert_eq!(body["id"], id, "{what}");
+    assert!(
+        !reply.body.contains("input_required"),
+        "{what}: {}",
+        reply.body
+    );
+    let envelope = envelope(&body).unwrap_or_else(|| panic!("{what}: no envelope: {}", reply.body));
+    assert_eq!(envelope["reason"], "insufficient_authorization", "{what}");
+    assert!(envelope.get("remediationHints").is_none(), "{what}");
+    if revision == REV_1C5B {
+        assert!(
+            body.pointer("/error/data/authorization").is_some(),
+            "{what}"
+        );
+        assert!(envelope.get("remediation").is_none(), "{what}");
+    } else {
+        assert_eq!(
+            envelope["remediation"], "undisclosed",
+            "{what}: {}",
+            reply.body
+        );
+        assert_eq!(body["result"]["isError"], true, "{what}");
+        assert_eq!(body["result"]["resultType"], "complete", "{what}");
+    }
+    let text = body
+        .pointer("/result/content/0/text")
+        .or_else(|| body.pointer("/error/message"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    assert!(text.contains("not confirmed"), "{what}: {text}");
+}
+
+/// A modern `ask` on `tools/call`: confirmed, the call reaches the inner handler exactly once,
+/// without the layer's state or keys; every other answer is the undisclosed denial; a
+/// tampered state, a state for other arguments and a state presented by another principal
+/// are refused before the policy runs.
+#[tokio::test]
+async fn a_confirmation_round_trip_through_the_layer() {
+    let other_principal = KEY.mint(&{
+        let mut claims = claims(ISSUER, RESOURCE, ENDPOINT_SCOPE);
+        claims["sub"] = json!("user-2");
+        claims
+    });
+    for revision in REVISIONS {
+        let harness = Harness::new(
+            revision,
+            &Config::default(),
+            Decision::ask("Delete workspace ws_1 and everything in it?"),
+        )
+        .unwrap();
+        let first =
+            parse_request(&request_for(&modern_form(), &delete_workspace(), json!(84))).unwrap();
+        let state = expect_input_required(&harness, &first, "mcp-gate/confirm").await;
+        // The same request asked twice gets two different states (fresh nonce).
+        let again = expect_input_required(&harness, &first, "mcp-gate/confirm").await;
+        assert_ne!(state, again, "{revision}: states repeat");
+
+        // Every answer but an explicit approval is a denial, and reaches nothing.
+        let answers = [
+            (
+                "decline",
+                json!({"inputResponses": {"mcp-gate/confirm": {"action": "decline"}}}),
+            ),
+            (
+                "cancel",
+                json!({"inputResponses": {"mcp-gate/confirm": {"action": "cancel"}}}),
+            ),
+            (
+                "accept with approve false",
+                json!({"inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": false}}}}),
+            ),
+            (
+                "accept without approve",
+                json!({"inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {}}}}),
+            ),
+            (
+                "accept without content",
+                json!({"inputResponses": {"mcp-gate/confirm": {"action": "accept"}}}),
+            ),
+            (
+                "accept with approve \"true\" (a string)",
+                json!({"inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": "true"}}}}),
+            ),
+            (
+                "a response under another key",
+                json!({"inputResponses": {"confirm": {"action": "accept", "content": {"approve": true}}}}),
+            ),
+            ("no inputResponses at all", json!({})),
+        ];
+        for (offset, (what, extra)) in answers.into_iter().enumerate() {
+            let id = 100 + offset as i64;
+            let mut extra = extra;
+            extra["requestState"] = json!(state);
+            let retry = retry_of(&first, id, extra);
+            let reply = harness.deny(&retry).await;
+            assert_unconfirmed(revision, &reply, id, &format!("{revision}: {what}"));
+        }
+
+        let accept = json!({
+            "inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}},
+            "requestState": state,
+        });
+        // A tampered state: one character of the tag changed.
+        let mut tampered = accept.clone();
+        tampered["requestState"] = json!(tamper(&state));
+        expect_state_refused(
+            &harness,
+            &retry_of(&first, 120, tampered),
+            "the request state was tampered with",
+        )
+        .await;
+        // The same state for other arguments.
+        let mut other_call = accept.clone();
+        other_call["arguments"] = json!({"workspace": "ws_2"});
+        expect_state_refused(
+            &harness,
+            &retry_of(&first, 121, other_call),
+            "the request state was issued for another request",
+        )
+        .await;
+        // The same state presented by another principal.
+        expect_state_refused(
+            &harness,
+            &with_token(&retry_of(&first, 122, accept.clone()), &other_principal),
+            "the request state belongs to another principal",
+        )
+        .await;
+        assert_eq!(
+            harness.hits(),
+            0,
+            "{revision}: nothing reached the inner handler yet"
+        );
+
+        // The approval: the call goes through, once, without the layer's state or keys.
+        let evaluations = harness.evaluations();
+        let retry = retry_of(&first, 130, accept);
+        let reply = harness.send(&retry.headers, &retry.body).await;
+        assert_eq!(reply.status, 200, "{revision}: {}", reply.body);
+        assert_eq!(
+            reply.json(),
+            json!({"jsonrpc": "2.0", "id": 130, "result": {"reached": "inner"}}),
+            "{revision}"
+        );
+        assert_eq!(
+            harness.hits(),
+            1,
+            "{revision}: the inner handler runs exactly once"
+        );
+        assert_eq!(
+            harness.evaluations(),
+            evaluations + 1,
+            "{revision}: evaluated once"
+        );
+        let body = forwarded(&harness, None);
+        assert!(
+            body["params"].get("inputResponses").is_none(),
+            "{revision}: {body}"
+        );
+        assert_eq!(body["id"], 130, "{revision}");
+        assert_eq!(body["method"], "tools/call", "{revision}");
+        assert_eq!(
+            body["params"]["name"], first.body["params"]["name"],
+            "{revision}"
+        );
+        assert_eq!(
+            body["params"]["arguments"], first.body["params"]["arguments"],
+            "{revision}"
+        );
+        assert_eq!(
+            body["params"]["_meta"], first.body["params"]["_meta"],
+            "{revision}"
+        );
+    }
+}
+
+/// The application's own `requestState` and `inputResponses`, present when the layer asked
+/// for its confirmation, are handed to the inner handler after the confirmation, in place of
+/// the layer's.
+#[tokio::test]
+async fn a_confirmation_carries_the_applications_own_state_through() {
+    let harness = Harness::new(
+        REV_CURRENT,
+        &Config::default(),
+        Decision::ask("Delete workspace ws_1 and everything in it?"),
+    )
+    .unwrap();
+    let app_inputs = json!({"app/choice": {"action": "accept", "content": {"mode": "soft"}}});
+    let base = parse_request(&request_for(&modern_form(), &delete_workspace(), json!(1))).unwrap();
+    let first = retry_of(
+        &base,
+        1,
+        json!({"requestState": "app-state-1", "inputResponses": app_inputs}),
+    );
+    let state = expect_input_required(&harness, &first, "mcp-gate/confirm").await;
+    let retry = retry_of(
+        &base,
+        2,
+        json!({
+            "inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}},
+            "requestState": state,
+        }),
+    );
+    let reply = harness.send(&retry.headers, &retry.body).await;
+    assert_eq!(reply.json()["result"]["reached"], "inner", "{}", reply.body);
+    assert_eq!(harness.hits(), 1);
+    let body = forwarded(&harness, Some("app-state-1"));
+    assert_eq!(body["params"]["inputResponses"], app_inputs, "{body}");
+}
+
+/// A modern URL remedy on `tools/call`: the policy sees the answer through
+/// `Evaluation::answered` only on a retry carrying a verified state, and decides. A declined
+/// URL is asked again, up to the round limit (3 by default), then the answer is undisclosed.
+/// The error-based revision never starts the round trip.
+#[tokio::test]
+async fn a_url_round_trip_through_the_layer() {
+    use mcp_gate::policy::{InputAction, Interaction};
+    let policy = |evaluation: &Evaluation| match evaluation.answered() {
+        Some(answered)
+            if answered.interaction() == Interaction::Url
+                && answered.input_key() == "approve_folder"
+                && answered.action() == InputAction::Accept =>
+        {
+            // A real policy checks its own record of the approval here: `accept` only means
+            // the user agreed to open the page.
+            Decision::allow()
+        }
+        _ => match Decision::url(
+            "https://mcp.example.com/approve/fld_77",
+            "Approve access to this folder, then retry.",
+        ) {
+            Decision::Deny(remediation) => Decision::from(remediation.input_key("approve_folder")),
+            other => other,
+        },
+    };
+    let first = parse_request(&request_for(&modern_url(), &list_folder(), json!(64))).unwrap();
+    for revision in [REV_CURRENT, REV_6BFF] {
+        let harness = Harness::with_policy(revision, &Config::default(), policy).unwrap();
+        let key = "mcp-gate/approve_folder";
+        let mut state = expect_input_required(&harness, &first, key).await;
+        // Declined twice: asked again each time (rounds 2 and 3), then undisclosed.
+        for (round, id) in [(2, 65), (3, 66)] {
+            let retry = retry_of(
+                &first,
+                id,
+                json!({"inputResponses": {key: {"action": "decline"}}, "requestState": state}),
+            );
+            let next = expect_input_required(&harness, &retry, key).await;
+            assert_ne!(
+                next, state,
+                "{revision}: round {round} has a state of its own"
+            );
+            state = next;
+        }
+        let retry = retry_of(
+            &first,
+            67,
+            json!({"inputResponses": {key: {"action": "decline"}}, "requestState": state}),
+        );
+        let reply = harness.deny(&retry).await;
+        let envelope = envelope(&reply.json()).cloned().expect("an envelope");
+        assert_eq!(
+            envelope["remediation"], "undisclosed",
+            "{revision}: {}",
+            reply.body
+        );
+        assert!(
+            reply
+                .body
+                .contains("https://mcp.example.com/approve/fld_77"),
+            "{}",
+            reply.body
+        );
+
+        // A fresh call, accepted on its first retry: forwarded once, without the layer's parts.
+        let state = expect_input_required(&harness, &first, key).await;
+        let retry = retry_of(
+            &first,
+            68,
+            json!({"inputResponses": {key: {"action": "accept"}}, "requestState": state}),
+        );
+        let reply = harness.send(&retry.headers, &retry.body).await;
+        assert_eq!(
+            reply.json()["result"]["reached"],
+            "inner",
+            "{revision}: {}",
+            reply.body
+        );
+        assert_eq!(harness.hits(), 1, "{revision}");
+        let body = forwarded(&harness, None);
+        assert!(
+            body["params"].get("inputResponses").is_none(),
+            "{revision}: {body}"
+        );
+        assert_eq!(
+            body["params"]["arguments"],
+            first.body["params"]["arguments"]
+        );
+    }
+    // Under the error-based revision there is no round trip to continue.
+    let harness = Harness::with_policy(REV_1C5B, &Config::default(), policy).unwrap();
+    let reply = harness.deny(&first).await;
+    assert!(!reply.body.contains("input_required"), "{}", reply.body);
+    assert!(
+        reply.json().pointer("/error/data/authorization").is_some(),
+        "{}",
+        reply.body
+    );
+}
+
+#[test]
+fn state_normalisation_is_exact() {
+    let payload = URL_SAFE_NO_PAD.encode(br#"{"exp":1}"#);
+    let tag = URL_SAFE_NO_PAD.encode([7u8; 32]);
+    let state = format!("mcpgate1.ephemeral.{payload}.{tag}");
+    assert!(is_request_state(&state));
+    assert_eq!(
+        normalize(&format!("{{\"requestState\":\"{state}\"}}")),
+        "{\"requestState\":\"mcpgate1.<state>\"}"
+    );
+    for malformed in [
+        format!("mcpgate1.ephemeral.{payload}"),
+        format!("mcpgate1.ephemeral.{payload}.{tag}.extra"),
+        format!("mcpgate1..{payload}.{tag}"),
+        format!(
+            "mcpgate1.ephemeral.{payload}.{}",
+            URL_SAFE_NO_PAD.encode([7u8; 31])
+        ),
+        format!(
+            "mcpgate1.ephemeral.{}.{tag}",
+            URL_SAFE_NO_PAD.encode(b"[1]")
+        ),
+        format!("mcpgate1.ephemeral.{payload}=.{tag}"),
+    ] {
+        assert!(!is_request_state(&malformed), "{malformed}");
+        assert_ne!(normalize(&malformed), STATE_PLACEHOLDER, "{malformed}");
+    }
+    assert_eq!(normalize("mcpgate1."), "mcpgate1.");
 }

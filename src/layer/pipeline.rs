@@ -167,7 +167,11 @@ where
     match turn.respond(decision, answer.as_ref()) {
         Verdict::Forward => {
             let body = match &continuation {
-                Some(payload) => forwarded_body(&request, payload),
+                Some(payload) => {
+                    // The body is rewritten: the client's length no longer describes it.
+                    parts.headers.remove(header::CONTENT_LENGTH);
+                    forwarded_body(&request, payload)
+                }
                 None => bytes,
             };
             call(&mut inner, parts, ReqBody::from(body)).await
