@@ -205,7 +205,9 @@ impl Default for GateBuilder {
             session_idle: Duration::from_secs(3600),
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
-            replay: None,
+            replay: Some(ReplaySlot(Arc::new(
+                crate::continuation::MemoryReplayStore::new(100_000),
+            ))),
             max_rounds: 3,
             development_mode: false,
             #[cfg(feature = "jwks")]
@@ -404,10 +406,19 @@ impl GateBuilder {
         self
     }
 
-    /// Accept each continuation state once only, remembering used ones in `store`
-    /// (for example [`MemoryReplayStore`](crate::continuation::MemoryReplayStore)).
+    /// Where used continuation states are remembered, so each is accepted once. The default
+    /// is an in-memory [`MemoryReplayStore`](crate::continuation::MemoryReplayStore) of
+    /// 100,000 entries, which protects one process; give replicas a shared store.
     pub fn single_use_state(mut self, store: impl crate::continuation::ReplayStore) -> Self {
         self.replay = Some(ReplaySlot(Arc::new(store)));
+        self
+    }
+
+    /// Lets a continuation state be presented again until it expires. A confirmed call can
+    /// then be repeated without a new confirmation for the state's lifetime: opt in only if
+    /// clients legitimately resend retries.
+    pub fn reusable_state(mut self) -> Self {
+        self.replay = None;
         self
     }
 

@@ -12,15 +12,16 @@
 //! What the layer does about it:
 //! - **Integrity**: HMAC-SHA256 over a domain label (`mcp-gate/request-state/v1`), the key id
 //!   and the payload, checked in constant time. A changed byte anywhere fails.
-//! - **Binding**: the payload carries digests of who it was issued to (issuer, subject, client
-//!   id) and of what it was issued for (resource, protocol version, method, and a digest of the
+//! - **Binding**: the payload carries keyed digests of who it was issued to (issuer, subject,
+//!   client id) and of what it was issued for (resource, protocol version, method, and a digest of the
 //!   params without `_meta`, `inputResponses` and `requestState`). Another principal, another
 //!   tool, other arguments, another resource or version: refused, each with its own message.
 //! - **Expiry**: 10 minutes by default. Expired states are refused.
 //! - **Keys**: a keyring signs with its newest key and verifies with any listed key, so keys
 //!   can rotate without breaking states in flight. Keys shorter than 32 bytes are refused, and
 //!   key bytes are wiped from memory when the keyring is dropped.
-//! - **Replay**: optional single use, through a [`ReplayStore`] (in memory by default).
+//! - **Replay**: single use by default, through a [`ReplayStore`] (in memory, per process;
+//!   share one store between replicas, or opt out with `GateBuilder::reusable_state`).
 //!
 //! Format: `mcpgate1.<kid>.<base64url payload>.<base64url tag>`. The prefix keeps the layer's
 //! state apart from the inner application's own `requestState`, which the layer never touches.
@@ -168,37 +169,50 @@ pub(crate) struct Binding<'a> {
     pub params: &'a Map<String, Value>,
 }
 
-fn digest_parts(parts: &[&str]) -> String {
-    let mut hasher = Sha256::new();
+/// A keyed digest of `parts` under `label`: the payload is readable by the client, so the
+/// binding is keyed too, and a guessed user id cannot be checked against it.
+fn digest_parts(key: &[u8], label: &str, parts: &[&str]) -> String {
+    let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key)
+        .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
+    mac.update(DOMAIN);
+    mac.update(label.as_bytes());
     for part in parts {
-        hasher.update((part.len() as u64).to_be_bytes());
-        hasher.update(part.as_bytes());
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part.as_bytes());
     }
-    URL_SAFE_NO_PAD.encode(&hasher.finalize()[..16])
+    URL_SAFE_NO_PAD.encode(&mac.finalize().into_bytes()[..16])
 }
 
 impl Binding<'_> {
-    fn principal_digest(&self) -> String {
-        digest_parts(&[
-            self.issuer,
-            self.subject.unwrap_or("\u{0}"),
-            self.client_id.unwrap_or("\u{0}"),
-        ])
+    fn principal_digest(&self, key: &[u8]) -> String {
+        digest_parts(
+            key,
+            "who",
+            &[
+                self.issuer,
+                self.subject.unwrap_or("\u{0}"),
+                self.client_id.unwrap_or("\u{0}"),
+            ],
+        )
     }
 
-    fn request_digest(&self) -> String {
+    fn request_digest(&self, key: &[u8]) -> String {
         let mut params = self.params.clone();
-        for key in ["_meta", "inputResponses", "requestState"] {
-            params.remove(key);
+        for name in ["_meta", "inputResponses", "requestState"] {
+            params.remove(name);
         }
         let mut canonical = String::new();
         crate::denial::canonical_json(&Value::Object(params), &mut canonical);
-        digest_parts(&[
-            self.resource,
-            self.protocol_version.unwrap_or("\u{0}"),
-            self.method,
-            &canonical,
-        ])
+        digest_parts(
+            key,
+            "what",
+            &[
+                self.resource,
+                self.protocol_version.unwrap_or("\u{0}"),
+                self.method,
+                &canonical,
+            ],
+        )
     }
 }
 
@@ -344,8 +358,8 @@ impl StateCodec {
             interaction,
             key: key.to_owned(),
             round,
-            who: binding.principal_digest(),
-            what: binding.request_digest(),
+            who: binding.principal_digest(&self.keys.keys[0].1),
+            what: binding.request_digest(&self.keys.keys[0].1),
             app_state,
             app_inputs,
         };
@@ -387,10 +401,10 @@ impl StateCodec {
         if payload.exp <= now() {
             return Err(StateError::Expired);
         }
-        if payload.who != binding.principal_digest() {
+        if payload.who != binding.principal_digest(secret) {
             return Err(StateError::OtherPrincipal);
         }
-        if payload.what != binding.request_digest() {
+        if payload.what != binding.request_digest(secret) {
             return Err(StateError::OtherRequest);
         }
         if let Some(replay) = &self.replay {

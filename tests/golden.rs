@@ -190,6 +190,9 @@ struct Config {
     denial_error_code: Option<i64>,
     /// `GateBuilder::development_mode()`: plain-http approval URLs allowed on loopback.
     development_mode: bool,
+    /// `GateBuilder::reusable_state()`: states may be presented more than once (tests only:
+    /// the round-trip tests replay one state against many answers).
+    reusable_state: bool,
 }
 
 fn parse_config(value: &Value) -> Result<Config, String> {
@@ -250,6 +253,9 @@ fn apply(mut builder: GateBuilder, config: &Config) -> GateBuilder {
     }
     if config.development_mode {
         builder = builder.development_mode();
+    }
+    if config.reusable_state {
+        builder = builder.reusable_state();
     }
     builder
 }
@@ -2809,7 +2815,8 @@ async fn a_confirmation_round_trip_through_the_layer() {
         claims
     });
     for revision in REVISIONS {
-        let harness = Harness::new(
+        // Single use (the default): a state answers once, then is refused.
+        let strict = Harness::new(
             revision,
             &Config::default(),
             Decision::ask("Delete workspace ws_1 and everything in it?"),
@@ -2817,6 +2824,27 @@ async fn a_confirmation_round_trip_through_the_layer() {
         .unwrap();
         let first =
             parse_request(&request_for(&modern_form(), &delete_workspace(), json!(84))).unwrap();
+        let state = expect_input_required(&strict, &first, "mcp-gate/confirm").await;
+        let decline = json!({"inputResponses": {"mcp-gate/confirm": {"action": "decline"}}, "requestState": state});
+        let reply = strict.deny(&retry_of(&first, 90, decline.clone())).await;
+        assert_unconfirmed(revision, &reply, 90, &format!("{revision}: first use"));
+        expect_state_refused(
+            &strict,
+            &retry_of(&first, 91, decline),
+            "the request state was already used",
+        )
+        .await;
+
+        // The answers below replay one state, so this harness lets states be reused.
+        let harness = Harness::new(
+            revision,
+            &Config {
+                reusable_state: true,
+                ..Config::default()
+            },
+            Decision::ask("Delete workspace ws_1 and everything in it?"),
+        )
+        .unwrap();
         let state = expect_input_required(&harness, &first, "mcp-gate/confirm").await;
         // The same request asked twice gets two different states (fresh nonce).
         let again = expect_input_required(&harness, &first, "mcp-gate/confirm").await;

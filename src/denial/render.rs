@@ -113,7 +113,7 @@ impl DenialContext<'_> {
             ),
             Denial::Ask(message) => self.plain(
                 RemediationState::Undisclosed,
-                &format!("{message} (this call needs your confirmation, which this client cannot collect)"),
+                &format!("{message} (this call needs your confirmation, which cannot be asked for here)"),
             ),
         }
     }
