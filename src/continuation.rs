@@ -34,7 +34,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use hmac::{Hmac, KeyInit, Mac};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use zeroize::Zeroizing;
 
 use crate::error::ConfigError;
@@ -510,7 +510,8 @@ mod tests {
     fn every_binding_change_is_refused_with_its_reason() {
         let codec = codec(keys());
         let state = issue(&codec, &fields());
-        let cases: Vec<(fn(&mut Fields), StateError)> = vec![
+        type Change = fn(&mut Fields);
+        let cases: Vec<(Change, StateError)> = vec![
             (|f| f.subject = "mallory".into(), StateError::OtherPrincipal),
             (
                 |f| f.client = "other-app".into(),

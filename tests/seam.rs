@@ -217,7 +217,9 @@ async fn unreadable_requests_get_their_documented_error_and_never_reach_anything
     let server = GatedServer::start_with(|r| configure(r).max_body_bytes(4096), router).await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
     let modern = tool_call(1, "echo", json!({}), Some(modern_meta(json!({}))));
-    let cases: Vec<(&str, String, Vec<(&str, &str)>, u16, i64)> = vec![
+    /// (case, body, headers, HTTP status, JSON-RPC code)
+    type Case<'a> = (&'a str, String, Vec<(&'a str, &'a str)>, u16, i64);
+    let cases: Vec<Case> = vec![
         ("not JSON", "hello".into(), vec![], 400, -32700),
         ("a lone surrogate", r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\udc00"}}"#.into(), vec![], 400, -32700),
         ("duplicate keys", r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","name":"secret_sauce"}}"#.into(), vec![], 400, -32700),
