@@ -492,6 +492,7 @@ impl GateBuilder {
         }
         let policy = self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?;
         let revision = Revision::select(&self.revision)?;
+        let open_policy = policy.is_open();
         let denial = self.denial_settings(revision)?;
         if self.continuation_ttl.is_zero() || self.continuation_ttl > Duration::from_secs(86_400) {
             return Err(ConfigError::InvalidOption {
@@ -627,6 +628,13 @@ impl GateBuilder {
             .map(String::as_str)
             .collect::<Vec<_>>()
             .join(" ");
+        if open_policy && !resource.is_loopback() {
+            tracing::warn!(
+                target: "mcp_gate",
+                resource = %resource,
+                "an open policy (allow_all) guards a resource that is not on loopback: every authenticated caller may do everything"
+            );
+        }
         tracing::info!(
             target: "mcp_gate",
             resource = %resource,
@@ -659,6 +667,9 @@ impl GateBuilder {
                 },
                 max_rounds: self.max_rounds,
                 development_mode: self.development_mode,
+                tool_annotations: moka::sync::Cache::new(10_000),
+                cursor_ttl: Duration::from_secs(3600),
+                max_list_bytes: 16 * 1024 * 1024,
             },
         }))
     }

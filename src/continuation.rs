@@ -147,10 +147,14 @@ impl Keyring {
 }
 
 fn mac(key: &[u8], kid: &str, payload: &str) -> HmacSha256 {
+    mac_in(DOMAIN, key, kid, payload)
+}
+
+fn mac_in(domain: &[u8], key: &[u8], kid: &str, payload: &str) -> HmacSha256 {
     // Keys are at least 32 bytes; HMAC accepts any length, so this cannot fail.
     let mut mac = <HmacSha256 as KeyInit>::new_from_slice(key)
         .unwrap_or_else(|_| unreachable!("HMAC takes any key length"));
-    mac.update(DOMAIN);
+    mac.update(domain);
     mac.update(&[0]);
     mac.update(kid.as_bytes());
     mac.update(&[0]);
@@ -417,6 +421,95 @@ impl StateCodec {
     }
 }
 
+/// The prefix of every pagination cursor the layer issues.
+pub const CURSOR_PREFIX: &str = "mcpgatec1.";
+const CURSOR_DOMAIN: &[u8] = b"mcp-gate/list-cursor/v1";
+
+/// Why a pagination cursor was refused. Each becomes a `-32602` error with HTTP 400.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CursorError {
+    /// Not a cursor the layer issued, changed, or signed with a key it no longer holds.
+    #[error("invalid cursor")]
+    Invalid,
+    /// Issued to another principal, or for another list method.
+    #[error("the cursor was issued to another caller or for another list")]
+    Foreign,
+    /// Past its expiry: list again from the start.
+    #[error("the cursor has expired; list again from the start")]
+    Expired,
+}
+
+#[derive(Serialize, Deserialize)]
+struct CursorPayload {
+    exp: u64,
+    who: String,
+    method: String,
+    inner: String,
+}
+
+/// Signs and opens the layer's pagination cursors, which wrap the inner server's cursor and
+/// bind it to the caller and the list method.
+impl StateCodec {
+    /// Wraps the inner server's `nextCursor`.
+    pub(crate) fn seal_cursor(&self, binding: &Binding<'_>, inner: &str, ttl: Duration) -> String {
+        let (kid, secret) = (&self.keys.keys[0].0, &self.keys.keys[0].1);
+        let payload = CursorPayload {
+            exp: now() + ttl.as_secs(),
+            who: binding.principal_digest(secret),
+            method: binding.method.to_owned(),
+            inner: inner.to_owned(),
+        };
+        let encoded = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap_or_default());
+        let tag = mac_in(CURSOR_DOMAIN, secret, kid, &encoded)
+            .finalize()
+            .into_bytes();
+        format!(
+            "{CURSOR_PREFIX}{kid}.{encoded}.{}",
+            URL_SAFE_NO_PAD.encode(tag)
+        )
+    }
+
+    /// Opens a cursor a client sent back, returning the inner server's cursor.
+    pub(crate) fn open_cursor(
+        &self,
+        binding: &Binding<'_>,
+        cursor: &str,
+    ) -> Result<String, CursorError> {
+        if cursor.len() > MAX_STATE_BYTES {
+            return Err(CursorError::Invalid);
+        }
+        let rest = cursor
+            .strip_prefix(CURSOR_PREFIX)
+            .ok_or(CursorError::Invalid)?;
+        let mut parts = rest.split('.');
+        let (Some(kid), Some(encoded), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(CursorError::Invalid);
+        };
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| CursorError::Invalid)?;
+        let secret = self.keys.key(kid).ok_or(CursorError::Invalid)?;
+        mac_in(CURSOR_DOMAIN, secret, kid, encoded)
+            .verify_slice(&tag)
+            .map_err(|_| CursorError::Invalid)?;
+        let json = URL_SAFE_NO_PAD
+            .decode(encoded)
+            .map_err(|_| CursorError::Invalid)?;
+        let payload: CursorPayload =
+            serde_json::from_slice(&json).map_err(|_| CursorError::Invalid)?;
+        if payload.who != binding.principal_digest(secret) || payload.method != binding.method {
+            return Err(CursorError::Foreign);
+        }
+        if payload.exp <= now() {
+            return Err(CursorError::Expired);
+        }
+        Ok(payload.inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;
@@ -650,5 +743,61 @@ mod tests {
                 prop_assert!(codec.verify(&longer, &binding(&f)).is_err());
             }
         }
+    }
+
+    #[test]
+    fn cursors_are_bound_to_caller_and_list_and_expire() {
+        let codec = codec(keys());
+        let f = fields();
+        let list = Fields {
+            method: "tools/list".into(),
+            ..fields()
+        };
+        let cursor = codec.seal_cursor(&binding(&list), "inner-page-2", Duration::from_secs(60));
+        assert_eq!(
+            codec.open_cursor(&binding(&list), &cursor).unwrap(),
+            "inner-page-2"
+        );
+        let other_caller = Fields {
+            subject: "mallory".into(),
+            method: "tools/list".into(),
+            ..fields()
+        };
+        assert_eq!(
+            codec
+                .open_cursor(&binding(&other_caller), &cursor)
+                .unwrap_err(),
+            CursorError::Foreign
+        );
+        let other_list = Fields {
+            method: "prompts/list".into(),
+            ..fields()
+        };
+        assert_eq!(
+            codec
+                .open_cursor(&binding(&other_list), &cursor)
+                .unwrap_err(),
+            CursorError::Foreign
+        );
+        let mut tampered = cursor.clone().into_bytes();
+        let last = tampered.len() - 1;
+        tampered[last] = if tampered[last] == b'A' { b'B' } else { b'A' };
+        let tampered = String::from_utf8(tampered).unwrap();
+        assert_eq!(
+            codec.open_cursor(&binding(&list), &tampered).unwrap_err(),
+            CursorError::Invalid
+        );
+        assert_eq!(
+            codec
+                .open_cursor(&binding(&list), "inner-page-2")
+                .unwrap_err(),
+            CursorError::Invalid
+        );
+        let expired = codec.seal_cursor(&binding(&list), "x", Duration::ZERO);
+        assert_eq!(
+            codec.open_cursor(&binding(&list), &expired).unwrap_err(),
+            CursorError::Expired
+        );
+        let _ = f;
     }
 }

@@ -63,6 +63,10 @@ pub(crate) struct McpSettings {
     pub state: crate::continuation::StateCodec,
     pub max_rounds: u32,
     pub development_mode: bool,
+    /// Tool annotations learned from `tools/list` answers, by tool name.
+    pub tool_annotations: moka::sync::Cache<String, Arc<serde_json::Value>>,
+    pub cursor_ttl: std::time::Duration,
+    pub max_list_bytes: usize,
 }
 
 impl std::fmt::Debug for Gate {

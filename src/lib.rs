@@ -75,6 +75,7 @@
 //! | `jwks` | yes | remote key sets and issuer discovery (reqwest + rustls) |
 //! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate |
 //! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] |
+//! | `redis` | no | [`tasks::RedisTaskStore`], durable approval tasks shared between replicas |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
@@ -93,6 +94,7 @@ pub mod layer;
 pub mod mcp;
 pub mod policy;
 mod resource;
+pub mod tasks;
 
 #[cfg(feature = "introspection")]
 pub use auth::Introspection;

@@ -10,9 +10,12 @@
 //! | `share_folder` | URL approval: allowed once the caller approved it at `/approve/{id}` |
 //! | `delete_file` | asks the user to confirm |
 //! | anything else | allowed (the inner server answers unknown tools itself) |
+//!
+//! In `tools/list` the caller sees every tool except `secret_sauce` and `delete_everything`,
+//! and `admin_report` only with `mcp:admin`.
 
 use mcp_gate::policy::{
-    Decision, EvaluateFuture, Evaluation, Policy, Remediation, authorization_details_cover,
+    Decision, EvaluateFuture, Evaluation, Phase, Policy, Remediation, authorization_details_cover,
 };
 use serde_json::{Value, json};
 
@@ -47,6 +50,17 @@ impl DemoPolicy {
 
     fn decide(&self, evaluation: &Evaluation) -> Decision {
         let principal = evaluation.principal();
+        if evaluation.phase() == Phase::Discovery {
+            // Lists show what the caller could use: not the secret, not what is never
+            // allowed, and the admin report only to admins.
+            return match evaluation.tool() {
+                Some("secret_sauce") | Some("delete_everything") => Decision::undisclosed(""),
+                Some("admin_report") if !principal.has_scope("mcp:admin") => {
+                    Decision::undisclosed("")
+                }
+                _ => Decision::allow(),
+            };
+        }
         let empty = serde_json::Map::new();
         let arguments = evaluation.arguments().unwrap_or(&empty);
         let text = |key: &str| {

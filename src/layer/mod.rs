@@ -36,6 +36,7 @@
 
 mod body;
 mod buffer;
+mod discovery;
 mod future;
 mod interaction;
 mod pipeline;

@@ -8,6 +8,7 @@ use tower_service::Service;
 
 use super::body::GateBody;
 use super::buffer::read_body;
+use super::discovery::{ListAnswer, entries_key, entry_target, read_answer, result_of, write_sse};
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
@@ -82,6 +83,8 @@ where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     ReqBody: http_body::Body + From<Bytes>,
     ReqBody::Error: Into<BoxError>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
 {
     admit(&mut parts, principal.clone());
     if parts.method != Method::POST {
@@ -126,6 +129,16 @@ where
         }
         return Ok(response);
     }
+    if let Some(key) = entries_key(&request.method) {
+        let listing = Listing {
+            gate: &gate,
+            principal: &principal,
+            request: &request,
+            protocol: &protocol,
+            key,
+        };
+        return listing.run(&mut inner, parts, bytes).await;
+    }
     if !is_guarded(&request.method) {
         return call(&mut inner, parts, ReqBody::from(bytes)).await;
     }
@@ -155,6 +168,10 @@ where
         protocol.clone(),
         Phase::Invocation,
         answer.clone(),
+        match &request.target {
+            crate::mcp::Target::Tool { name, .. } => settings.tool_annotations.get(name),
+            _ => None,
+        },
     );
     let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
     let turn = Turn {
@@ -206,6 +223,13 @@ impl Turn<'_> {
             Ok(Decision::Allow) => {
                 self.log("allow", None, None, None);
                 Verdict::Forward
+            }
+            // No policy had an opinion: never an allow.
+            Ok(Decision::Abstain) => {
+                let undecided = Remediation::Undisclosed {
+                    message: "No policy allows this request.".to_owned(),
+                };
+                self.deny(Denial::Deny(&undecided), "abstain")
             }
             Ok(Decision::Ask { message }) => {
                 match answer.filter(|a| a.interaction() == Interaction::Confirmation) {
@@ -352,6 +376,164 @@ impl Turn<'_> {
             expressed_as = expressed_as.unwrap_or(""),
             "authorization decision"
         );
+    }
+}
+
+/// A list request: its cursor opened, the inner answer filtered, the next cursor sealed.
+struct Listing<'a> {
+    gate: &'a Gate,
+    principal: &'a Principal,
+    request: &'a McpRequest,
+    protocol: &'a ProtocolContext,
+    key: &'static str,
+}
+
+impl Listing<'_> {
+    async fn run<S, ReqBody, ResBody>(
+        &self,
+        inner: &mut S,
+        mut parts: Parts,
+        bytes: Bytes,
+    ) -> Result<Response<GateBody<ResBody>>, S::Error>
+    where
+        S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+        ReqBody: From<Bytes>,
+        ResBody: http_body::Body<Data = Bytes>,
+        ResBody::Error: Into<BoxError>,
+    {
+        let settings = &self.gate.inner.mcp;
+        let resource = self.gate.inner.resource.as_str();
+        let binding = binding(self.principal, resource, self.protocol, self.request);
+        let mut body = bytes;
+        match self.request.params.get("cursor") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::String(cursor)) => {
+                match settings.state.open_cursor(&binding, cursor) {
+                    Ok(inner_cursor) => {
+                        let mut params = self.request.params.clone();
+                        params.insert("cursor".into(), inner_cursor.into());
+                        let message = serde_json::json!({"jsonrpc": "2.0", "id": self.request.id, "method": self.request.method, "params": params});
+                        body = Bytes::from(message.to_string());
+                        parts.headers.remove(header::CONTENT_LENGTH);
+                    }
+                    Err(error) => {
+                        let error = ProtocolError::invalid_params(error.to_string())
+                            .with_id(Some(&self.request.id));
+                        return Ok(protocol_error(&error));
+                    }
+                }
+            }
+            Some(_) => {
+                let error = ProtocolError::invalid_params("the cursor must be a string")
+                    .with_id(Some(&self.request.id));
+                return Ok(protocol_error(&error));
+            }
+        }
+        let response = inner
+            .call(Request::from_parts(parts, ReqBody::from(body)))
+            .await?;
+        let (mut head, answer) = match read_answer(response, settings.max_list_bytes).await {
+            Ok(read) => read,
+            Err(problem) => {
+                tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
+                return Ok(local(internal_error(self.request)));
+            }
+        };
+        let filtered = match answer {
+            ListAnswer::Json(mut message) => match self.filter(&mut message, &binding).await {
+                Ok(()) => Bytes::from(message.to_string()),
+                Err(response) => return Ok(local(response)),
+            },
+            ListAnswer::Sse(mut events) => {
+                for event in &mut events {
+                    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(&event.data)
+                    else {
+                        continue;
+                    };
+                    if message.get("id") == Some(&self.request.id) {
+                        if let Err(response) = self.filter(&mut message, &binding).await {
+                            return Ok(local(response));
+                        }
+                        event.data = message.to_string();
+                    }
+                }
+                write_sse(&events)
+            }
+            ListAnswer::Other(bytes) => bytes,
+        };
+        head.headers.remove(header::CONTENT_LENGTH);
+        Ok(Response::from_parts(head, GateBody::local(filtered)))
+    }
+
+    /// Filters the entries of one JSON-RPC list response in place.
+    async fn filter(
+        &self,
+        message: &mut serde_json::Value,
+        binding: &crate::continuation::Binding<'_>,
+    ) -> Result<(), Response<Bytes>> {
+        let settings = &self.gate.inner.mcp;
+        let Some(result) = result_of(message, &self.request.id) else {
+            return Ok(());
+        };
+        let Some(serde_json::Value::Array(entries)) = result.get_mut(self.key) else {
+            return Ok(());
+        };
+        let listed = entries.len();
+        let mut kept = Vec::with_capacity(listed);
+        for entry in entries.drain(..) {
+            let annotations = entry.get("annotations").cloned().map(std::sync::Arc::new);
+            if let (Some(name), Some(annotations)) = (
+                entry
+                    .get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .filter(|_| self.key == "tools"),
+                &annotations,
+            ) {
+                settings
+                    .tool_annotations
+                    .insert(name.to_owned(), annotations.clone());
+            }
+            // An entry the layer cannot name is hidden: it cannot be shown to the policy.
+            let Some(target) = entry_target(&self.request.method, &entry) else {
+                continue;
+            };
+            let evaluation = Evaluation::new(
+                self.principal.clone(),
+                self.request.method.clone(),
+                target,
+                self.protocol.clone(),
+                Phase::Discovery,
+                None,
+                annotations.filter(|_| self.key == "tools"),
+            );
+            match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
+                Ok(Decision::Allow) => kept.push(entry),
+                Ok(_) => {}
+                Err(failure) => {
+                    tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, failure = failure.kind(), error = %failure, "the policy failed on a list entry; refusing the list");
+                    return Err(internal_error(self.request));
+                }
+            }
+        }
+        let shown = kept.len();
+        *entries = kept;
+        if let Some(next) = result.get("nextCursor").and_then(serde_json::Value::as_str) {
+            let sealed = settings
+                .state
+                .seal_cursor(binding, next, settings.cursor_ttl);
+            result.insert("nextCursor".into(), sealed.into());
+        }
+        tracing::info!(
+            target: "mcp_gate::decision",
+            subject = self.principal.subject().unwrap_or(""),
+            client_id = self.principal.client_id().unwrap_or(""),
+            method = %self.request.method,
+            listed,
+            shown,
+            hidden = listed - shown,
+            "discovery filtered"
+        );
+        Ok(())
     }
 }
 

@@ -49,7 +49,8 @@ where
     ReqBody: http_body::Body + From<Bytes> + Send + 'static,
     ReqBody::Data: Send,
     ReqBody::Error: Into<BoxError>,
-    ResBody: Send + 'static,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
 {
     type Response = Response<GateBody<ResBody>>;
     type Error = S::Error;

@@ -30,6 +30,9 @@ pub enum Decision {
     },
     /// Refuse, saying what would fix it.
     Deny(Remediation),
+    /// No opinion. Combinators ([`first_match`](super::first_match), [`all_of`](super::all_of))
+    /// skip it; as the final answer it is a denial (`undisclosed`), never an allow.
+    Abstain,
 }
 
 /// How a denied caller could obtain access.
@@ -155,6 +158,7 @@ impl Decision {
             Decision::Allow => "allow",
             Decision::Ask { .. } => "ask",
             Decision::Deny(_) => "deny",
+            Decision::Abstain => "abstain",
         }
     }
 }

@@ -21,6 +21,10 @@ use crate::mcp::{ClientCapabilities, Era, ProtocolContext, Target};
 pub enum Phase {
     /// The client is invoking the operation (first attempt or retry).
     Invocation,
+    /// The client is listing (`tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list`): the target is one entry of the inner server's answer, and
+    /// anything but `Allow` hides it.
+    Discovery,
 }
 
 /// The context handed to `evaluate`. Cheap to clone.
@@ -35,6 +39,7 @@ struct EvaluationData {
     protocol: ProtocolContext,
     phase: Phase,
     answered: Option<Answered>,
+    annotations: Option<Arc<serde_json::Value>>,
 }
 
 impl Evaluation {
@@ -45,6 +50,7 @@ impl Evaluation {
         protocol: ProtocolContext,
         phase: Phase,
         answered: Option<Answered>,
+        annotations: Option<Arc<serde_json::Value>>,
     ) -> Self {
         Self(Arc::new(EvaluationData {
             principal,
@@ -53,6 +59,7 @@ impl Evaluation {
             protocol,
             phase,
             answered,
+            annotations,
         }))
     }
 
@@ -105,6 +112,20 @@ impl Evaluation {
     /// Why `evaluate` is being asked.
     pub fn phase(&self) -> Phase {
         self.0.phase
+    }
+
+    /// The tool's `annotations` as the inner server last listed them (`tools/list`), if any
+    /// list passed through the layer since it started. Hints from the server, not facts.
+    pub fn tool_annotations(&self) -> Option<&serde_json::Value> {
+        self.0.annotations.as_deref()
+    }
+
+    /// Whether the tool's annotations mark it destructive (`destructiveHint: true`).
+    pub fn is_destructive_tool(&self) -> bool {
+        self.tool_annotations()
+            .and_then(|a| a.get("destructiveHint"))
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false)
     }
 
     /// On a retry that answers the layer's own URL approval or confirmation request: which

@@ -46,7 +46,10 @@ pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, Decision, Remediation};
 pub use details::authorization_details_cover;
 pub use evaluation::{Evaluation, Phase};
-pub use presets::{allow_all, deny_all};
+pub use presets::{
+    AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
+    deny_all, first_match, scopes_per_tool,
+};
 
 /// An error a policy may return; the layer turns it into an internal error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -61,6 +64,22 @@ pub type EvaluateFuture = Pin<Box<dyn Future<Output = Result<Decision, BoxError>
 pub trait Policy: Send + Sync + 'static {
     /// Decides one request.
     fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture;
+
+    /// Whether this policy lets everything through (like [`allow_all`]). The builder warns
+    /// when an open policy guards a resource that is not on loopback.
+    fn is_open(&self) -> bool {
+        false
+    }
+}
+
+impl Policy for Box<dyn Policy> {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        (**self).evaluate(evaluation)
+    }
+
+    fn is_open(&self) -> bool {
+        (**self).is_open()
+    }
 }
 
 impl<F, Fut, E> Policy for F

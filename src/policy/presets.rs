@@ -1,20 +1,199 @@
-//! Ready-made policies.
+//! Ready-made policies, and combinators to compose them with your own.
+//!
+//! ```
+//! use mcp_gate::policy::{all_of, allowlist, first_match, scopes_per_tool, deny_all};
+//!
+//! // Only these tools, each with the scopes it needs; anything else is denied.
+//! let policy = first_match([
+//!     Box::new(all_of([
+//!         Box::new(allowlist(["echo", "admin_report"])) as Box<dyn mcp_gate::policy::Policy>,
+//!         Box::new(scopes_per_tool([("admin_report", vec!["mcp:admin"])])),
+//!     ])) as Box<dyn mcp_gate::policy::Policy>,
+//!     Box::new(deny_all("Not available.")),
+//! ]);
+//! # let _ = policy;
+//! ```
 
-use std::convert::Infallible;
-use std::future::{Ready, ready};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
-use super::{Decision, Evaluation};
+use super::{Decision, EvaluateFuture, Evaluation, Policy};
 
-/// Allows everything that passes authentication. An open server: name it on purpose.
-pub fn allow_all()
--> impl Fn(Evaluation) -> Ready<Result<Decision, Infallible>> + Send + Sync + 'static {
-    |_| ready(Ok(Decision::Allow))
+/// Allows everything that passes authentication: an open server, so it must be named. The
+/// builder logs a warning when an open policy guards a non-loopback resource.
+///
+/// Tools whose annotations (from the inner server's `tools/list`) mark them destructive
+/// (`destructiveHint: true`) are still refused (`undisclosed`) unless
+/// [`AllowAll::including_destructive`] says otherwise.
+pub fn allow_all() -> AllowAll {
+    AllowAll { destructive: false }
+}
+
+/// The [`allow_all`] policy.
+#[derive(Clone, Copy, Debug)]
+pub struct AllowAll {
+    destructive: bool,
+}
+
+impl AllowAll {
+    /// Lets destructive tools through as well.
+    pub fn including_destructive(mut self) -> Self {
+        self.destructive = true;
+        self
+    }
+}
+
+impl Policy for AllowAll {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        let refuse = !self.destructive && evaluation.is_destructive_tool();
+        Box::pin(async move {
+            Ok(if refuse {
+                Decision::undisclosed("This tool is destructive and the server does not allow it.")
+            } else {
+                Decision::Allow
+            })
+        })
+    }
+
+    fn is_open(&self) -> bool {
+        true
+    }
 }
 
 /// Denies every guarded operation as `unavailable`, with `message`.
-pub fn deny_all(
-    message: impl Into<String>,
-) -> impl Fn(Evaluation) -> Ready<Result<Decision, Infallible>> + Send + Sync + 'static {
-    let message = message.into();
-    move |_| ready(Ok(Decision::unavailable(message.clone())))
+pub fn deny_all(message: impl Into<String>) -> DenyAll {
+    DenyAll(Arc::from(message.into()))
+}
+
+/// The [`deny_all`] policy.
+#[derive(Clone, Debug)]
+pub struct DenyAll(Arc<str>);
+
+impl Policy for DenyAll {
+    fn evaluate(&self, _evaluation: Evaluation) -> EvaluateFuture {
+        let message = self.0.to_string();
+        Box::pin(async move { Ok(Decision::unavailable(message)) })
+    }
+}
+
+/// Allows the named tools; denies other tools as `undisclosed`; has no opinion on anything
+/// that is not a tool ([`Decision::Abstain`]).
+pub fn allowlist<I, S>(tools: I) -> Allowlist
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    Allowlist(Arc::new(tools.into_iter().map(Into::into).collect()))
+}
+
+/// The [`allowlist`] policy.
+#[derive(Clone, Debug)]
+pub struct Allowlist(Arc<HashSet<String>>);
+
+impl Policy for Allowlist {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        let decision = match evaluation.tool() {
+            Some(tool) if self.0.contains(tool) => Decision::Allow,
+            Some(_) => Decision::undisclosed("This tool is not available."),
+            None => Decision::Abstain,
+        };
+        Box::pin(async move { Ok(decision) })
+    }
+}
+
+/// Requires scopes per tool: a listed tool is allowed when the token holds every scope it
+/// needs (directly or through the scope hierarchy), and otherwise answered with a 403
+/// step-up naming all of them (the endpoint-wide scopes are added by the layer). Tools not
+/// listed, and everything that is not a tool, get [`Decision::Abstain`].
+pub fn scopes_per_tool<I, T, S>(map: I) -> ScopesPerTool
+where
+    I: IntoIterator<Item = (T, Vec<S>)>,
+    T: Into<String>,
+    S: Into<String>,
+{
+    ScopesPerTool(Arc::new(
+        map.into_iter()
+            .map(|(tool, scopes)| (tool.into(), scopes.into_iter().map(Into::into).collect()))
+            .collect(),
+    ))
+}
+
+/// The [`scopes_per_tool`] policy.
+#[derive(Clone, Debug)]
+pub struct ScopesPerTool(Arc<HashMap<String, Vec<String>>>);
+
+impl Policy for ScopesPerTool {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        let decision = match evaluation.tool().and_then(|tool| self.0.get(tool)) {
+            Some(needed) if needed.iter().all(|s| evaluation.principal().has_scope(s)) => {
+                Decision::Allow
+            }
+            Some(needed) => Decision::scopes(needed.clone()),
+            None => Decision::Abstain,
+        };
+        Box::pin(async move { Ok(decision) })
+    }
+}
+
+/// Every policy must agree: the first decision other than `Allow` or `Abstain` wins; all
+/// `Allow` (or abstaining) gives `Allow`, unless all abstain, which gives `Abstain`.
+pub fn all_of<I: IntoIterator<Item = Box<dyn Policy>>>(policies: I) -> AllOf {
+    AllOf(Arc::new(policies.into_iter().collect()))
+}
+
+/// The [`all_of`] combinator.
+#[derive(Clone)]
+pub struct AllOf(Arc<Vec<Box<dyn Policy>>>);
+
+impl Policy for AllOf {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        let policies = self.0.clone();
+        Box::pin(async move {
+            let mut allowed = false;
+            for policy in policies.iter() {
+                match policy.evaluate(evaluation.clone()).await? {
+                    Decision::Allow => allowed = true,
+                    Decision::Abstain => {}
+                    other => return Ok(other),
+                }
+            }
+            Ok(if allowed {
+                Decision::Allow
+            } else {
+                Decision::Abstain
+            })
+        })
+    }
+
+    fn is_open(&self) -> bool {
+        !self.0.is_empty() && self.0.iter().all(|p| p.is_open())
+    }
+}
+
+/// The first policy with an opinion decides: the first decision that is not `Abstain`.
+pub fn first_match<I: IntoIterator<Item = Box<dyn Policy>>>(policies: I) -> FirstMatch {
+    FirstMatch(Arc::new(policies.into_iter().collect()))
+}
+
+/// The [`first_match`] combinator.
+#[derive(Clone)]
+pub struct FirstMatch(Arc<Vec<Box<dyn Policy>>>);
+
+impl Policy for FirstMatch {
+    fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
+        let policies = self.0.clone();
+        Box::pin(async move {
+            for policy in policies.iter() {
+                match policy.evaluate(evaluation.clone()).await? {
+                    Decision::Abstain => {}
+                    decided => return Ok(decided),
+                }
+            }
+            Ok(Decision::Abstain)
+        })
+    }
+
+    fn is_open(&self) -> bool {
+        self.0.iter().any(|p| p.is_open())
+    }
 }

@@ -1,0 +1,191 @@
+//! Discovery filtering: `tools/list`, `prompts/list`, `resources/list` and
+//! `resources/templates/list` answers are filtered per caller.
+//!
+//! Each entry of the inner server's page is shown to `evaluate` in the discovery phase, and
+//! entries it does not allow are removed before the client sees the page. Pagination cursors
+//! are wrapped in the layer's own signed cursor, bound to the caller and the list method, so a
+//! cursor cannot be replayed by someone else or against another list. A policy that fails on
+//! any entry fails the whole list with an internal error: a list is never silently emptied.
+//! List-changed notifications are not filtered: they carry no entries, only a hint to list
+//! again, and the next list is filtered.
+
+use bytes::Bytes;
+use http::{Response, StatusCode, header};
+use http_body::Body;
+use http_body_util::{BodyExt, Limited};
+use serde_json::{Map, Value};
+
+use super::pipeline::BoxError;
+use crate::mcp::Target;
+
+/// The member of a list result that holds the entries.
+pub(crate) fn entries_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/list" => Some("tools"),
+        "prompts/list" => Some("prompts"),
+        "resources/list" => Some("resources"),
+        "resources/templates/list" => Some("resourceTemplates"),
+        _ => None,
+    }
+}
+
+/// What `evaluate` is shown for one list entry.
+pub(crate) fn entry_target(method: &str, entry: &Value) -> Option<Target> {
+    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
+    Some(match method {
+        "tools/list" => Target::Tool {
+            name: text("name")?,
+            arguments: Default::default(),
+        },
+        "prompts/list" => Target::Prompt {
+            name: text("name")?,
+            arguments: Default::default(),
+        },
+        "resources/list" => Target::Resource { uri: text("uri")? },
+        "resources/templates/list" => Target::Resource {
+            uri: text("uriTemplate")?,
+        },
+        _ => return None,
+    })
+}
+
+/// An inner answer, read whole.
+pub(crate) enum ListAnswer {
+    /// `application/json`: one JSON-RPC response.
+    Json(Value),
+    /// `text/event-stream`: events, one of which is the response.
+    Sse(Vec<SseEvent>),
+    /// Anything else: passed through as read.
+    Other(Bytes),
+}
+
+/// One server-sent event, kept field by field so it can be written back.
+pub(crate) struct SseEvent {
+    /// Lines other than `data:` (id, event, retry, comments), in order.
+    pub other: Vec<String>,
+    pub data: String,
+}
+
+/// Reads an inner answer up to `max` bytes.
+pub(crate) async fn read_answer<B>(
+    response: Response<B>,
+    max: usize,
+) -> Result<(http::response::Parts, ListAnswer), &'static str>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = response.into_parts();
+    let bytes = Limited::new(body, max)
+        .collect()
+        .await
+        .map_err(|_| "the list answer could not be read whole")?
+        .to_bytes();
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let answer = if parts.status != StatusCode::OK {
+        ListAnswer::Other(bytes)
+    } else if content_type.starts_with("application/json") {
+        ListAnswer::Json(serde_json::from_slice(&bytes).map_err(|_| "the list answer is not JSON")?)
+    } else if content_type.starts_with("text/event-stream") {
+        ListAnswer::Sse(parse_sse(
+            std::str::from_utf8(&bytes).map_err(|_| "the event stream is not UTF-8")?,
+        ))
+    } else {
+        ListAnswer::Other(bytes)
+    };
+    Ok((parts, answer))
+}
+
+fn parse_sse(text: &str) -> Vec<SseEvent> {
+    let normalized = text.replace("\r\n", "\n");
+    normalized
+        .split("\n\n")
+        .filter(|block| !block.trim().is_empty())
+        .map(|block| {
+            let mut event = SseEvent {
+                other: Vec::new(),
+                data: String::new(),
+            };
+            let mut data_lines = Vec::new();
+            for line in block.lines() {
+                match line.strip_prefix("data:") {
+                    Some(data) => data_lines.push(data.strip_prefix(' ').unwrap_or(data)),
+                    None => event.other.push(line.to_owned()),
+                }
+            }
+            event.data = data_lines.join("\n");
+            event
+        })
+        .collect()
+}
+
+/// Writes events back in the SSE format.
+pub(crate) fn write_sse(events: &[SseEvent]) -> Bytes {
+    let mut out = String::new();
+    for event in events {
+        for line in &event.other {
+            out.push_str(line);
+            out.push('\n');
+        }
+        if !event.data.is_empty() || event.other.is_empty() {
+            for line in event.data.split('\n') {
+                out.push_str("data: ");
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out.push('\n');
+    }
+    Bytes::from(out)
+}
+
+/// The list result inside a JSON-RPC response for `id`, if it is one.
+pub(crate) fn result_of<'a>(
+    message: &'a mut Value,
+    id: &Value,
+) -> Option<&'a mut Map<String, Value>> {
+    if message.get("id") != Some(id) {
+        return None;
+    }
+    message.get_mut("result").and_then(Value::as_object_mut)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sse_round_trip_keeps_ids_and_events() {
+        let text = "id: 1\nevent: message\ndata: {\"a\":1}\n\n: comment\n\ndata: {\"b\":\n\n";
+        let events = parse_sse(text);
+        assert_eq!(events.len(), 3);
+        assert_eq!(events[0].other, ["id: 1", "event: message"]);
+        assert_eq!(events[0].data, "{\"a\":1}");
+        let written = write_sse(&events);
+        let again = parse_sse(std::str::from_utf8(&written).unwrap());
+        assert_eq!(again[0].data, events[0].data);
+        assert_eq!(again[1].other, [": comment"]);
+    }
+
+    #[test]
+    fn targets_of_entries() {
+        let tool = serde_json::json!({"name": "echo"});
+        assert_eq!(
+            entry_target("tools/list", &tool)
+                .and_then(|t| t.name().map(str::to_owned))
+                .as_deref(),
+            Some("echo")
+        );
+        let template = serde_json::json!({"uriTemplate": "file:///{path}"});
+        assert!(matches!(
+            entry_target("resources/templates/list", &template),
+            Some(Target::Resource { .. })
+        ));
+        assert!(entry_target("tools/list", &serde_json::json!({"title": "no name"})).is_none());
+    }
+}

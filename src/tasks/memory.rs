@@ -1,0 +1,257 @@
+//! [`MemoryTaskStore`]: tasks in this process's memory.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
+use super::store::{
+    MAX_LIST, Plan, StoreError, StoreFuture, TaskChange, TaskStore, Transition, check_move,
+    check_new, plan,
+};
+
+/// Tasks in memory, for development and single-process deployments: they do not survive a
+/// restart and are not shared between replicas (use `RedisTaskStore` for that).
+///
+/// Expired tasks are invisible at once and dropped when space is needed. At most `capacity`
+/// live tasks are held; when full, [`create`](TaskStore::create) fails with
+/// [`StoreError::Full`] rather than evict a task someone may still approve.
+pub struct MemoryTaskStore {
+    tasks: Mutex<HashMap<TaskId, TaskRecord>>,
+    capacity: usize,
+}
+
+impl MemoryTaskStore {
+    /// The capacity of [`MemoryTaskStore::default`].
+    pub const DEFAULT_CAPACITY: usize = 10_000;
+
+    /// A store holding at most `capacity` live tasks.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            tasks: Mutex::new(HashMap::new()),
+            capacity,
+        }
+    }
+
+    /// How many live (unexpired) tasks the store holds.
+    pub fn len(&self) -> usize {
+        let now = now_ms();
+        self.lock()
+            .values()
+            .filter(|r| !r.is_expired_at(now))
+            .count()
+    }
+
+    /// Whether the store holds no live task.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The map. No code path panics while holding the lock with the map half-changed (every
+    /// check is done before the one insert), so a poisoned lock still guards a sound map.
+    fn lock(&self) -> MutexGuard<'_, HashMap<TaskId, TaskRecord>> {
+        self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn create_now(&self, record: TaskRecord, now: u64) -> Result<(), StoreError> {
+        check_new(&record, now)?;
+        let mut tasks = self.lock();
+        if let Some(existing) = tasks.get(&record.id) {
+            if !existing.is_expired_at(now) {
+                return Err(StoreError::Duplicate(record.id));
+            }
+            tasks.remove(&record.id);
+        }
+        if tasks.len() >= self.capacity {
+            tasks.retain(|_, r| !r.is_expired_at(now));
+            if tasks.len() >= self.capacity {
+                return Err(StoreError::Full {
+                    capacity: self.capacity,
+                });
+            }
+        }
+        tasks.insert(record.id.clone(), record);
+        Ok(())
+    }
+
+    fn transition_now(
+        &self,
+        id: &TaskId,
+        from: TaskStatus,
+        to: TaskStatus,
+        change: &TaskChange,
+        now: u64,
+    ) -> Result<Transition, StoreError> {
+        check_move(from, to)?;
+        let mut tasks = self.lock();
+        // Read, decide and write under one lock: the compare-and-set.
+        match plan(tasks.get(id).cloned(), from, to, change, now)? {
+            Plan::Conflict(current) => Ok(Transition::Conflict(current)),
+            Plan::Write(next) => {
+                tasks.insert(id.clone(), next.clone());
+                Ok(Transition::Applied(next))
+            }
+        }
+    }
+
+    fn list_now(
+        &self,
+        owner: Option<&TaskOwner>,
+        status: Option<TaskStatus>,
+        limit: usize,
+        now: u64,
+    ) -> Vec<TaskRecord> {
+        let tasks = self.lock();
+        let mut found: Vec<&TaskRecord> = tasks
+            .values()
+            .filter(|r| !r.is_expired_at(now))
+            .filter(|r| owner.is_none_or(|o| r.owner == *o))
+            .filter(|r| status.is_none_or(|s| r.status == s))
+            .collect();
+        found.sort_by(|a, b| (a.expires_at(), &a.id).cmp(&(b.expires_at(), &b.id)));
+        found
+            .into_iter()
+            .take(limit.min(MAX_LIST))
+            .cloned()
+            .collect()
+    }
+}
+
+impl Default for MemoryTaskStore {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_CAPACITY)
+    }
+}
+
+impl std::fmt::Debug for MemoryTaskStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryTaskStore")
+            .field("capacity", &self.capacity)
+            .field("stored", &self.lock().len())
+            .finish()
+    }
+}
+
+impl TaskStore for MemoryTaskStore {
+    fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()> {
+        let done = self.create_now(record, now_ms());
+        Box::pin(async move { done })
+    }
+
+    fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>> {
+        let now = now_ms();
+        let found = self
+            .lock()
+            .get(id)
+            .filter(|r| !r.is_expired_at(now))
+            .cloned();
+        Box::pin(async move { Ok(found) })
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a TaskId,
+        from: TaskStatus,
+        to: TaskStatus,
+        change: TaskChange,
+    ) -> StoreFuture<'a, Transition> {
+        let done = self.transition_now(id, from, to, &change, now_ms());
+        Box::pin(async move { done })
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a TaskOwner>,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<TaskRecord>> {
+        let found = self.list_now(owner, status, limit, now_ms());
+        Box::pin(async move { Ok(found) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::tasks::{HeldCall, TaskDecision};
+
+    fn record(ttl_ms: u64) -> TaskRecord {
+        TaskRecord::new(
+            TaskOwner::new("https://as.example", Some("alice".into()), None),
+            HeldCall::new(
+                "tools/call",
+                json!({"name": "deploy"}),
+                "2026-07-28",
+                "https://mcp.example/mcp",
+            ),
+            "actx_1",
+            ttl_ms,
+            1000,
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn full_store_refuses_and_never_evicts_pending_work() {
+        let store = MemoryTaskStore::new(2);
+        let (a, b) = (record(60_000), record(60_000));
+        let now = a.created_at;
+        store.create_now(a.clone(), now).unwrap();
+        store.create_now(b, now).unwrap();
+        let err = store.create_now(record(60_000), now).unwrap_err();
+        assert_eq!(err, StoreError::Full { capacity: 2 });
+        assert!(err.to_string().contains("full (2 live tasks)"), "{err}");
+        assert!(store.lock().contains_key(&a.id), "nothing was evicted");
+        // Once one expires, its place is free again.
+        let later = now + 60_000;
+        let mut c = record(60_000);
+        c.created_at = later;
+        c.last_updated_at = later;
+        store.create_now(c, later).unwrap();
+    }
+
+    #[test]
+    fn expiry_is_judged_at_the_moment_of_each_call() {
+        let store = MemoryTaskStore::new(10);
+        let r = record(1000);
+        let (id, t0) = (r.id.clone(), r.created_at);
+        store.create_now(r, t0).unwrap();
+        let approve = TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() });
+        let at_deadline = store
+            .transition_now(
+                &id,
+                TaskStatus::Working,
+                TaskStatus::Approved,
+                &approve,
+                t0 + 1000,
+            )
+            .unwrap();
+        assert_eq!(at_deadline, Transition::Conflict(None));
+        let just_before = store
+            .transition_now(
+                &id,
+                TaskStatus::Working,
+                TaskStatus::Approved,
+                &approve,
+                t0 + 999,
+            )
+            .unwrap();
+        assert!(just_before.is_applied());
+        let claim = TaskChange::new().require_remaining_ms(2);
+        assert_eq!(
+            store
+                .transition_now(
+                    &id,
+                    TaskStatus::Approved,
+                    TaskStatus::Executing,
+                    &claim,
+                    t0 + 999
+                )
+                .unwrap_err(),
+            StoreError::Expired(id.clone())
+        );
+        assert!(store.list_now(None, None, 10, t0 + 1000).is_empty());
+        assert_eq!(store.list_now(None, None, 10, t0 + 999).len(), 1);
+    }
+}

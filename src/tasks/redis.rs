@@ -1,0 +1,414 @@
+//! [`RedisTaskStore`]: tasks in Redis, shared by every replica and surviving restarts of the
+//! gateway.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::{RedisError, Script, Value};
+
+use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
+use super::store::{
+    MAX_LIST, Plan, StoreError, StoreFuture, TaskChange, TaskStore, Transition, check_move,
+    check_new, plan,
+};
+
+/// Index entries read per round trip by `list`.
+const LIST_PAGE: usize = 100;
+/// Index entries one `list` looks at, at most.
+const LIST_SCAN: usize = 10_000;
+/// Rounds of an optimistic transition before giving up. The lifecycle only moves forward, so a
+/// retry happens only if the record changed without its status changing, which this crate
+/// never does; the bound is there for a record changed behind the store's back.
+const TRANSITION_ROUNDS: usize = 8;
+
+/// Shared Lua prelude: `now` is the later of the server's clock and the caller's (ARGV[1]),
+/// so neither a slow server nor a slow replica can keep a task alive past its deadline.
+macro_rules! lua_now {
+    () => {
+        r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local caller_now = tonumber(ARGV[1])
+if caller_now > now then now = caller_now end
+"
+    };
+}
+
+/// KEYS: record, index. ARGV: now, record JSON, deadline (ms), id.
+/// Returns -1 if already expired, 0 if the id exists, 1 once stored and indexed.
+const CREATE: &str = concat!(
+    lua_now!(),
+    r"
+local deadline = tonumber(ARGV[3])
+if deadline <= now then return -1 end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now))
+return 1
+"
+);
+
+/// The compare-and-set. KEYS: record. ARGV: now, the record as read (its status is the
+/// expected one), the record to write, deadline (ms), time required to remain (ms).
+/// Returns {0} if missing or expired, {1, current} if the record is no longer the one read,
+/// {3} if too little time remains, {2} once written (keeping the key's expiry).
+const TRANSITION: &str = concat!(
+    lua_now!(),
+    r"
+local current = redis.call('GET', KEYS[1])
+if not current then return {0} end
+local deadline = tonumber(ARGV[4])
+if deadline <= now then return {0} end
+if current ~= ARGV[2] then return {1, current} end
+if deadline - now < tonumber(ARGV[5]) then return {3} end
+redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+return {2}
+"
+);
+
+/// Tasks in Redis: one string key per task, `{namespace}:task:{id}`, holding the JSON record
+/// and expiring (`PXAT`) when the task does; a sorted set `{namespace}:tasks` of ids scored
+/// by their deadline, for [`list`](TaskStore::list), trimmed of expired ids as it goes. Never
+/// `KEYS` or `SCAN` over the keyspace.
+///
+/// Creating and transitioning are Lua scripts (`EVALSHA`, loaded on first use), so each is one
+/// atomic step on the server. A transition reads the record, computes the new one here (the
+/// record's JSON is never rewritten by Lua, so large numbers and empty arrays in tool results
+/// survive exactly), and the script writes it only if the stored record is still byte for
+/// byte the one read and has not expired; that compare-and-set on the whole value includes
+/// the status.
+///
+/// Connections go through a [`ConnectionManager`], which reconnects after a failure; a call
+/// made while Redis is unreachable fails with [`StoreError::Unavailable`] within a few
+/// seconds. This build has no TLS to Redis: use loopback, a private network, or a TLS tunnel,
+/// and an ACL user limited to the namespace's keys. Not for Redis Cluster.
+#[derive(Clone)]
+pub struct RedisTaskStore {
+    connection: ConnectionManager,
+    namespace: Arc<str>,
+    create: Arc<Script>,
+    transition: Arc<Script>,
+}
+
+impl std::fmt::Debug for RedisTaskStore {
+    // The URL may hold a password: it is not kept, and not shown.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisTaskStore")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+fn unavailable(e: RedisError) -> StoreError {
+    StoreError::Unavailable(format!("redis: {e}"))
+}
+
+fn check_namespace(namespace: &str) -> Result<(), StoreError> {
+    let ok = !namespace.is_empty()
+        && namespace.len() <= 64
+        && namespace
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(StoreError::Config(
+            "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'".into(),
+        ))
+    }
+}
+
+impl RedisTaskStore {
+    /// Connects to the Redis server at `url` (`redis://[user:password@]host:port/db`, or
+    /// `redis+unix:///path`) and keeps this gateway's tasks under `namespace` (1 to 64
+    /// characters of `A-Z a-z 0-9 - _ .`). Every replica sharing tasks uses the same server
+    /// and namespace. Fails if the URL is unusable or the server does not answer.
+    pub async fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        check_namespace(namespace)?;
+        // The parser's message could quote the URL, and with it a password: not repeated.
+        let client = redis::Client::open(url)
+            .map_err(|_| StoreError::Config("the Redis URL is not valid".into()))?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(2)))
+            .set_response_timeout(Some(Duration::from_secs(5)))
+            .set_number_of_retries(3)
+            .set_max_delay(Duration::from_secs(1));
+        let connection = ConnectionManager::new_with_config(client, config)
+            .await
+            .map_err(unavailable)?;
+        Ok(Self {
+            connection,
+            namespace: namespace.into(),
+            create: Arc::new(Script::new(CREATE)),
+            transition: Arc::new(Script::new(TRANSITION)),
+        })
+    }
+
+    /// The namespace this store's keys live under.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    fn key(&self, id: &str) -> String {
+        format!("{}:task:{id}", self.namespace)
+    }
+
+    fn index_key(&self) -> String {
+        format!("{}:tasks", self.namespace)
+    }
+
+    async fn read(&self, id: &TaskId) -> Result<Option<Vec<u8>>, StoreError> {
+        redis::cmd("GET")
+            .arg(self.key(id.as_str()))
+            .query_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)
+    }
+
+    async fn create_record(&self, record: TaskRecord) -> Result<(), StoreError> {
+        let now = now_ms();
+        check_new(&record, now)?;
+        let json = record.encode()?;
+        let stored: i64 = self
+            .create
+            .key(self.key(record.id.as_str()))
+            .key(self.index_key())
+            .arg(now)
+            .arg(json)
+            .arg(record.expires_at())
+            .arg(record.id.as_str())
+            .invoke_async(&mut self.connection.clone())
+            .await
+            .map_err(unavailable)?;
+        match stored {
+            1 => Ok(()),
+            0 => Err(StoreError::Duplicate(record.id)),
+            _ => Err(StoreError::Expired(record.id)),
+        }
+    }
+
+    async fn get_record(&self, id: &TaskId) -> Result<Option<TaskRecord>, StoreError> {
+        let Some(bytes) = self.read(id).await? else {
+            return Ok(None);
+        };
+        let record = TaskRecord::decode(&bytes, id.as_str())?;
+        Ok((!record.is_expired_at(now_ms())).then_some(record))
+    }
+
+    async fn transition_record(
+        &self,
+        id: &TaskId,
+        from: TaskStatus,
+        to: TaskStatus,
+        change: TaskChange,
+    ) -> Result<Transition, StoreError> {
+        check_move(from, to)?;
+        let mut read = self.read(id).await?;
+        for _ in 0..TRANSITION_ROUNDS {
+            let Some(bytes) = read.take() else {
+                return Ok(Transition::Conflict(None));
+            };
+            let current = TaskRecord::decode(&bytes, id.as_str())?;
+            let now = now_ms();
+            let deadline = current.expires_at();
+            let next = match plan(Some(current), from, to, &change, now)? {
+                Plan::Conflict(current) => return Ok(Transition::Conflict(current)),
+                Plan::Write(next) => next,
+            };
+            let answer: Value = self
+                .transition
+                .key(self.key(id.as_str()))
+                .arg(now)
+                .arg(&bytes)
+                .arg(next.encode()?)
+                .arg(deadline)
+                .arg(change.required_remaining())
+                .invoke_async(&mut self.connection.clone())
+                .await
+                .map_err(unavailable)?;
+            match script_answer(answer) {
+                Some((2, _)) => return Ok(Transition::Applied(next)),
+                Some((0, _)) => return Ok(Transition::Conflict(None)),
+                Some((3, _)) => return Err(StoreError::Expired(id.clone())),
+                // Changed since it was read: decide again on what is stored now.
+                Some((1, Some(stored))) => read = Some(stored),
+                _ => {
+                    return Err(StoreError::Unavailable(
+                        "redis: unexpected answer from the transition script".into(),
+                    ));
+                }
+            }
+        }
+        Err(StoreError::Unavailable(format!(
+            "redis: task {id} kept changing during a transition"
+        )))
+    }
+
+    async fn list_records(
+        &self,
+        owner: Option<&TaskOwner>,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> Result<Vec<TaskRecord>, StoreError> {
+        let limit = limit.min(MAX_LIST);
+        let mut found = Vec::new();
+        if limit == 0 {
+            return Ok(found);
+        }
+        let mut connection = self.connection.clone();
+        let index = self.index_key();
+        let now = now_ms();
+        let () = redis::cmd("ZREMRANGEBYSCORE")
+            .arg(&index)
+            .arg("-inf")
+            .arg(now)
+            .query_async(&mut connection)
+            .await
+            .map_err(unavailable)?;
+        let mut gone: Vec<String> = Vec::new();
+        let mut start = 0;
+        'pages: while start < LIST_SCAN {
+            let ids: Vec<String> = redis::cmd("ZRANGE")
+                .arg(&index)
+                .arg(start)
+                .arg(start + LIST_PAGE - 1)
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            if ids.is_empty() {
+                break;
+            }
+            start += ids.len();
+            let keys: Vec<String> = ids.iter().map(|id| self.key(id)).collect();
+            let values: Vec<Option<Vec<u8>>> = redis::cmd("MGET")
+                .arg(&keys)
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            for (id, value) in ids.iter().zip(values) {
+                let Some(bytes) = value else {
+                    gone.push(id.clone());
+                    continue;
+                };
+                let record = match TaskRecord::decode(&bytes, id) {
+                    Ok(record) => record,
+                    Err(error) => {
+                        // One bad record must not hide every other task from approvers.
+                        tracing::warn!(target: "mcp_gate::tasks", %error, "skipping a task record");
+                        continue;
+                    }
+                };
+                if record.is_expired_at(now)
+                    || owner.is_some_and(|o| record.owner != *o)
+                    || status.is_some_and(|s| record.status != s)
+                {
+                    continue;
+                }
+                found.push(record);
+                if found.len() == limit {
+                    break 'pages;
+                }
+            }
+            if ids.len() < LIST_PAGE {
+                break;
+            }
+        }
+        if !gone.is_empty() {
+            let _: i64 = redis::cmd("ZREM")
+                .arg(&index)
+                .arg(&gone)
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+        }
+        Ok(found)
+    }
+}
+
+/// The transition script's `{code, record?}`.
+fn script_answer(answer: Value) -> Option<(i64, Option<Vec<u8>>)> {
+    let Value::Array(items) = answer else {
+        return None;
+    };
+    let mut items = items.into_iter();
+    let Some(Value::Int(code)) = items.next() else {
+        return None;
+    };
+    match items.next() {
+        None => Some((code, None)),
+        Some(Value::BulkString(bytes)) => Some((code, Some(bytes))),
+        Some(_) => None,
+    }
+}
+
+impl TaskStore for RedisTaskStore {
+    fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()> {
+        Box::pin(self.create_record(record))
+    }
+
+    fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>> {
+        Box::pin(self.get_record(id))
+    }
+
+    fn transition<'a>(
+        &'a self,
+        id: &'a TaskId,
+        from: TaskStatus,
+        to: TaskStatus,
+        change: TaskChange,
+    ) -> StoreFuture<'a, Transition> {
+        Box::pin(self.transition_record(id, from, to, change))
+    }
+
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a TaskOwner>,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<TaskRecord>> {
+        Box::pin(self.list_records(owner, status, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespaces_are_checked() {
+        for good in ["mcp-gate", "prod.eu_1", "a"] {
+            assert!(check_namespace(good).is_ok(), "{good}");
+        }
+        for bad in ["", "a b", "a:b", "ns*", "{ns}", &"x".repeat(65)] {
+            assert!(check_namespace(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn script_answers_are_read_strictly() {
+        assert_eq!(
+            script_answer(Value::Array(vec![Value::Int(2)])),
+            Some((2, None))
+        );
+        assert_eq!(
+            script_answer(Value::Array(vec![
+                Value::Int(1),
+                Value::BulkString(b"{}".to_vec())
+            ])),
+            Some((1, Some(b"{}".to_vec())))
+        );
+        assert_eq!(script_answer(Value::Int(2)), None);
+        assert_eq!(script_answer(Value::Array(vec![])), None);
+    }
+
+    #[tokio::test]
+    async fn a_bad_url_is_a_configuration_error_that_does_not_repeat_it() {
+        let err = RedisTaskStore::new("http://user:hunter2@example", "ns")
+            .await
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Config(_)), "{err}");
+        assert!(!err.to_string().contains("hunter2"));
+    }
+}

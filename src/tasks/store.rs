@@ -1,0 +1,256 @@
+//! The [`TaskStore`] trait, its errors, and the transition rules every store shares.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use serde_json::Value;
+
+use super::record::{TaskDecision, TaskError, TaskId, TaskOwner, TaskRecord, TaskStatus};
+
+/// The most records one [`TaskStore::list`] returns.
+pub const MAX_LIST: usize = 1000;
+
+/// What every [`TaskStore`] method returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
+
+/// Why a store operation failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The store could not be reached or did not answer in time. Nothing is known to have
+    /// changed; a caller holding a denied call keeps it denied.
+    #[error("the task store is unavailable: {0}")]
+    Unavailable(String),
+    /// A stored record is not a valid task record.
+    #[error("task record {id} is corrupt: {reason}")]
+    Corrupt {
+        /// The id it was stored under.
+        id: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A stored record was written in another format, by an older or newer build.
+    #[error(
+        "task record {id} has schema version {found}; this build reads only version {supported}"
+    )]
+    UnsupportedSchema {
+        /// The id it was stored under.
+        id: String,
+        /// The version it carries.
+        found: u64,
+        /// The version this build reads.
+        supported: u32,
+    },
+    /// [`TaskStore::create`] with an id that is already stored.
+    #[error("task {0} already exists")]
+    Duplicate(TaskId),
+    /// The task has expired: created already expired, or a transition demanded more time than
+    /// is left ([`TaskChange::require_remaining_ms`]).
+    #[error("task {0} has expired, or would expire before it could finish")]
+    Expired(TaskId),
+    /// The memory store holds as many live tasks as it may; pending tasks are never evicted.
+    #[error(
+        "the task store is full ({capacity} live tasks); new tasks are refused until some finish or expire"
+    )]
+    Full {
+        /// The store's capacity.
+        capacity: usize,
+    },
+    /// A transition the task lifecycle does not allow ([`TaskStatus::can_become`]).
+    #[error("a task cannot move from {from} to {to}")]
+    InvalidTransition {
+        /// The expected current status.
+        from: TaskStatus,
+        /// The requested status.
+        to: TaskStatus,
+    },
+    /// A record (new, or as a transition would leave it) breaks a rule of the record format.
+    #[error("invalid task record: {0}")]
+    InvalidRecord(&'static str),
+    /// The store's configuration is unusable (namespace, URL).
+    #[error("invalid task store configuration: {0}")]
+    Config(String),
+}
+
+/// What [`TaskStore::transition`] did.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use]
+pub enum Transition {
+    /// The record had the expected status and was changed; this is the record as stored now.
+    /// Exactly one of any number of concurrent identical transitions gets this.
+    Applied(TaskRecord),
+    /// Nothing changed: the record is missing or expired (`None`), or its status was not the
+    /// expected one (`Some`, as it is now).
+    Conflict(Option<TaskRecord>),
+}
+
+impl Transition {
+    /// Whether the transition was applied.
+    pub fn is_applied(&self) -> bool {
+        matches!(self, Self::Applied(_))
+    }
+}
+
+/// What a transition changes besides the status. `last_updated_at` is always set to now.
+///
+/// ```
+/// use mcp_gate::tasks::{TaskChange, TaskDecision};
+///
+/// let approve = TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() });
+/// let claim = TaskChange::new().require_remaining_ms(30_000);
+/// # let _ = (approve, claim);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct TaskChange {
+    decision: Option<TaskDecision>,
+    result: Option<Value>,
+    error: Option<TaskError>,
+    require_remaining_ms: u64,
+}
+
+impl TaskChange {
+    /// No change but the status and `last_updated_at`.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records the decision. A task's decision is recorded once.
+    pub fn decision(mut self, decision: TaskDecision) -> Self {
+        self.decision = Some(decision);
+        self
+    }
+
+    /// Sets the final result (for `completed`).
+    pub fn result(mut self, result: Value) -> Self {
+        self.result = Some(result);
+        self
+    }
+
+    /// Sets the error (for `failed`).
+    pub fn error(mut self, error: TaskError) -> Self {
+        self.error = Some(error);
+        self
+    }
+
+    /// Applies only if the task has at least `ms` milliseconds to live; otherwise the
+    /// transition fails with [`StoreError::Expired`]. For the claim before running a call:
+    /// a call started with no time left would finish after its task is gone, its result lost.
+    pub fn require_remaining_ms(mut self, ms: u64) -> Self {
+        self.require_remaining_ms = ms;
+        self
+    }
+
+    pub(crate) fn required_remaining(&self) -> u64 {
+        self.require_remaining_ms
+    }
+}
+
+/// Where durable tasks live. Object safe: hold one as `Arc<dyn TaskStore>`.
+///
+/// Every store gives the same guarantees, checked by one conformance suite
+/// (`tests/task_store_redis.rs`):
+/// - a created record can be read back at once, by this and (for shared stores) every other
+///   instance;
+/// - an expired record is never returned and never transitioned;
+/// - [`transition`](Self::transition) is an atomic compare-and-set on the status: of any number
+///   of concurrent calls with the same `from`, at most one is applied.
+pub trait TaskStore: Send + Sync + 'static {
+    /// Stores a new `working` task. Fails with [`StoreError::Duplicate`] if its id is stored
+    /// (and not expired), [`StoreError::Expired`] if it is already expired,
+    /// [`StoreError::InvalidRecord`] if it is not a valid new record.
+    fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()>;
+
+    /// The task, or `None` if it is unknown or expired.
+    fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>>;
+
+    /// Moves the task from `from` to `to` with `change`, if and only if it is stored, not
+    /// expired, and its status is `from`, all checked and written in one atomic step.
+    /// A move the lifecycle forbids is [`StoreError::InvalidTransition`], before the store is
+    /// touched; a change that would leave an invalid record (say `completed` without a result)
+    /// is [`StoreError::InvalidRecord`].
+    fn transition<'a>(
+        &'a self,
+        id: &'a TaskId,
+        from: TaskStatus,
+        to: TaskStatus,
+        change: TaskChange,
+    ) -> StoreFuture<'a, Transition>;
+
+    /// Live tasks, optionally only `owner`'s and only those in `status`: at most `limit` (and
+    /// never more than [`MAX_LIST`]), those expiring soonest first. Meant for an approval page;
+    /// a snapshot, not a consistent read.
+    fn list<'a>(
+        &'a self,
+        owner: Option<&'a TaskOwner>,
+        status: Option<TaskStatus>,
+        limit: usize,
+    ) -> StoreFuture<'a, Vec<TaskRecord>>;
+}
+
+/// Checks a record offered to [`TaskStore::create`] at `now`.
+pub(crate) fn check_new(record: &TaskRecord, now: u64) -> Result<(), StoreError> {
+    if record.status != TaskStatus::Working {
+        return Err(StoreError::InvalidRecord("a new task must be working"));
+    }
+    record.check().map_err(StoreError::InvalidRecord)?;
+    if record.is_expired_at(now) {
+        return Err(StoreError::Expired(record.id.clone()));
+    }
+    Ok(())
+}
+
+/// Checks a requested move against the lifecycle, before the store is touched.
+pub(crate) fn check_move(from: TaskStatus, to: TaskStatus) -> Result<(), StoreError> {
+    if from.can_become(to) {
+        Ok(())
+    } else {
+        Err(StoreError::InvalidTransition { from, to })
+    }
+}
+
+/// What a transition does to `current` (the stored record, if any) at `now`.
+pub(crate) enum Plan {
+    /// Do nothing, answer this.
+    Conflict(Option<TaskRecord>),
+    /// Write this record in place of the current one.
+    Write(TaskRecord),
+}
+
+/// The shared transition rule. The caller must write the planned record only if the stored
+/// record is still exactly `current`.
+pub(crate) fn plan(
+    current: Option<TaskRecord>,
+    from: TaskStatus,
+    to: TaskStatus,
+    change: &TaskChange,
+    now: u64,
+) -> Result<Plan, StoreError> {
+    let Some(current) = current.filter(|r| !r.is_expired_at(now)) else {
+        return Ok(Plan::Conflict(None));
+    };
+    if current.status != from {
+        return Ok(Plan::Conflict(Some(current)));
+    }
+    if current.remaining_ms(now) < change.require_remaining_ms {
+        return Err(StoreError::Expired(current.id));
+    }
+    let mut next = current;
+    if let Some(decision) = &change.decision {
+        if next.decision.is_some() {
+            return Err(StoreError::InvalidRecord(
+                "the task's decision is already recorded",
+            ));
+        }
+        next.decision = Some(decision.clone());
+    }
+    if let Some(result) = &change.result {
+        next.result = Some(result.clone());
+    }
+    if let Some(error) = &change.error {
+        next.error = Some(error.clone());
+    }
+    next.status = to;
+    next.last_updated_at = next.last_updated_at.max(now);
+    next.check().map_err(StoreError::InvalidRecord)?;
+    Ok(Plan::Write(next))
+}

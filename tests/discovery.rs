@@ -1,0 +1,400 @@
+//! Discovery filtering and the guarded surfaces, with rmcp (JSON and SSE answers), an inner
+//! application that paginates, and the official SDK clients.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use axum::Router;
+use common::peers::{AuthServer, GatedServer, Sdk, run_client};
+use common::tokens::{TestKey, claims};
+use mcp_gate::policy::{Decision, Evaluation, Phase, deny_all};
+use mcp_gate::{Gate, Issuer, StaticKeys};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://as.example";
+
+fn keys(key: &TestKey) -> StaticKeys {
+    StaticKeys::from_jwks_json(&key.jwks_json()).unwrap()
+}
+
+fn list(id: u64, method: &str, cursor: Option<&str>) -> String {
+    let params = match cursor {
+        Some(cursor) => json!({"cursor": cursor}),
+        None => json!({}),
+    };
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+fn names(result: &Value, key: &str) -> Vec<String> {
+    result[key]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {key} in {result}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn principals_with_different_scopes_see_different_tool_lists() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let server =
+        GatedServer::start_demo(|b| b.issuer(Issuer::with_keys(ISSUER, issuer_keys))).await;
+    let reader = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let admin = key.mint(&claims(ISSUER, &server.url, "mcp:read mcp:admin"));
+    let seen = |token: String| {
+        let server = &server;
+        async move {
+            let reply = server
+                .post(Some(&token), &[], &list(1, "tools/list", None))
+                .await;
+            assert_eq!(reply.status, 200, "{reply:?}");
+            names(&reply.body["result"], "tools")
+        }
+    };
+    let reader_tools = seen(reader).await;
+    let admin_tools = seen(admin).await;
+    assert!(
+        !reader_tools.contains(&"admin_report".to_owned()),
+        "{reader_tools:?}"
+    );
+    assert!(
+        admin_tools.contains(&"admin_report".to_owned()),
+        "{admin_tools:?}"
+    );
+    for hidden in ["secret_sauce", "delete_everything"] {
+        assert!(
+            !admin_tools.contains(&hidden.to_owned()),
+            "{hidden} is never listed"
+        );
+    }
+    assert!(reader_tools.contains(&"echo".to_owned()));
+    assert_eq!(admin_tools.len(), reader_tools.len() + 1);
+}
+
+#[tokio::test]
+async fn sse_list_answers_are_filtered_too() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let service = StreamableHttpService::new(
+        || Ok(common::tools::DemoServer),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    );
+    let server = GatedServer::start_with(
+        move |_| {
+            Gate::builder()
+                .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+                .evaluate(|e: Evaluation| async move {
+                    Ok::<_, std::convert::Infallible>(match (e.phase(), e.tool()) {
+                        (Phase::Discovery, Some("whoami")) => Decision::undisclosed(""),
+                        _ => Decision::allow(),
+                    })
+                })
+        },
+        Router::new().nest_service("/mcp", service),
+    )
+    .await;
+    let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let reply = server.post(Some(&token), &[], &init.to_string()).await;
+    let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    server
+        .post(
+            Some(&token),
+            &headers,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        )
+        .await;
+    let reply = server
+        .post(Some(&token), &headers, &list(1, "tools/list", None))
+        .await;
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let data = reply
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("data: ").filter(|d| d.contains("\"tools\"")))
+        .unwrap_or_else(|| panic!("no list in {}", reply.text));
+    let message: Value = serde_json::from_str(data).unwrap();
+    let tools = names(&message["result"], "tools");
+    assert!(tools.contains(&"echo".to_owned()));
+    assert!(!tools.contains(&"whoami".to_owned()), "{tools:?}");
+}
+
+/// An inner server with ten tools, `t0`..`t9`, served three per page.
+fn paginating_inner() -> Router {
+    Router::new().route(
+        "/mcp",
+        axum::routing::post(|body: axum::body::Bytes| async move {
+            let message: Value = serde_json::from_slice(&body).unwrap();
+            let start: usize = match message["params"]["cursor"].as_str() {
+                Some(cursor) => cursor
+                    .strip_prefix("page-")
+                    .and_then(|n| n.parse().ok())
+                    .expect("the inner cursor comes back"),
+                None => 0,
+            };
+            let tools: Vec<Value> = (start..(start + 3).min(10))
+                .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
+                .collect();
+            let mut result = json!({"tools": tools});
+            if start + 3 < 10 {
+                result["nextCursor"] = json!(format!("page-{}", start + 3));
+            }
+            axum::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        }),
+    )
+}
+
+#[tokio::test]
+async fn paging_through_a_filtered_catalogue_returns_each_permitted_entry_once() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let server = GatedServer::start_with(
+        move |_| {
+            Gate::builder()
+                .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+                .evaluate(|e: Evaluation| async move {
+                    // Even-numbered tools only, for everyone.
+                    let even = e
+                        .tool()
+                        .and_then(|t| t[1..].parse::<u32>().ok())
+                        .is_some_and(|n| n % 2 == 0);
+                    Ok::<_, std::convert::Infallible>(if even {
+                        Decision::allow()
+                    } else {
+                        Decision::undisclosed("")
+                    })
+                })
+        },
+        paginating_inner(),
+    )
+    .await;
+    let alice = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let mut bob_claims = claims(ISSUER, &server.url, "mcp:read");
+    bob_claims["sub"] = json!("bob");
+    let bob = key.mint(&bob_claims);
+
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut first_cursor = None;
+    for page in 0..10 {
+        let reply = server
+            .post(
+                Some(&alice),
+                &[],
+                &list(page, "tools/list", cursor.as_deref()),
+            )
+            .await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        seen.extend(names(&reply.body["result"], "tools"));
+        cursor = reply.body["result"]["nextCursor"]
+            .as_str()
+            .map(str::to_owned);
+        if let Some(c) = &cursor {
+            assert!(
+                c.starts_with("mcpgatec1."),
+                "the inner cursor is wrapped: {c}"
+            );
+            first_cursor.get_or_insert_with(|| c.clone());
+        } else {
+            break;
+        }
+    }
+    assert_eq!(
+        seen,
+        ["t0", "t2", "t4", "t6", "t8"],
+        "every permitted entry exactly once"
+    );
+
+    let cursor = first_cursor.unwrap();
+    let replay = server
+        .post(Some(&bob), &[], &list(20, "tools/list", Some(&cursor)))
+        .await;
+    assert_eq!(replay.status, 400);
+    assert_eq!(replay.body["error"]["code"], -32602);
+    assert!(
+        replay.body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("another caller")
+    );
+    let other_list = server
+        .post(Some(&alice), &[], &list(21, "prompts/list", Some(&cursor)))
+        .await;
+    assert_eq!(other_list.body["error"]["code"], -32602);
+    let raw = server
+        .post(Some(&alice), &[], &list(22, "tools/list", Some("page-3")))
+        .await;
+    assert_eq!(raw.body["error"]["message"], "invalid cursor");
+    let mut tampered = cursor.clone();
+    tampered.insert(
+        12,
+        if tampered.as_bytes()[12] == b'A' {
+            'B'
+        } else {
+            'A'
+        },
+    );
+    let tampered = server
+        .post(Some(&alice), &[], &list(23, "tools/list", Some(&tampered)))
+        .await;
+    assert_eq!(tampered.body["error"]["message"], "invalid cursor");
+}
+
+#[tokio::test]
+async fn a_policy_that_panics_on_one_entry_fails_the_list_and_nothing_else() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let server = GatedServer::start(move |_| {
+        Gate::builder()
+            .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+            .evaluate(|e: Evaluation| async move {
+                if e.tool() == Some("whoami") {
+                    panic!("policy bug on whoami");
+                }
+                Ok::<_, std::convert::Infallible>(Decision::allow())
+            })
+    })
+    .await;
+    let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let reply = server
+        .post(Some(&token), &[], &list(1, "tools/list", None))
+        .await;
+    assert_eq!(
+        reply.body["error"]["code"], -32603,
+        "the list fails, it is not emptied: {reply:?}"
+    );
+    assert!(reply.body.get("result").is_none());
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "still fine"}}});
+    let reply = server.post(Some(&token), &[], &call.to_string()).await;
+    assert_eq!(reply.tool_text(), "still fine");
+}
+
+#[tokio::test]
+async fn every_guarded_surface_is_refused_before_the_inner_handler_runs() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let reached = Arc::new(AtomicUsize::new(0));
+    let counter = reached.clone();
+    let inner = Router::new().route(
+        "/mcp",
+        axum::routing::post(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { axum::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {}})) }
+        }),
+    );
+    let server = GatedServer::start_with(
+        move |_| {
+            Gate::builder()
+                .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+                .evaluate(deny_all("no"))
+        },
+        inner,
+    )
+    .await;
+    let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let surfaces = [
+        ("tools/call", json!({"name": "echo", "arguments": {}})),
+        (
+            "prompts/get",
+            json!({"name": "greet", "arguments": {"who": "x"}}),
+        ),
+        ("resources/read", json!({"uri": "file:///a"})),
+        ("resources/subscribe", json!({"uri": "file:///a"})),
+        ("resources/unsubscribe", json!({"uri": "file:///a"})),
+        (
+            "completion/complete",
+            json!({"ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "who", "value": "a"}}),
+        ),
+        ("tasks/get", json!({"taskId": "t1"})),
+        ("tasks/cancel", json!({"taskId": "t1"})),
+    ];
+    for (id, (method, params)) in surfaces.into_iter().enumerate() {
+        let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let reply = server.post(Some(&token), &[], &body.to_string()).await;
+        assert_eq!(reply.status, 200, "{method}");
+        let refused =
+            reply.body["result"]["isError"] == true || reply.body["error"]["code"] == -32003;
+        assert!(refused, "{method}: {reply:?}");
+    }
+    assert_eq!(
+        reached.load(Ordering::SeqCst),
+        0,
+        "no guarded call reached the inner handler"
+    );
+}
+
+#[tokio::test]
+async fn sdk_clients_list_only_the_tools_their_token_permits() {
+    let auth = AuthServer::start(&[]).await;
+    let issuer = auth.issuer.clone();
+    // Requires mcp:read: both SDKs get a token for exactly that.
+    let narrow =
+        GatedServer::start_demo(|b| b.issuer(issuer.as_str()).required_scopes(["mcp:read"])).await;
+    // Requires nothing and advertises all three: the Python SDK asks for every advertised scope.
+    let issuer = auth.issuer.clone();
+    let wide = GatedServer::start_demo(|b| {
+        b.issuer(issuer.as_str())
+            .scopes_supported(["mcp:read", "mcp:write", "mcp:admin"])
+    })
+    .await;
+    let listed = |run: &common::peers::ClientRun| -> Vec<String> {
+        let step = run
+            .steps
+            .iter()
+            .find(|s| s["step"] == "list")
+            .unwrap_or_else(|| panic!("{run:#?}"));
+        step["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_owned())
+            .collect()
+    };
+    let base = [
+        "--client-id",
+        "mcp-client",
+        "--client-secret",
+        "mcp-client-secret",
+        "--issuer",
+        &auth.issuer,
+    ];
+    let ts_narrow = run_client(
+        Sdk::TypeScript,
+        &narrow.url,
+        &[&base[..], &["--scope", "mcp:read"]].concat(),
+    )
+    .await;
+    let ts_wide = run_client(
+        Sdk::TypeScript,
+        &wide.url,
+        &[&base[..], &["--scope", "mcp:read mcp:write mcp:admin"]].concat(),
+    )
+    .await;
+    let py_narrow = run_client(Sdk::Python, &narrow.url, &base).await;
+    let py_wide = run_client(Sdk::Python, &wide.url, &base).await;
+    for (narrow, wide, sdk) in [
+        (listed(&ts_narrow), listed(&ts_wide), "TypeScript"),
+        (listed(&py_narrow), listed(&py_wide), "Python"),
+    ] {
+        assert!(narrow.len() < wide.len(), "{sdk}: {narrow:?} vs {wide:?}");
+        assert!(!narrow.contains(&"admin_report".to_owned()), "{sdk}");
+        assert!(wide.contains(&"admin_report".to_owned()), "{sdk}");
+        assert!(!wide.contains(&"secret_sauce".to_owned()), "{sdk}");
+    }
+}
