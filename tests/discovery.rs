@@ -398,3 +398,43 @@ async fn sdk_clients_list_only_the_tools_their_token_permits() {
         assert!(!wide.contains(&"secret_sauce".to_owned()), "{sdk}");
     }
 }
+
+#[tokio::test]
+async fn allow_all_refuses_tools_the_server_marks_destructive_unless_told_otherwise() {
+    for including_destructive in [false, true] {
+        let key = TestKey::es256("k1");
+        let issuer_keys = keys(&key);
+        let server = GatedServer::start(move |_| {
+            let open = mcp_gate::policy::allow_all();
+            let builder = Gate::builder().issuer(Issuer::with_keys(ISSUER, issuer_keys));
+            if including_destructive {
+                builder.evaluate(open.including_destructive())
+            } else {
+                builder.evaluate(open)
+            }
+        })
+        .await;
+        let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+        let reply = server
+            .post(Some(&token), &[], &list(1, "tools/list", None))
+            .await;
+        let tools = names(&reply.body["result"], "tools");
+        assert_eq!(
+            tools.contains(&"delete_file".to_owned()),
+            including_destructive,
+            "{tools:?}"
+        );
+        assert!(tools.contains(&"echo".to_owned()));
+        let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "delete_file", "arguments": {"path": "a"}}});
+        let reply = server.post(Some(&token), &[], &call.to_string()).await;
+        if including_destructive {
+            assert_eq!(reply.tool_text(), "deleted a");
+        } else {
+            assert_eq!(reply.body["result"]["isError"], true, "{reply:?}");
+            assert_eq!(
+                reply.body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"],
+                "undisclosed"
+            );
+        }
+    }
+}

@@ -61,7 +61,10 @@ impl DemoServer {
     }
 
     /// Never allowed by the example policy.
-    #[tool(description = "Delete every record")]
+    #[tool(
+        description = "Delete every record",
+        annotations(destructive_hint = true)
+    )]
     fn delete_everything(&self) -> String {
         "everything deleted".to_owned()
     }
@@ -85,7 +88,7 @@ impl DemoServer {
     }
 
     /// Deletes a file; the policy asks the user to confirm first.
-    #[tool(description = "Delete a file")]
+    #[tool(description = "Delete a file", annotations(destructive_hint = true))]
     fn delete_file(&self, Parameters(DeleteArgs { path }): Parameters<DeleteArgs>) -> String {
         format!("deleted {path}")
     }

@@ -197,3 +197,155 @@ impl Policy for FirstMatch {
         self.0.iter().any(|p| p.is_open())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::auth::{Principal, PrincipalParts, TokenKind};
+    use crate::mcp::{ClientCapabilities, Era, ProtocolContext, Target};
+    use crate::policy::Phase;
+
+    fn evaluation(
+        tool: &str,
+        scopes: &[&str],
+        annotations: Option<serde_json::Value>,
+    ) -> Evaluation {
+        let scopes: crate::auth::ScopeSet = scopes.iter().map(|s| s.to_string()).collect();
+        let principal = Principal::new(PrincipalParts {
+            issuer: "i".into(),
+            subject: Some("s".into()),
+            client_id: None,
+            scopes: scopes.clone(),
+            effective_scopes: scopes,
+            authorization_details: Vec::new(),
+            claims: Default::default(),
+            expires_at: None,
+            kind: TokenKind::Jwt,
+        });
+        let protocol = ProtocolContext {
+            era: Era::Legacy,
+            protocol_version: None,
+            capabilities: ClientCapabilities::default(),
+        };
+        let target = Target::Tool {
+            name: tool.into(),
+            arguments: Default::default(),
+        };
+        Evaluation::new(
+            principal,
+            "tools/call".into(),
+            target,
+            protocol,
+            Phase::Invocation,
+            None,
+            annotations.map(Arc::new),
+        )
+    }
+
+    async fn decide(policy: &dyn Policy, evaluation: Evaluation) -> Decision {
+        policy.evaluate(evaluation).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn allowlist_and_scopes_per_tool() {
+        let list = allowlist(["echo"]);
+        assert_eq!(
+            decide(&list, evaluation("echo", &[], None)).await,
+            Decision::Allow
+        );
+        assert!(matches!(
+            decide(&list, evaluation("rm", &[], None)).await,
+            Decision::Deny(_)
+        ));
+        let scopes = scopes_per_tool([("admin", vec!["mcp:admin", "mcp:read"])]);
+        assert_eq!(
+            decide(
+                &scopes,
+                evaluation("admin", &["mcp:admin", "mcp:read"], None)
+            )
+            .await,
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(&scopes, evaluation("admin", &["mcp:read"], None)).await,
+            Decision::scopes(["mcp:admin", "mcp:read"]),
+            "the step-up names every scope the tool needs"
+        );
+        assert_eq!(
+            decide(&scopes, evaluation("echo", &[], None)).await,
+            Decision::Abstain
+        );
+    }
+
+    #[tokio::test]
+    async fn combinators() {
+        let both = all_of([
+            Box::new(allowlist(["admin"])) as Box<dyn Policy>,
+            Box::new(scopes_per_tool([("admin", vec!["mcp:admin"])])),
+        ]);
+        assert_eq!(
+            decide(&both, evaluation("admin", &["mcp:admin"], None)).await,
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(&both, evaluation("admin", &[], None)).await,
+            Decision::scopes(["mcp:admin"])
+        );
+        let first = first_match([
+            Box::new(scopes_per_tool([("admin", vec!["mcp:admin"])])) as Box<dyn Policy>,
+            Box::new(deny_all("no")),
+        ]);
+        assert_eq!(
+            decide(&first, evaluation("echo", &[], None)).await,
+            Decision::unavailable("no")
+        );
+        assert_eq!(
+            decide(&first, evaluation("admin", &["mcp:admin"], None)).await,
+            Decision::Allow
+        );
+        let nobody = first_match(Vec::new());
+        assert_eq!(
+            decide(&nobody, evaluation("echo", &[], None)).await,
+            Decision::Abstain
+        );
+        assert!(first_match([Box::new(allow_all()) as Box<dyn Policy>]).is_open());
+        assert!(
+            !all_of([
+                Box::new(allow_all()) as Box<dyn Policy>,
+                Box::new(deny_all("x"))
+            ])
+            .is_open()
+        );
+    }
+
+    #[tokio::test]
+    async fn allow_all_and_destructive_tools() {
+        let destructive = || Some(json!({"destructiveHint": true}));
+        assert!(matches!(
+            decide(&allow_all(), evaluation("rm", &[], destructive())).await,
+            Decision::Deny(_)
+        ));
+        assert_eq!(
+            decide(
+                &allow_all().including_destructive(),
+                evaluation("rm", &[], destructive())
+            )
+            .await,
+            Decision::Allow
+        );
+        assert_eq!(
+            decide(
+                &allow_all(),
+                evaluation("ls", &[], Some(json!({"readOnlyHint": true})))
+            )
+            .await,
+            Decision::Allow
+        );
+        assert!(allow_all().is_open());
+        assert!(!deny_all("x").is_open());
+    }
+}
