@@ -167,6 +167,7 @@ pub struct GateBuilder {
     replay: Option<ReplaySlot>,
     max_rounds: u32,
     development_mode: bool,
+    conceal: bool,
     #[cfg(feature = "jwks")]
     key_refresh: crate::auth::jwks::KeyRefresh,
     #[cfg(feature = "jwks")]
@@ -210,6 +211,7 @@ impl Default for GateBuilder {
             ))),
             max_rounds: 3,
             development_mode: false,
+            conceal: false,
             #[cfg(feature = "jwks")]
             key_refresh: Default::default(),
             #[cfg(feature = "jwks")]
@@ -426,6 +428,16 @@ impl GateBuilder {
     /// answers `undisclosed` (default 3).
     pub fn max_input_rounds(mut self, rounds: u32) -> Self {
         self.max_rounds = rounds;
+        self
+    }
+
+    /// Conceal mode: an `unavailable` or `undisclosed` refusal of `tools/call`, `prompts/get`
+    /// or `resources/read` is answered exactly as the inner server answers for a component
+    /// that does not exist, so a caller cannot tell hidden from missing. The decision is still
+    /// logged with its context id. Remedies that need the client's cooperation (scope step-up,
+    /// credential, URL approval, confirmation) are never concealed.
+    pub fn conceal_refusals(mut self) -> Self {
+        self.conceal = true;
         self
     }
 
@@ -669,6 +681,7 @@ impl GateBuilder {
                 development_mode: self.development_mode,
                 tool_annotations: moka::sync::Cache::new(10_000),
                 cursor_ttl: Duration::from_secs(3600),
+                conceal: self.conceal,
                 max_list_bytes: 16 * 1024 * 1024,
             },
         }))

@@ -66,6 +66,8 @@ pub(crate) struct McpSettings {
     /// Tool annotations learned from `tools/list` answers, by tool name.
     pub tool_annotations: moka::sync::Cache<String, Arc<serde_json::Value>>,
     pub cursor_ttl: std::time::Duration,
+    /// Conceal mode: refusals answered as the inner server answers unknown components.
+    pub conceal: bool,
     pub max_list_bytes: usize,
 }
 

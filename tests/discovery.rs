@@ -438,3 +438,48 @@ async fn allow_all_refuses_tools_the_server_marks_destructive_unless_told_otherw
         }
     }
 }
+
+#[tokio::test]
+async fn conceal_mode_answers_a_refusal_exactly_like_an_unknown_tool() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let server = GatedServer::start(move |_| {
+        Gate::builder()
+            .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+            .conceal_refusals()
+            .evaluate(|e: Evaluation| async move {
+                Ok::<_, std::convert::Infallible>(match e.tool() {
+                    Some("secret_sauce") => Decision::undisclosed("hidden"),
+                    _ => Decision::allow(),
+                })
+            })
+    })
+    .await;
+    let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let call = |tool: &str| {
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": tool, "arguments": {}}}).to_string()
+    };
+    let concealed = server.post(Some(&token), &[], &call("secret_sauce")).await;
+    let unknown = server.post(Some(&token), &[], &call("no_such_tool")).await;
+    assert_eq!(concealed.status, unknown.status);
+    assert!(
+        !concealed
+            .text
+            .contains("io.modelcontextprotocol/authorization"),
+        "{}",
+        concealed.text
+    );
+    assert!(
+        !concealed.text.contains("mcp_gate_absent"),
+        "{}",
+        concealed.text
+    );
+    assert_eq!(
+        concealed.text.replace("secret_sauce", "no_such_tool"),
+        unknown.text,
+        "byte for byte what the inner server says of a tool it does not have"
+    );
+    // Allowed calls are untouched by conceal mode.
+    let reply = server.post(Some(&token), &[], &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}).to_string()).await;
+    assert_eq!(reply.tool_text(), "hi");
+}

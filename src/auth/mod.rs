@@ -30,6 +30,7 @@ pub use keys::StaticKeys;
 pub use metadata::ProtectedResourceMetadata;
 #[cfg(feature = "axum")]
 pub use principal::MissingPrincipal;
+#[cfg(test)]
 pub(crate) use principal::PrincipalParts;
 pub use principal::{Principal, TokenKind};
 pub use rejection::{AuthError, InvalidRequest, InvalidToken};

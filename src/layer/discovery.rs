@@ -66,6 +66,24 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
+/// Reads an inner answer whole, as bytes, up to `max` bytes.
+pub(crate) async fn read_raw<B>(
+    response: Response<B>,
+    max: usize,
+) -> Result<(http::response::Parts, Bytes), &'static str>
+where
+    B: Body<Data = Bytes>,
+    B::Error: Into<BoxError>,
+{
+    let (parts, body) = response.into_parts();
+    let bytes = Limited::new(body, max)
+        .collect()
+        .await
+        .map_err(|_| "the answer could not be read whole")?
+        .to_bytes();
+    Ok((parts, bytes))
+}
+
 /// Reads an inner answer up to `max` bytes.
 pub(crate) async fn read_answer<B>(
     response: Response<B>,
@@ -75,12 +93,7 @@ where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let (parts, body) = response.into_parts();
-    let bytes = Limited::new(body, max)
-        .collect()
-        .await
-        .map_err(|_| "the list answer could not be read whole")?
-        .to_bytes();
+    let (parts, bytes) = read_raw(response, max).await?;
     let content_type = parts
         .headers
         .get(header::CONTENT_TYPE)

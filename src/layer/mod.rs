@@ -36,6 +36,7 @@
 
 mod body;
 mod buffer;
+mod conceal;
 mod discovery;
 mod future;
 mod interaction;

@@ -8,7 +8,10 @@ use tower_service::Service;
 
 use super::body::GateBody;
 use super::buffer::read_body;
-use super::discovery::{ListAnswer, entries_key, entry_target, read_answer, result_of, write_sse};
+use super::conceal::{concealable, probe, restore};
+use super::discovery::{
+    ListAnswer, entries_key, entry_target, read_answer, read_raw, result_of, write_sse,
+};
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
@@ -194,6 +197,30 @@ where
             call(&mut inner, parts, ReqBody::from(body)).await
         }
         Verdict::Answer(response) => Ok(local(response)),
+        Verdict::Conceal(field) => {
+            let Some((probe, made_up)) = probe(&request, field) else {
+                return Ok(local(internal_error(&request)));
+            };
+            let original = request
+                .params
+                .get(field)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            parts.headers.remove(header::CONTENT_LENGTH);
+            let response = inner
+                .call(Request::from_parts(parts, ReqBody::from(probe)))
+                .await?;
+            let (mut head, bytes) = match read_raw(response, settings.max_list_bytes).await {
+                Ok(read) => read,
+                Err(_) => return Ok(local(internal_error(&request))),
+            };
+            head.headers.remove(header::CONTENT_LENGTH);
+            Ok(Response::from_parts(
+                head,
+                GateBody::local(restore(&bytes, &made_up, &original)),
+            ))
+        }
     }
 }
 
@@ -201,6 +228,9 @@ where
 enum Verdict {
     Forward,
     Answer(Response<Bytes>),
+    /// Answer as the inner server answers for a component that does not exist; the field
+    /// naming the component.
+    Conceal(&'static str),
 }
 
 /// One evaluated request and everything its answer depends on.
@@ -347,13 +377,23 @@ impl Turn<'_> {
             Denial::Ask(_) | Denial::Unconfirmed(_) => None,
         };
         let rendered = self.context(&context_id).render(denial);
+        let concealed = self.gate.inner.mcp.conceal
+            && matches!(rendered.expressed_as, "unavailable" | "undisclosed")
+            && concealable(self.request).is_some();
         self.log(
             decision,
             remediation,
-            Some(rendered.expressed_as),
+            Some(if concealed {
+                "concealed"
+            } else {
+                rendered.expressed_as
+            }),
             Some(&context_id),
         );
-        Verdict::Answer(rendered.response)
+        match concealable(self.request).filter(|_| concealed) {
+            Some(field) => Verdict::Conceal(field),
+            None => Verdict::Answer(rendered.response),
+        }
     }
 
     /// One structured event per decision. Never arguments, tokens or bodies.
