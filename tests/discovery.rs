@@ -81,7 +81,7 @@ async fn sse_list_answers_are_filtered_too() {
     let key = TestKey::es256("k1");
     let issuer_keys = keys(&key);
     let service = StreamableHttpService::new(
-        || Ok(common::tools::DemoServer),
+        || Ok(common::tools::DemoServer::default()),
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
@@ -482,4 +482,53 @@ async fn conceal_mode_answers_a_refusal_exactly_like_an_unknown_tool() {
     // Allowed calls are untouched by conceal mode.
     let reply = server.post(Some(&token), &[], &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}).to_string()).await;
     assert_eq!(reply.tool_text(), "hi");
+}
+
+#[tokio::test]
+async fn prompts_and_resources_are_filtered_and_guarded_like_tools() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let server =
+        GatedServer::start_demo(|b| b.issuer(Issuer::with_keys(ISSUER, issuer_keys))).await;
+    let reader = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let admin = key.mint(&claims(ISSUER, &server.url, "mcp:read mcp:admin"));
+    let listed = |token: String, method: &'static str, key: &'static str| {
+        let server = &server;
+        async move {
+            let reply = server.post(Some(&token), &[], &list(1, method, None)).await;
+            names(&reply.body["result"], key)
+        }
+    };
+    let reader_prompts = listed(reader.clone(), "prompts/list", "prompts").await;
+    let admin_prompts = listed(admin.clone(), "prompts/list", "prompts").await;
+    assert!(
+        !reader_prompts.contains(&"layoffs".to_owned())
+            && admin_prompts.contains(&"layoffs".to_owned())
+    );
+    let reader_resources = listed(reader.clone(), "resources/list", "resources").await;
+    let admin_resources = listed(admin.clone(), "resources/list", "resources").await;
+    assert_eq!(reader_resources, ["readme", "changelog"]);
+    assert_eq!(admin_resources, ["readme", "changelog", "payroll"]);
+
+    let get =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "layoffs"}})
+            .to_string();
+    let reply = server.post(Some(&reader), &[], &get).await;
+    assert_eq!(reply.status, 403, "{reply:?}");
+    assert!(
+        reply
+            .www_authenticate
+            .unwrap()
+            .contains("scope=\"mcp:admin\"")
+    );
+    let reply = server.post(Some(&admin), &[], &get).await;
+    assert_eq!(reply.status, 200);
+    assert!(reply.body["result"]["messages"].is_array(), "{reply:?}");
+    let read = json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read", "params": {"uri": "demo://payroll"}}).to_string();
+    assert_eq!(server.post(Some(&reader), &[], &read).await.status, 403);
+    let reply = server.post(Some(&admin), &[], &read).await;
+    assert_eq!(
+        reply.body["result"]["contents"][0]["text"],
+        "Salaries: confidential."
+    );
 }

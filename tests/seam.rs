@@ -306,7 +306,7 @@ async fn sse_responses_stream_through_and_legacy_sessions_keep_their_capabilitie
     let (configure, seen) = recording_gate(&key, |_| Decision::allow());
     // rmcp in its default mode: sessions, and answers as Server-Sent Events.
     let service = StreamableHttpService::new(
-        || Ok(common::tools::DemoServer),
+        || Ok(common::tools::DemoServer::default()),
         Arc::new(
             rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
         ),

@@ -9,11 +9,13 @@
 //! | `secret_sauce` | `undisclosed` |
 //! | `share_folder` | URL approval: allowed once the caller approved it at `/approve/{id}` |
 //! | `delete_file` | asks the user to confirm |
+//! | prompt `layoffs`, resource `demo://payroll` | need scope `mcp:admin` |
 //! | anything else | allowed (the inner server answers unknown tools itself) |
 //!
 //! In `tools/list` the caller sees every tool except `secret_sauce` and `delete_everything`,
 //! and `admin_report` only with `mcp:admin`.
 
+use mcp_gate::mcp::Target;
 use mcp_gate::policy::{
     Decision, EvaluateFuture, Evaluation, Phase, Policy, Remediation, authorization_details_cover,
 };
@@ -50,6 +52,17 @@ impl DemoPolicy {
 
     fn decide(&self, evaluation: &Evaluation) -> Decision {
         let principal = evaluation.principal();
+        let admin_only = match evaluation.target() {
+            Target::Prompt { name, .. } => name == "layoffs",
+            Target::Resource { uri } => uri == "demo://payroll",
+            _ => false,
+        };
+        if admin_only && !principal.has_scope("mcp:admin") {
+            return match evaluation.phase() {
+                Phase::Discovery => Decision::undisclosed(""),
+                _ => Decision::scopes(["mcp:admin"]),
+            };
+        }
         if evaluation.phase() == Phase::Discovery {
             // Lists show what the caller could use: not the secret, not what is never
             // allowed, and the admin report only to admins.

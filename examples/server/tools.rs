@@ -1,9 +1,21 @@
-//! The MCP server behind the layer in the example: an rmcp server with two tools.
+//! The MCP server behind the layer in the example: an rmcp server with a dozen tools, three
+//! prompts and three resources.
 
+use rmcp::handler::server::router::prompt::PromptRouter;
+use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::Extension;
 use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{
+    ListResourcesResult, PaginatedRequestParams, PromptMessage, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceContents, Role, ServerCapabilities,
+    ServerConfig,
+};
+use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler, prompt, prompt_handler, prompt_router, tool_handler,
+};
 use rmcp::{schemars, tool, tool_router};
 use serde::Deserialize;
 
@@ -25,6 +37,15 @@ pub struct TransferArgs {
     pub iban: String,
 }
 
+/// Arguments of `add`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct AddArgs {
+    /// First term.
+    pub a: i64,
+    /// Second term.
+    pub b: i64,
+}
+
 /// Arguments of `share_folder`.
 #[derive(Deserialize, schemars::JsonSchema)]
 pub struct ShareArgs {
@@ -39,11 +60,110 @@ pub struct DeleteArgs {
     pub path: String,
 }
 
-/// The example's MCP server.
-#[derive(Clone, Default)]
-pub struct DemoServer;
+/// Arguments of the `greet` prompt.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct GreetArgs {
+    /// Who to greet.
+    pub who: String,
+}
 
-#[tool_router(server_handler)]
+/// The example's MCP server.
+#[derive(Clone)]
+pub struct DemoServer {
+    tool_router: ToolRouter<Self>,
+    prompt_router: PromptRouter<Self>,
+}
+
+impl Default for DemoServer {
+    fn default() -> Self {
+        Self {
+            tool_router: Self::tool_router(),
+            prompt_router: Self::prompt_router(),
+        }
+    }
+}
+
+/// The resources the example serves: `(uri, name, text)`.
+const RESOURCES: [(&str, &str, &str); 3] = [
+    ("demo://readme", "readme", "This is the example server."),
+    ("demo://changelog", "changelog", "0.1.0: first release."),
+    ("demo://payroll", "payroll", "Salaries: confidential."),
+];
+
+#[prompt_router]
+impl DemoServer {
+    /// A greeting.
+    #[prompt(description = "Greet someone")]
+    async fn greet(
+        &self,
+        Parameters(GreetArgs { who }): Parameters<GreetArgs>,
+    ) -> Vec<PromptMessage> {
+        vec![PromptMessage::new_text(
+            Role::User,
+            format!("Say hello to {who}."),
+        )]
+    }
+
+    /// A summary request.
+    #[prompt(description = "Summarize the day")]
+    async fn summarize(&self) -> Vec<PromptMessage> {
+        vec![PromptMessage::new_text(
+            Role::User,
+            "Summarize today's work.",
+        )]
+    }
+
+    /// Only for administrators under the example policy.
+    #[prompt(description = "Draft a layoff announcement")]
+    async fn layoffs(&self) -> Vec<PromptMessage> {
+        vec![PromptMessage::new_text(
+            Role::User,
+            "Draft the announcement.",
+        )]
+    }
+}
+
+#[tool_handler(router = self.tool_router)]
+#[prompt_handler(router = self.prompt_router)]
+impl ServerHandler for DemoServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_prompts()
+                .enable_resources()
+                .build(),
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            RESOURCES
+                .iter()
+                .map(|(uri, name, _)| Resource::new(*uri, *name))
+                .collect(),
+        ))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        match RESOURCES.iter().find(|(uri, _, _)| *uri == request.uri) {
+            Some((uri, _, text)) => {
+                Ok(ReadResourceResult::new(vec![ResourceContents::text(*text, *uri)]).into())
+            }
+            None => Err(ErrorData::resource_not_found("no such resource", None)),
+        }
+    }
+}
+
+#[tool_router]
 impl DemoServer {
     /// Sends the text back.
     #[tool(description = "Echo the given text back")]
@@ -93,6 +213,30 @@ impl DemoServer {
         format!("deleted {path}")
     }
 
+    /// Upper-cases a text.
+    #[tool(description = "Upper-case a text")]
+    fn uppercase(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+        text.to_uppercase()
+    }
+
+    /// Counts words.
+    #[tool(description = "Count the words of a text")]
+    fn word_count(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+        text.split_whitespace().count().to_string()
+    }
+
+    /// The current time, for everyone.
+    #[tool(description = "The server's clock")]
+    fn now(&self) -> String {
+        format!("{:?}", std::time::SystemTime::now())
+    }
+
+    /// Adds two numbers.
+    #[tool(description = "Add two integers")]
+    fn add(&self, Parameters(AddArgs { a, b }): Parameters<AddArgs>) -> String {
+        a.saturating_add(b).to_string()
+    }
+
     /// Describes the verified caller, as the layer handed it over.
     #[tool(description = "Who is calling, as verified by the gateway")]
     fn whoami(&self, Extension(parts): Extension<http::request::Parts>) -> String {
@@ -113,7 +257,7 @@ impl DemoServer {
 /// The rmcp Streamable HTTP service, stateless and answering in JSON.
 pub fn mcp_service() -> StreamableHttpService<DemoServer, LocalSessionManager> {
     StreamableHttpService::new(
-        || Ok(DemoServer),
+        || Ok(DemoServer::default()),
         Default::default(),
         StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
