@@ -2,6 +2,8 @@
 # Install the external test peers used by mcp-gate's integration tests:
 #   - tests/peers/node_modules  (oidc-provider AS, MCP TypeScript SDK client) from package-lock.json
 #   - tests/peers/.venv         (MCP Python SDK client: mcp==2.3.0, pinned by py-constraints.txt)
+#   - redis-server              (Debian package; the RedisTaskStore tests start their own on a
+#                                free loopback port), installed only when missing
 # Idempotent: each part is skipped when already up to date. Needs node/npm and python3 (with venv).
 set -euo pipefail
 
@@ -15,6 +17,22 @@ log() { printf 'setup-peers: %s\n' "$*" >&2; }
 if command -v flock >/dev/null 2>&1; then
   exec 9<"$root/scripts/setup-peers.sh"
   flock 9
+fi
+
+# ---- Redis server ----------------------------------------------------------------------------
+# tests/task_store_redis.rs starts `redis-server` itself; without it those tests skip outside CI
+# and fail inside CI.
+if ! command -v redis-server >/dev/null 2>&1; then
+  as_root=()
+  [[ "$(id -u)" -eq 0 ]] || as_root=(sudo -n)
+  if command -v apt-get >/dev/null 2>&1; then
+    log "apt-get install redis-server"
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends redis-server >/dev/null
+  else
+    log "redis-server is missing and apt-get is not available: install it to run the Redis tests"
+  fi
 fi
 
 for tool in node npm python3; do

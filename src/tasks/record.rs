@@ -421,8 +421,9 @@ impl TaskRecord {
         }
     }
 
-    /// The stored form.
-    pub(crate) fn encode(&self) -> Result<Vec<u8>, StoreError> {
+    /// The stored form: JSON. For stores of your own; pair with
+    /// [`from_json`](Self::from_json).
+    pub fn to_json(&self) -> Result<Vec<u8>, StoreError> {
         serde_json::to_vec(self).map_err(|e| StoreError::Corrupt {
             id: self.id.to_string(),
             reason: format!("cannot be serialised: {}", describe(&e)),
@@ -430,9 +431,10 @@ impl TaskRecord {
     }
 
     /// Reads a stored record, which must be stored under `id`. Strict: the schema version
-    /// first (so that an old or new record gets a clear refusal), then every field, then the
-    /// record's own consistency.
-    pub(crate) fn decode(bytes: &[u8], id: &str) -> Result<Self, StoreError> {
+    /// first (so that an old or new record gets a clear refusal), then every field (unknown
+    /// ones are refused), then the record's own consistency. Errors never quote the record's
+    /// values, which hold tool arguments.
+    pub fn from_json(bytes: &[u8], id: &str) -> Result<Self, StoreError> {
         #[derive(Deserialize)]
         struct Version {
             schema_version: Option<u64>,
@@ -534,7 +536,7 @@ mod tests {
     use super::*;
 
     fn is_leap(year: u64) -> bool {
-        (year % 4 == 0 && year % 100 != 0) || year % 400 == 0
+        (year.is_multiple_of(4) && !year.is_multiple_of(100)) || year.is_multiple_of(400)
     }
 
     fn month_days(year: u64, month: u64) -> u64 {
@@ -744,8 +746,8 @@ mod tests {
     #[test]
     fn records_round_trip_and_hold_no_credentials() {
         let r = record();
-        let bytes = r.encode().unwrap();
-        assert_eq!(TaskRecord::decode(&bytes, r.id.as_str()).unwrap(), r);
+        let bytes = r.to_json().unwrap();
+        assert_eq!(TaskRecord::from_json(&bytes, r.id.as_str()).unwrap(), r);
         let text = String::from_utf8(bytes).unwrap();
         for absent in ["token", "Bearer", "authorization", "_meta", "requestState"] {
             assert!(!text.contains(absent), "{absent} in {text}");
@@ -759,7 +761,7 @@ mod tests {
         let mut value = serde_json::to_value(&r).unwrap();
 
         value["schema_version"] = json!(2);
-        let err = TaskRecord::decode(&serde_json::to_vec(&value).unwrap(), id).unwrap_err();
+        let err = TaskRecord::from_json(&serde_json::to_vec(&value).unwrap(), id).unwrap_err();
         assert!(matches!(
             err,
             StoreError::UnsupportedSchema {
@@ -772,17 +774,17 @@ mod tests {
 
         value["schema_version"] = json!(1);
         value["bearer_token"] = json!("secret-value");
-        let err = TaskRecord::decode(&serde_json::to_vec(&value).unwrap(), id).unwrap_err();
+        let err = TaskRecord::from_json(&serde_json::to_vec(&value).unwrap(), id).unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }));
         assert!(!err.to_string().contains("secret-value"));
 
         let other = TaskId::generate().unwrap();
-        let err = TaskRecord::decode(&r.encode().unwrap(), other.as_str()).unwrap_err();
+        let err = TaskRecord::from_json(&r.to_json().unwrap(), other.as_str()).unwrap_err();
         assert!(err.to_string().contains("holds task"), "{err}");
 
         let mut completed = r.clone();
         completed.status = TaskStatus::Completed;
-        let err = TaskRecord::decode(&completed.encode().unwrap(), id).unwrap_err();
+        let err = TaskRecord::from_json(&completed.to_json().unwrap(), id).unwrap_err();
         assert!(err.to_string().contains("needs a result"), "{err}");
 
         for junk in [
@@ -792,7 +794,7 @@ mod tests {
             b"{\"schema_version\":\"1\"}",
         ] {
             assert!(matches!(
-                TaskRecord::decode(junk, id).unwrap_err(),
+                TaskRecord::from_json(junk, id).unwrap_err(),
                 StoreError::Corrupt { .. }
             ));
         }

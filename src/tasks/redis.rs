@@ -170,7 +170,7 @@ impl RedisTaskStore {
     async fn create_record(&self, record: TaskRecord) -> Result<(), StoreError> {
         let now = now_ms();
         check_new(&record, now)?;
-        let json = record.encode()?;
+        let json = record.to_json()?;
         let stored: i64 = self
             .create
             .key(self.key(record.id.as_str()))
@@ -193,7 +193,7 @@ impl RedisTaskStore {
         let Some(bytes) = self.read(id).await? else {
             return Ok(None);
         };
-        let record = TaskRecord::decode(&bytes, id.as_str())?;
+        let record = TaskRecord::from_json(&bytes, id.as_str())?;
         Ok((!record.is_expired_at(now_ms())).then_some(record))
     }
 
@@ -210,7 +210,7 @@ impl RedisTaskStore {
             let Some(bytes) = read.take() else {
                 return Ok(Transition::Conflict(None));
             };
-            let current = TaskRecord::decode(&bytes, id.as_str())?;
+            let current = TaskRecord::from_json(&bytes, id.as_str())?;
             let now = now_ms();
             let deadline = current.expires_at();
             let next = match plan(Some(current), from, to, &change, now)? {
@@ -222,9 +222,9 @@ impl RedisTaskStore {
                 .key(self.key(id.as_str()))
                 .arg(now)
                 .arg(&bytes)
-                .arg(next.encode()?)
+                .arg(next.to_json()?)
                 .arg(deadline)
-                .arg(change.required_remaining())
+                .arg(change.required_remaining_ms())
                 .invoke_async(&mut self.connection.clone())
                 .await
                 .map_err(unavailable)?;
@@ -292,7 +292,7 @@ impl RedisTaskStore {
                     gone.push(id.clone());
                     continue;
                 };
-                let record = match TaskRecord::decode(&bytes, id) {
+                let record = match TaskRecord::from_json(&bytes, id) {
                     Ok(record) => record,
                     Err(error) => {
                         // One bad record must not hide every other task from approvers.

@@ -140,7 +140,8 @@ impl TaskChange {
         self
     }
 
-    pub(crate) fn required_remaining(&self) -> u64 {
+    /// The time [`require_remaining_ms`](Self::require_remaining_ms) demands (0: none).
+    pub fn required_remaining_ms(&self) -> u64 {
         self.require_remaining_ms
     }
 }
