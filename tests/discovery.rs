@@ -40,12 +40,14 @@ fn names(result: &Value, key: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn principals_with_different_scopes_see_different_tool_lists() {
-    let key = TestKey::es256("k1");
-    let issuer_keys = keys(&key);
-    let server =
-        GatedServer::start_demo(|b| b.issuer(Issuer::with_keys(ISSUER, issuer_keys))).await;
-    let reader = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
-    let admin = key.mint(&claims(ISSUER, &server.url, "mcp:read mcp:admin"));
+    // Real tokens from oidc-provider, the example rmcp server and policy.
+    let auth = AuthServer::start(&[]).await;
+    let issuer = auth.issuer.clone();
+    let server = GatedServer::start_demo(|b| b.issuer(issuer.as_str())).await;
+    let reader = auth.token("mcp-client", "mcp-client-secret", Some("mcp:read"), Some(&server.url)).await;
+    let admin = auth
+        .token("mcp-client", "mcp-client-secret", Some("mcp:read mcp:admin"), Some(&server.url))
+        .await;
     let seen = |token: String| {
         let server = &server;
         async move {
