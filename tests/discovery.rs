@@ -44,9 +44,21 @@ async fn principals_with_different_scopes_see_different_tool_lists() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     let server = GatedServer::start_demo(|b| b.issuer(issuer.as_str())).await;
-    let reader = auth.token("mcp-client", "mcp-client-secret", Some("mcp:read"), Some(&server.url)).await;
+    let reader = auth
+        .token(
+            "mcp-client",
+            "mcp-client-secret",
+            Some("mcp:read"),
+            Some(&server.url),
+        )
+        .await;
     let admin = auth
-        .token("mcp-client", "mcp-client-secret", Some("mcp:read mcp:admin"), Some(&server.url))
+        .token(
+            "mcp-client",
+            "mcp-client-secret",
+            Some("mcp:read mcp:admin"),
+            Some(&server.url),
+        )
         .await;
     let seen = |token: String| {
         let server = &server;
