@@ -493,6 +493,39 @@ async fn conceal_mode_answers_a_refusal_exactly_like_an_unknown_tool() {
         unknown.text,
         "byte for byte what the inner server says of a tool it does not have"
     );
+    // The same on modern MCP, whose requests mirror the name in `Mcp-Name`.
+    let modern = |tool: &str| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": {},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string()
+    };
+    let headers = |tool: &'static str| {
+        [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", tool),
+        ]
+    };
+    let concealed = server
+        .post(
+            Some(&token),
+            &headers("secret_sauce"),
+            &modern("secret_sauce"),
+        )
+        .await;
+    let unknown = server
+        .post(
+            Some(&token),
+            &headers("no_such_tool"),
+            &modern("no_such_tool"),
+        )
+        .await;
+    assert_eq!(concealed.status, unknown.status, "{concealed:?}");
+    assert_eq!(
+        concealed.text.replace("secret_sauce", "no_such_tool"),
+        unknown.text
+    );
+    assert!(!concealed.text.contains("-32020"), "{}", concealed.text);
     // Allowed calls are untouched by conceal mode.
     let reply = server.post(Some(&token), &[], &json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "hi"}}}).to_string()).await;
     assert_eq!(reply.tool_text(), "hi");
