@@ -146,8 +146,55 @@ impl Keyring {
     }
 }
 
-fn mac(key: &[u8], kid: &str, payload: &str) -> HmacSha256 {
-    mac_in(DOMAIN, key, kid, payload)
+/// Why a signed value did not open.
+enum SealError {
+    Malformed,
+    UnknownKey,
+    BadTag,
+}
+
+impl Keyring {
+    /// `<prefix><kid>.<base64url JSON payload>.<base64url tag>`, signed with the newest key
+    /// under `domain`.
+    fn seal(&self, domain: &[u8], prefix: &str, payload: &impl Serialize) -> String {
+        let (kid, secret) = (&self.keys[0].0, &self.keys[0].1);
+        let encoded = URL_SAFE_NO_PAD.encode(serde_json::to_vec(payload).unwrap_or_default());
+        let tag = mac_in(domain, secret, kid, &encoded)
+            .finalize()
+            .into_bytes();
+        format!("{prefix}{kid}.{encoded}.{}", URL_SAFE_NO_PAD.encode(tag))
+    }
+
+    /// Checks the shape, the key and the tag (in constant time) of a sealed value; returns the
+    /// key that verified it and the payload bytes.
+    fn open(
+        &self,
+        domain: &[u8],
+        prefix: &str,
+        sealed: &str,
+    ) -> Result<(&[u8], Vec<u8>), SealError> {
+        if sealed.len() > MAX_STATE_BYTES {
+            return Err(SealError::Malformed);
+        }
+        let rest = sealed.strip_prefix(prefix).ok_or(SealError::Malformed)?;
+        let mut parts = rest.split('.');
+        let (Some(kid), Some(encoded), Some(tag), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(SealError::Malformed);
+        };
+        let tag = URL_SAFE_NO_PAD
+            .decode(tag)
+            .map_err(|_| SealError::Malformed)?;
+        let secret = self.key(kid).ok_or(SealError::UnknownKey)?;
+        mac_in(domain, secret, kid, encoded)
+            .verify_slice(&tag)
+            .map_err(|_| SealError::BadTag)?;
+        let json = URL_SAFE_NO_PAD
+            .decode(encoded)
+            .map_err(|_| SealError::Malformed)?;
+        Ok((secret, json))
+    }
 }
 
 fn mac_in(domain: &[u8], key: &[u8], kid: &str, payload: &str) -> HmacSha256 {
@@ -367,40 +414,19 @@ impl StateCodec {
             app_state,
             app_inputs,
         };
-        let json = serde_json::to_vec(&payload).unwrap_or_default();
-        let encoded = URL_SAFE_NO_PAD.encode(json);
-        let (kid, secret) = (&self.keys.keys[0].0, &self.keys.keys[0].1);
-        let tag = mac(secret, kid, &encoded).finalize().into_bytes();
-        Ok(format!(
-            "{STATE_PREFIX}{kid}.{encoded}.{}",
-            URL_SAFE_NO_PAD.encode(tag)
-        ))
+        Ok(self.keys.seal(DOMAIN, STATE_PREFIX, &payload))
     }
 
     /// Verifies a state presented on a retry.
     pub fn verify(&self, state: &str, binding: &Binding<'_>) -> Result<Payload, StateError> {
-        if state.len() > MAX_STATE_BYTES {
-            return Err(StateError::Malformed);
-        }
-        let rest = state
-            .strip_prefix(STATE_PREFIX)
-            .ok_or(StateError::Malformed)?;
-        let mut parts = rest.split('.');
-        let (Some(kid), Some(encoded), Some(tag), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(StateError::Malformed);
-        };
-        let tag = URL_SAFE_NO_PAD
-            .decode(tag)
-            .map_err(|_| StateError::Malformed)?;
-        let secret = self.keys.key(kid).ok_or(StateError::UnknownKey)?;
-        mac(secret, kid, encoded)
-            .verify_slice(&tag)
-            .map_err(|_| StateError::Tampered)?;
-        let json = URL_SAFE_NO_PAD
-            .decode(encoded)
-            .map_err(|_| StateError::Malformed)?;
+        let (secret, json) = self
+            .keys
+            .open(DOMAIN, STATE_PREFIX, state)
+            .map_err(|e| match e {
+                SealError::Malformed => StateError::Malformed,
+                SealError::UnknownKey => StateError::UnknownKey,
+                SealError::BadTag => StateError::Tampered,
+            })?;
         let payload: Payload = serde_json::from_slice(&json).map_err(|_| StateError::Malformed)?;
         if payload.exp <= now() {
             return Err(StateError::Expired);
@@ -453,21 +479,14 @@ struct CursorPayload {
 impl StateCodec {
     /// Wraps the inner server's `nextCursor`.
     pub(crate) fn seal_cursor(&self, binding: &Binding<'_>, inner: &str, ttl: Duration) -> String {
-        let (kid, secret) = (&self.keys.keys[0].0, &self.keys.keys[0].1);
+        let secret = &self.keys.keys[0].1;
         let payload = CursorPayload {
             exp: now() + ttl.as_secs(),
             who: binding.principal_digest(secret),
             method: binding.method.to_owned(),
             inner: inner.to_owned(),
         };
-        let encoded = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&payload).unwrap_or_default());
-        let tag = mac_in(CURSOR_DOMAIN, secret, kid, &encoded)
-            .finalize()
-            .into_bytes();
-        format!(
-            "{CURSOR_PREFIX}{kid}.{encoded}.{}",
-            URL_SAFE_NO_PAD.encode(tag)
-        )
+        self.keys.seal(CURSOR_DOMAIN, CURSOR_PREFIX, &payload)
     }
 
     /// Opens a cursor a client sent back, returning the inner server's cursor.
@@ -476,27 +495,9 @@ impl StateCodec {
         binding: &Binding<'_>,
         cursor: &str,
     ) -> Result<String, CursorError> {
-        if cursor.len() > MAX_STATE_BYTES {
-            return Err(CursorError::Invalid);
-        }
-        let rest = cursor
-            .strip_prefix(CURSOR_PREFIX)
-            .ok_or(CursorError::Invalid)?;
-        let mut parts = rest.split('.');
-        let (Some(kid), Some(encoded), Some(tag), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(CursorError::Invalid);
-        };
-        let tag = URL_SAFE_NO_PAD
-            .decode(tag)
-            .map_err(|_| CursorError::Invalid)?;
-        let secret = self.keys.key(kid).ok_or(CursorError::Invalid)?;
-        mac_in(CURSOR_DOMAIN, secret, kid, encoded)
-            .verify_slice(&tag)
-            .map_err(|_| CursorError::Invalid)?;
-        let json = URL_SAFE_NO_PAD
-            .decode(encoded)
+        let (secret, json) = self
+            .keys
+            .open(CURSOR_DOMAIN, CURSOR_PREFIX, cursor)
             .map_err(|_| CursorError::Invalid)?;
         let payload: CursorPayload =
             serde_json::from_slice(&json).map_err(|_| CursorError::Invalid)?;
