@@ -495,12 +495,16 @@ fn load_fixtures() -> Result<Vec<Fixture>, Vec<String>> {
 // The harness: one gate in front of a router whose handler counts its calls
 // ---------------------------------------------------------------------------------------------
 
+/// What reached the inner handler, one entry per request: the `Content-Length` header it saw,
+/// and the body.
+type Seen = Arc<Mutex<Vec<(Option<String>, String)>>>;
+
 struct Harness {
     app: Router,
     /// Requests that reached the inner `/mcp` handler.
     hits: Arc<AtomicUsize>,
     /// What reached the inner handler: the `Content-Length` header it saw, and the body.
-    seen: Arc<Mutex<Vec<(Option<String>, String)>>>,
+    seen: Seen,
     /// Calls of the policy.
     evaluations: Arc<AtomicUsize>,
 }
@@ -509,7 +513,7 @@ struct Harness {
 #[derive(Clone)]
 struct InnerState {
     hits: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<(Option<String>, String)>>>,
+    seen: Seen,
 }
 
 /// The inner MCP handler. It must never see a denied request; it answers `initialize` with a
@@ -1768,13 +1772,13 @@ async fn every_fixture_matches_the_layer_byte_for_byte() {
             }
         };
         let captured = harness.deny(&fixture.request).await;
-        if let Some(state) = request_state(&captured.json()) {
-            if !is_request_state(state) {
-                failures.push(format!(
-                    "{}: requestState {state:?} is not mcpgate1.<kid>.<base64url>.<base64url>",
-                    fixture.file.display()
-                ));
-            }
+        if let Some(state) = request_state(&captured.json())
+            && !is_request_state(state)
+        {
+            failures.push(format!(
+                "{}: requestState {state:?} is not mcpgate1.<kid>.<base64url>.<base64url>",
+                fixture.file.display()
+            ));
         }
         if let Some(envelope) = envelope(&captured.json()) {
             let id = envelope["authorizationContextId"]

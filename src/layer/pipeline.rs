@@ -209,10 +209,10 @@ where
                 .to_owned();
             parts.headers.remove(header::CONTENT_LENGTH);
             // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
-            if parts.headers.contains_key("mcp-name") {
-                if let Ok(value) = http::HeaderValue::from_str(&made_up) {
-                    parts.headers.insert("mcp-name", value);
-                }
+            if parts.headers.contains_key("mcp-name")
+                && let Ok(value) = http::HeaderValue::from_str(&made_up)
+            {
+                parts.headers.insert("mcp-name", value);
             }
             let response = inner
                 .call(Request::from_parts(parts, ReqBody::from(probe)))
