@@ -63,8 +63,26 @@
 //! the header. Each refusal is logged as one `tracing` event (target `mcp_gate::auth`, fields
 //! `status`, `error`, `reason`, `method`), never with the token or the body.
 //!
+//! After authentication, for each POST:
+//!
+//! 6. **Body**: read whole, at most 4 MiB, within 30 s (413 / 408).
+//! 7. **Classification** ([`mcp`]): exactly one JSON-RPC message, read strictly (duplicate keys,
+//!    batches and wrong types are refused with their own JSON-RPC error).
+//! 8. **Era**: modern requests carry their version and capabilities in `_meta`, and their
+//!    `Mcp-*` headers must match the body; legacy sessions keep what `initialize` declared.
+//! 9. **Policy** ([`policy`]): the application's `evaluate` callback decides every guarded
+//!    operation, and every entry of a list in the discovery phase. A panic, an error or a
+//!    timeout is an internal error, never an allow.
+//! 10. **Answer**: the request goes to the inner service unchanged, or the layer answers with a
+//!     SEP-2643 denial in the pinned [`Revision`] ([`denial`]), a URL approval or confirmation
+//!     round trip with signed state ([`continuation`]), or, in conceal mode, what the inner
+//!     server says of a component that does not exist.
+//!
+//! The [`guide`] shows how to write `evaluate` callbacks and choose a revision.
+//!
 //! Not covered: token revocation for cached JWTs (entries live at most `token_cache_max_age`,
-//! default 5 min), DPoP and mTLS-bound tokens, and authorization beyond endpoint-wide scopes.
+//! default 5 min), DPoP and mTLS-bound tokens, and durable approval tasks (the [`tasks`] store
+//! exists; the layer does not use it yet).
 //!
 //! ## Feature flags
 //!
