@@ -93,7 +93,7 @@
 //! | `jwks` | yes | remote key sets and issuer discovery (reqwest + rustls) |
 //! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate |
 //! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] |
-//! | `redis` | no | [`tasks::RedisTaskStore`], durable approval tasks shared between replicas |
+//! | `redis` | no | `tasks::RedisTaskStore`, durable approval tasks shared between replicas |
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]

@@ -5,7 +5,7 @@
 //! band. This module is only the storage half: a [`TaskRecord`] (the held call, its owner, its
 //! status and outcome), the [`TaskStore`] trait with an atomic compare-and-set
 //! ([`TaskStore::transition`]), an in-process [`MemoryTaskStore`] and, with the feature
-//! `redis`, a shared [`RedisTaskStore`].
+//! `redis`, a shared `RedisTaskStore`.
 //!
 //! # Threat model
 //!
