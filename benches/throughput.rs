@@ -26,7 +26,9 @@ mod tokens;
 #[allow(dead_code)]
 mod tools;
 
-use std::str::FromStr;
+mod common;
+
+use common::env_or;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -65,24 +67,6 @@ struct Settings {
     rounds: usize,
     max_requests: u64,
     configs: String,
-}
-
-fn env_or<T: FromStr + PartialOrd + Copy + std::fmt::Display>(
-    name: &str,
-    default: T,
-    min: T,
-    max: T,
-) -> T {
-    let Ok(raw) = std::env::var(name) else {
-        return default;
-    };
-    match raw.trim().parse::<T>() {
-        Ok(value) if value >= min && value <= max => value,
-        _ => {
-            eprintln!("{name}={raw:?} is not a number in {min}..={max}");
-            std::process::exit(2);
-        }
-    }
 }
 
 impl Settings {

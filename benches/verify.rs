@@ -20,8 +20,10 @@
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
 
+mod common;
+
+use common::env_or;
 use std::hint::black_box;
-use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderValue, Uri, header};
@@ -36,24 +38,6 @@ struct Settings {
     seconds: f64,
     iterations: usize,
     tokens: usize,
-}
-
-fn env_or<T: FromStr + PartialOrd + Copy + std::fmt::Display>(
-    name: &str,
-    default: T,
-    min: T,
-    max: T,
-) -> T {
-    let Ok(raw) = std::env::var(name) else {
-        return default;
-    };
-    match raw.trim().parse::<T>() {
-        Ok(value) if value >= min && value <= max => value,
-        _ => {
-            eprintln!("{name}={raw:?} is not a number in {min}..={max}");
-            std::process::exit(2);
-        }
-    }
 }
 
 /// What a case expects of every call.

@@ -749,7 +749,6 @@ mod tests {
     #[test]
     fn cursors_are_bound_to_caller_and_list_and_expire() {
         let codec = codec(keys());
-        let f = fields();
         let list = Fields {
             method: "tools/list".into(),
             ..fields()
@@ -799,6 +798,5 @@ mod tests {
             codec.open_cursor(&binding(&list), &expired).unwrap_err(),
             CursorError::Expired
         );
-        let _ = f;
     }
 }

@@ -9,7 +9,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::peers::{AuthServer, ClientRun, GatedServer, Sdk, run_client};
 use mcp_gate::denial::ENVELOPE_KEY;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 const TRANSFER: &str = r#"transfer={"amount":"40.00","currency":"EUR","iban":"DE00TEST"}"#;
 
@@ -246,5 +246,4 @@ async fn python_sdk_modern_client_sees_every_decision() {
     assert_eq!(transfer["ok"], false);
     assert_eq!(transfer["error"]["http_status"], 401);
     assert_credential_challenge(&run);
-    let _ = json!(null);
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use axum::Router;
 use common::peers::GatedServer;
 use common::tokens::{TestKey, claims};
-use mcp_gate::mcp::{Era, Target};
+use mcp_gate::mcp::Era;
 use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::{Gate, GateBuilder, Issuer, StaticKeys};
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -460,5 +460,4 @@ async fn a_token_for_40_eur_does_not_cover_a_transfer_of_400() {
         decoded["authorization_details"][0]["instructedAmount"]["amount"],
         "400.00"
     );
-    let _ = Target::None;
 }
