@@ -110,6 +110,30 @@ impl std::fmt::Debug for ReplaySlot {
     }
 }
 
+/// A task store, kept opaque in `Debug` output.
+#[derive(Clone)]
+struct TaskStoreSlot(Option<Arc<dyn crate::tasks::TaskStore>>);
+
+impl std::fmt::Debug for TaskStoreSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "<task store>"
+        } else {
+            "<memory task store>"
+        })
+    }
+}
+
+/// A task start hook, kept opaque in `Debug` output.
+#[derive(Clone)]
+struct TaskStartSlot(Arc<dyn crate::tasks::TaskStart>);
+
+impl std::fmt::Debug for TaskStartSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<task start hook>")
+    }
+}
+
 /// Builds a [`Gate`].
 ///
 /// ```
@@ -168,6 +192,10 @@ pub struct GateBuilder {
     max_rounds: u32,
     development_mode: bool,
     conceal: bool,
+    task_store: TaskStoreSlot,
+    task_ttl: Duration,
+    task_poll_interval: Duration,
+    task_start: Option<TaskStartSlot>,
     #[cfg(feature = "jwks")]
     key_refresh: crate::auth::jwks::KeyRefresh,
     #[cfg(feature = "jwks")]
@@ -212,6 +240,10 @@ impl Default for GateBuilder {
             max_rounds: 3,
             development_mode: false,
             conceal: false,
+            task_store: TaskStoreSlot(None),
+            task_ttl: Duration::from_secs(86_400),
+            task_poll_interval: Duration::from_secs(5),
+            task_start: None,
             #[cfg(feature = "jwks")]
             key_refresh: Default::default(),
             #[cfg(feature = "jwks")]
@@ -441,6 +473,44 @@ impl GateBuilder {
         self
     }
 
+    /// Where calls held for approval (the `task` remediation) are kept. The default is an
+    /// in-memory [`MemoryTaskStore`](crate::tasks::MemoryTaskStore) of 10,000 tasks: tasks
+    /// then die with the process and are invisible to other replicas. Give production
+    /// replicas a shared store (`RedisTaskStore`, feature `redis`).
+    pub fn task_store(mut self, store: impl crate::tasks::TaskStore) -> Self {
+        self.task_store = TaskStoreSlot(Some(Arc::new(store)));
+        self
+    }
+
+    /// [`task_store`](Self::task_store) for a store already shared, say with an approval
+    /// worker.
+    pub fn shared_task_store(mut self, store: Arc<dyn crate::tasks::TaskStore>) -> Self {
+        self.task_store = TaskStoreSlot(Some(store));
+        self
+    }
+
+    /// How long a held call waits for a decision (default one day; 1 second to 30 days).
+    /// An undecided task then expires, and an expired task is never run.
+    pub fn task_ttl(mut self, ttl: Duration) -> Self {
+        self.task_ttl = ttl;
+        self
+    }
+
+    /// How often owners are told to poll their tasks (default 5 seconds; at least 10 ms and
+    /// at most the task lifetime).
+    pub fn task_poll_interval(mut self, interval: Duration) -> Self {
+        self.task_poll_interval = interval;
+        self
+    }
+
+    /// Called once for each task created, before its owner is answered: notify an approver,
+    /// open a ticket. A hook that fails, panics or runs past the evaluate timeout fails the
+    /// task, and the owner gets an internal error.
+    pub fn on_task_start(mut self, hook: impl crate::tasks::TaskStart) -> Self {
+        self.task_start = Some(TaskStartSlot(Arc::new(hook)));
+        self
+    }
+
     /// Development mode: approval URLs may use plain http on loopback hosts.
     pub fn development_mode(mut self) -> Self {
         self.development_mode = true;
@@ -510,6 +580,22 @@ impl GateBuilder {
             return Err(ConfigError::InvalidOption {
                 field: "continuation_ttl",
                 reason: "between 1 second and one day",
+            });
+        }
+        if self.task_ttl < Duration::from_secs(1)
+            || self.task_ttl > Duration::from_secs(30 * 86_400)
+        {
+            return Err(ConfigError::InvalidOption {
+                field: "task_ttl",
+                reason: "between 1 second and 30 days",
+            });
+        }
+        if self.task_poll_interval < Duration::from_millis(10)
+            || self.task_poll_interval > self.task_ttl
+        {
+            return Err(ConfigError::InvalidOption {
+                field: "task_poll_interval",
+                reason: "at least 10 ms and at most the task lifetime",
             });
         }
         if self.max_body_bytes == 0 || self.session_capacity == 0 {
@@ -683,6 +769,16 @@ impl GateBuilder {
                 cursor_ttl: Duration::from_secs(3600),
                 conceal: self.conceal,
                 max_list_bytes: 16 * 1024 * 1024,
+                tasks: crate::layer::tasks::TaskSettings {
+                    store: self
+                        .task_store
+                        .0
+                        .clone()
+                        .unwrap_or_else(|| Arc::new(crate::tasks::MemoryTaskStore::default())),
+                    ttl_ms: duration_ms(self.task_ttl),
+                    poll_interval_ms: duration_ms(self.task_poll_interval),
+                    start: self.task_start.clone().map(|slot| slot.0),
+                },
             },
         }))
     }
@@ -757,4 +853,9 @@ impl GateBuilder {
             _ => Err(invalid("scheme must be https")),
         }
     }
+}
+
+/// A duration in whole milliseconds, saturating.
+fn duration_ms(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }

@@ -69,6 +69,8 @@ pub(crate) struct McpSettings {
     /// Conceal mode: refusals answered as the inner server answers unknown components.
     pub conceal: bool,
     pub max_list_bytes: usize,
+    /// Durable approval tasks.
+    pub tasks: crate::layer::tasks::TaskSettings,
 }
 
 impl std::fmt::Debug for Gate {
@@ -100,6 +102,13 @@ impl Gate {
     /// The pinned SEP-2643 revision every denial is rendered in.
     pub fn revision(&self) -> crate::denial::Revision {
         self.inner.mcp.denial.revision
+    }
+
+    /// Decisions on the calls this gate holds for approval, in its task store: approve or
+    /// refuse a task, list those waiting. Refusals are rendered in this gate's revision.
+    pub fn tasks(&self) -> crate::tasks::Approvals {
+        crate::tasks::Approvals::new(self.inner.mcp.tasks.store.clone())
+            .with_revision(self.inner.mcp.denial.revision)
     }
 
     /// The canonical resource URI.

@@ -9,6 +9,7 @@
 //! | `secret_sauce` | `undisclosed` |
 //! | `share_folder` | URL approval: allowed once the caller approved it at `/approve/{id}` |
 //! | `delete_file` | asks the user to confirm |
+//! | `deploy` | held in a durable task until someone approves it on `/tasks` (clients without the Tasks extension get `undisclosed`) |
 //! | prompt `layoffs`, resource `demo://payroll` | need scope `mcp:admin` |
 //! | anything else | allowed (the inner server answers unknown tools itself) |
 //!
@@ -115,6 +116,12 @@ impl DemoPolicy {
                     )
                 }
             }
+            // Held until an approver decides; asked again once approved, it is allowed.
+            Some("deploy") if evaluation.approval().is_some() => Decision::allow(),
+            Some("deploy") => Decision::task(format!(
+                "Deploying to {} needs an approval from the release manager.",
+                text("env")
+            )),
             // The layer lets the call through only after an explicit confirmation.
             Some("delete_file") => Decision::ask(format!("Delete {}?", text("path"))),
             _ => Decision::allow(),

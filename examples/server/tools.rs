@@ -60,6 +60,16 @@ pub struct DeleteArgs {
     pub path: String,
 }
 
+/// Arguments of `deploy`.
+#[derive(Deserialize, schemars::JsonSchema)]
+pub struct DeployArgs {
+    /// The environment to deploy to (`staging`, `prod`, ...).
+    pub env: String,
+}
+
+/// How many times `deploy` has run, shared by every server a service makes.
+pub type DeployCount = std::sync::Arc<std::sync::atomic::AtomicU64>;
+
 /// Arguments of the `greet` prompt.
 #[derive(Deserialize, schemars::JsonSchema)]
 pub struct GreetArgs {
@@ -72,13 +82,22 @@ pub struct GreetArgs {
 pub struct DemoServer {
     tool_router: ToolRouter<Self>,
     prompt_router: PromptRouter<Self>,
+    deploys: DeployCount,
 }
 
 impl Default for DemoServer {
     fn default() -> Self {
+        Self::counting(DeployCount::default())
+    }
+}
+
+impl DemoServer {
+    /// A server whose `deploy` runs are counted in `deploys`.
+    pub fn counting(deploys: DeployCount) -> Self {
         Self {
             tool_router: Self::tool_router(),
             prompt_router: Self::prompt_router(),
+            deploys,
         }
     }
 }
@@ -237,6 +256,16 @@ impl DemoServer {
         a.saturating_add(b).to_string()
     }
 
+    /// Deploys (pretends to): the policy holds every call for an out-of-band approval.
+    #[tool(description = "Deploy the service to an environment")]
+    fn deploy(&self, Parameters(DeployArgs { env }): Parameters<DeployArgs>) -> String {
+        let run = self
+            .deploys
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1;
+        format!("deployed to {env} (deploy run #{run} of this server)")
+    }
+
     /// Describes the verified caller, as the layer handed it over.
     #[tool(description = "Who is calling, as verified by the gateway")]
     fn whoami(&self, Extension(parts): Extension<http::request::Parts>) -> String {
@@ -256,8 +285,15 @@ impl DemoServer {
 
 /// The rmcp Streamable HTTP service, stateless and answering in JSON.
 pub fn mcp_service() -> StreamableHttpService<DemoServer, LocalSessionManager> {
+    mcp_service_counting(DeployCount::default())
+}
+
+/// [`mcp_service`], counting `deploy` runs in `deploys`.
+pub fn mcp_service_counting(
+    deploys: DeployCount,
+) -> StreamableHttpService<DemoServer, LocalSessionManager> {
     StreamableHttpService::new(
-        || Ok(DemoServer::default()),
+        move || Ok(DemoServer::counting(deploys.clone())),
         Default::default(),
         StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)

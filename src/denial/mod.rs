@@ -3,7 +3,7 @@
 //!
 //! This module never calls `auth` verification or `policy`: it only shapes answers.
 
-mod envelope;
+pub(crate) mod envelope;
 mod reference;
 pub(crate) mod render;
 mod revision;

@@ -42,6 +42,7 @@ mod future;
 mod interaction;
 mod pipeline;
 mod service;
+pub(crate) mod tasks;
 
 pub use body::GateBody;
 pub use future::ResponseFuture;

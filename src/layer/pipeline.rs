@@ -16,6 +16,7 @@ use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
 };
+use super::tasks::{self, TaskRoute};
 use crate::auth::Principal;
 use crate::continuation::Payload;
 use crate::denial::Family;
@@ -83,10 +84,11 @@ pub(crate) async fn after_authentication<S, ReqBody, ResBody>(
     principal: Principal,
 ) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ReqBody: http_body::Body + From<Bytes>,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: http_body::Body + From<Bytes> + Send + 'static,
     ReqBody::Error: Into<BoxError>,
-    ResBody: http_body::Body<Data = Bytes>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
     admit(&mut parts, principal.clone());
@@ -145,6 +147,16 @@ where
     if !is_guarded(&request.method) {
         return call(&mut inner, parts, ReqBody::from(bytes)).await;
     }
+    if request.method.starts_with("tasks/") {
+        match tasks::route(&gate, &principal, &request, &protocol).await {
+            TaskRoute::NotOurs => {}
+            TaskRoute::Answer(response) => return Ok(local(response)),
+            TaskRoute::Run(record) => {
+                let response = tasks::run(&gate, inner, parts, &principal, &request, *record).await;
+                return Ok(local(response));
+            }
+        }
+    }
     let resource = gate.inner.resource.as_str();
     // A retry of the layer's own round trip: the state must verify before anything else.
     let continuation = match gateway_state(&request) {
@@ -197,6 +209,9 @@ where
             call(&mut inner, parts, ReqBody::from(body)).await
         }
         Verdict::Answer(response) => Ok(local(response)),
+        Verdict::Hold(message) => Ok(local(
+            tasks::hold(&gate, &principal, &request, &protocol, &message).await,
+        )),
         Verdict::Conceal(field) => {
             let Some((probe, made_up)) = probe(&request, field) else {
                 return Ok(local(internal_error(&request)));
@@ -237,6 +252,8 @@ enum Verdict {
     /// Answer as the inner server answers for a component that does not exist; the field
     /// naming the component.
     Conceal(&'static str),
+    /// Hold the call in a durable approval task; the policy's message.
+    Hold(String),
 }
 
 /// One evaluated request and everything its answer depends on.
@@ -301,6 +318,11 @@ impl Turn<'_> {
                     {
                         return verdict;
                     }
+                }
+                if let Remediation::Task { message } = &remediation
+                    && tasks::can_hold(self.request, self.protocol, settings.denial.revision)
+                {
+                    return Verdict::Hold(message.clone());
                 }
                 self.deny(Denial::Deny(&remediation), "deny")
             }

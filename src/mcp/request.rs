@@ -22,6 +22,8 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC: internal error.
 pub const INTERNAL_ERROR: i64 = -32603;
+/// JSON-RPC: the method does not exist.
+pub const METHOD_NOT_FOUND: i64 = -32601;
 /// MCP 2026-07-28: an `Mcp-*` / `MCP-Protocol-Version` header disagrees with the body.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// MCP 2026-07-28: a capability the request needs was not declared.

@@ -25,6 +25,19 @@ pub enum Phase {
     /// `resources/templates/list`): the target is one entry of the inner server's answer, and
     /// anything but `Allow` hides it.
     Discovery,
+    /// A call held by an approval task was approved out of band, and is about to run:
+    /// [`Evaluation::approval`] says which task and who approved. Only `Allow` runs it; any
+    /// other decision completes the task as refused (`unavailable`).
+    Approval,
+}
+
+/// The out-of-band approval of a held call, shown to `evaluate` before the call runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Approval {
+    /// The task that held the call.
+    pub task_id: String,
+    /// Who approved it, as the approver recorded it.
+    pub approved_by: String,
 }
 
 /// The context handed to `evaluate`. Cheap to clone.
@@ -40,6 +53,7 @@ struct EvaluationData {
     phase: Phase,
     answered: Option<Answered>,
     annotations: Option<Arc<serde_json::Value>>,
+    approval: Option<Approval>,
 }
 
 impl Evaluation {
@@ -60,6 +74,27 @@ impl Evaluation {
             phase,
             answered,
             annotations,
+            approval: None,
+        }))
+    }
+
+    /// The evaluation of a held `tools/call` that was approved (phase [`Phase::Approval`]).
+    pub(crate) fn approved(
+        principal: Principal,
+        target: Target,
+        protocol: ProtocolContext,
+        annotations: Option<Arc<serde_json::Value>>,
+        approval: Approval,
+    ) -> Self {
+        Self(Arc::new(EvaluationData {
+            principal,
+            method: "tools/call".to_owned(),
+            target,
+            protocol,
+            phase: Phase::Approval,
+            answered: None,
+            annotations,
+            approval: Some(approval),
         }))
     }
 
@@ -133,5 +168,11 @@ impl Evaluation {
     /// no valid gateway state.
     pub fn answered(&self) -> Option<&Answered> {
         self.0.answered.as_ref()
+    }
+
+    /// For phase [`Phase::Approval`]: the task that held this call and who approved it.
+    /// `None` otherwise. Set by the layer from its own task store, never from the request.
+    pub fn approval(&self) -> Option<&Approval> {
+        self.0.approval.as_ref()
     }
 }

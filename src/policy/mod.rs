@@ -45,7 +45,7 @@ use futures_util::FutureExt;
 pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, Decision, Remediation};
 pub use details::authorization_details_cover;
-pub use evaluation::{Evaluation, Phase};
+pub use evaluation::{Approval, Evaluation, Phase};
 pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
     deny_all, first_match, scopes_per_tool,

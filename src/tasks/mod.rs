@@ -45,14 +45,19 @@
 //! claiming a task (`Executing`) leaves it `working` on the wire until it expires; it is never
 //! run a second time.
 
+mod approvals;
+mod hook;
 mod memory;
 mod record;
 #[cfg(feature = "redis")]
 mod redis;
 mod store;
+pub(crate) mod wire;
 
 #[cfg(feature = "redis")]
 pub use self::redis::RedisTaskStore;
+pub use approvals::{Approvals, DecideError};
+pub use hook::{StartFuture, StartedTask, TaskStart};
 pub use memory::MemoryTaskStore;
 pub use record::{
     HeldCall, SCHEMA_VERSION, TaskDecision, TaskError, TaskId, TaskOwner, TaskRecord, TaskStatus,

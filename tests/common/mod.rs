@@ -4,6 +4,9 @@
 pub mod peers;
 pub mod tokens;
 
+#[cfg(feature = "redis")]
+pub mod redis_server;
+
 #[path = "../../examples/server/tools.rs"]
 pub mod tools;
 

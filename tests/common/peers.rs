@@ -208,7 +208,35 @@ impl GatedServer {
             .await
             .expect("bind");
         let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
-        let gate = configure(&url).resource(&url).build().expect("gate builds");
+        Self::serve(listener, url.clone(), &url, configure, mcp, extra)
+    }
+
+    /// One replica of a deployment whose resource URI is `resource`: it listens on its own
+    /// loopback port (`url`) and accepts the tokens every replica accepts.
+    pub async fn start_replica(
+        resource: &str,
+        configure: impl FnOnce(&str) -> GateBuilder,
+        mcp: Router,
+    ) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+        Self::serve(listener, url, resource, configure, mcp, |_| Router::new())
+    }
+
+    fn serve(
+        listener: tokio::net::TcpListener,
+        url: String,
+        resource: &str,
+        configure: impl FnOnce(&str) -> GateBuilder,
+        mcp: Router,
+        extra: impl FnOnce(&Gate) -> Router,
+    ) -> Self {
+        let gate = configure(resource)
+            .resource(resource)
+            .build()
+            .expect("gate builds");
         let app = mcp
             .layer(gate.layer())
             .merge(gate.metadata_router())
@@ -354,14 +382,14 @@ where
             http.push(exchange.clone());
             continue;
         }
-        if value["elicit"]["mode"] == "url" {
-            visit(
-                value["elicit"]["url"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            )
-            .await;
+        // A URL to visit, or a task to decide: the test acts, then lets the client go on.
+        let waiting_on = if value["elicit"]["mode"] == "url" {
+            value["elicit"]["url"].as_str()
+        } else {
+            value["task"]["taskId"].as_str()
+        };
+        if let Some(what) = waiting_on {
+            visit(what.to_owned()).await;
             let _ = stdin.write_all(b"go\n").await;
             let _ = stdin.flush().await;
         }

@@ -6,12 +6,30 @@
         [--no-list] [--mode auto|legacy] [--timeout-ms 30000]
         [--elicit] [--form-action accept|decline|cancel] [--approve true|false]
         [--url-action accept|decline|cancel] [--wait-url]
+        [--tasks] [--wait-task] [--cancel-task]
 
 With --elicit the client declares form and URL elicitation and answers elicitation requests
 (the SDK drives multi-round-trip requests itself): a form is answered with --form-action and,
 on accept, {"approve": --approve}; a URL request is printed as {"elicit": {...}} and answered
 with --url-action, after reading one line from stdin when --wait-url is given (the test
 visits the page in between, as a user would).
+
+With --tasks the client declares the Tasks extension (`io.modelcontextprotocol/tasks`, empty
+settings) through the SDK's `Client(extensions=[...])`. The SDK puts it in
+`_meta["io.modelcontextprotocol/clientCapabilities"].extensions` of every modern (2026-07-28)
+request; on a legacy connection nothing is declared (the SDK advertises a result-claiming
+extension only where its claim is active). A `tools/call` answered with a CreateTaskResult
+(`resultType: "task"`) is printed raw as {"task": {...}}; with --wait-task one line is read from
+stdin (the test approves the task in between); then `tasks/get` is polled every `pollIntervalMs`
+(default 200, at least 50) until the status is completed, failed or cancelled, each answer
+printed raw as {"poll": {...}}. With --cancel-task, `tasks/cancel` is sent after the first poll
+(even a terminal one; at least one more poll follows) and its answer printed as {"cancel": {...}}
+(or {"cancel": {"error": {...}}}). The call step is then {"step":"call","name":N,"ok":true,"task_status":S,"result"?: the task's CallToolResult,
+"error"?: the failed task's error}. A JSON-RPC error on `tasks/get` prints {"poll": {"error":
+{...}}} and fails the step at once; one on `tasks/cancel` keeps polling to a terminal status and
+then fails the step (ok false, "task_status", "error"). `tasks/get` and `tasks/cancel` go
+through the SDK session's `send_request`, so they carry the same `_meta` and headers as every
+other modern request, plus `Mcp-Name: <taskId>`.
 
 With --client-id/--client-secret it uses the SDK's ClientCredentialsOAuthProvider as the httpx2
 auth of the streamable HTTP transport (401 -> protected resource metadata -> AS metadata -> token
@@ -29,18 +47,21 @@ import os
 import sys
 import threading
 import warnings
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
 import anyio
 import httpx2
 
-from mcp.client import Client
+from mcp.client import ClaimContext, Client, ClientExtension, ResultClaim
 from mcp.client.auth import TokenStorage
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp_types import CancelTaskRequest, CancelTaskRequestParams, GetTaskRequest, GetTaskRequestParams, Result
+from pydantic import ConfigDict, PrivateAttr, TypeAdapter, model_validator
+from pydantic.alias_generators import to_camel
 
 # Keep the deprecation warning for a missing issuer visible, but on stderr only (the default).
 warnings.simplefilter("default")
@@ -89,7 +110,12 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--approve", choices=["true", "false"], default="true")
     p.add_argument("--url-action", choices=["accept", "decline", "cancel"], default="accept")
     p.add_argument("--wait-url", action="store_true")
+    p.add_argument("--tasks", action="store_true", help="declare io.modelcontextprotocol/tasks and follow tasks")
+    p.add_argument("--wait-task", action="store_true", help="read one stdin line after a task is created")
+    p.add_argument("--cancel-task", action="store_true", help="send tasks/cancel after the first tasks/get")
     a = p.parse_args()
+    if (a.wait_task or a.cancel_task) and not a.tasks:
+        p.error("--wait-task and --cancel-task need --tasks")
     if bool(a.client_id) != bool(a.client_secret):
         p.error("--client-id and --client-secret go together")
     if a.token and a.client_id:
@@ -198,6 +224,124 @@ def make_elicitation_callback(a: argparse.Namespace):
     return callback
 
 
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+TERMINAL_TASK_STATUSES = frozenset({"completed", "failed", "cancelled"})
+DEFAULT_POLL_MS = 200
+MIN_POLL_MS = 50
+RAW_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
+
+
+class CreatedTask(Result):
+    """A CreateTaskResult (`resultType: "task"`), keeping the raw result dict as received."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="allow")
+    result_type: Literal["task"]
+    task_id: str
+    _raw: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw(cls, data: Any, handler: Any) -> Any:
+        model = handler(data)
+        model._raw = dict(data) if isinstance(data, dict) else model.model_dump(by_alias=True, mode="json")
+        return model
+
+    @property
+    def raw(self) -> dict[str, Any]:
+        return self._raw
+
+
+class TaskCreated(Exception):
+    """Raised by the claim resolver: Client.call_tool hands the created task back to run()."""
+
+    def __init__(self, task: CreatedTask) -> None:
+        super().__init__(f"task {task.task_id} created")
+        self.task = task
+
+
+async def hand_back_task(task: CreatedTask, ctx: ClaimContext) -> Any:
+    raise TaskCreated(task)
+
+
+class TasksExtension(ClientExtension):
+    """Declares io.modelcontextprotocol/tasks ({} settings) and claims `resultType: "task"` on tools/call."""
+
+    identifier = TASKS_EXTENSION
+
+    def claims(self) -> list[ResultClaim[Any]]:
+        return [ResultClaim(result_type="task", model=CreatedTask, resolve=hand_back_task)]
+
+
+class GetTask(GetTaskRequest):
+    """tasks/get {"taskId"}; name_param makes the session send `Mcp-Name: <taskId>`."""
+
+    name_param = "taskId"
+
+
+class CancelTask(CancelTaskRequest):
+    """tasks/cancel {"taskId"}, with `Mcp-Name: <taskId>`."""
+
+    name_param = "taskId"
+
+
+def poll_interval(answer: dict[str, Any], previous: float) -> float:
+    ms = answer.get("pollIntervalMs")
+    if isinstance(ms, int | float) and not isinstance(ms, bool):
+        return max(float(ms), MIN_POLL_MS) / 1000
+    return previous
+
+
+async def follow_task(a: argparse.Namespace, client: Client, name: str, task: CreatedTask, log: HttpLog) -> bool:
+    """Print the task, optionally wait for stdin and cancel, poll tasks/get to a terminal status."""
+    created = task.raw
+    out({"task": created})
+    if a.wait_task:
+        await anyio.to_thread.run_sync(sys.stdin.readline)
+    task_id = task.task_id
+    interval = poll_interval(created, DEFAULT_POLL_MS / 1000)
+    status = created.get("status")
+    cancel_error: dict[str, Any] | None = None
+    polls = 0
+    while True:
+        await anyio.sleep(interval)
+        log.last_mcp_status = None
+        try:
+            answer = await client.session.send_request(
+                GetTask(params=GetTaskRequestParams(task_id=task_id)), RAW_RESULT
+            )
+        except Exception as e:  # noqa: BLE001
+            info = error_info(e, log)
+            out({"poll": {"error": info}})
+            out({"step": "call", "name": name, "ok": False, "task_status": status, "error": info})
+            return False
+        out({"poll": answer})
+        polls += 1
+        status = answer.get("status")
+        interval = poll_interval(answer, interval)
+        if a.cancel_task and polls == 1:  # even when already terminal; then one more poll below
+            log.last_mcp_status = None
+            try:
+                cancelled = await client.session.send_request(
+                    CancelTask(params=CancelTaskRequestParams(task_id=task_id)), RAW_RESULT
+                )
+                out({"cancel": cancelled})
+            except Exception as e:  # noqa: BLE001
+                cancel_error = error_info(e, log)
+                out({"cancel": {"error": cancel_error}})
+            continue
+        if status in TERMINAL_TASK_STATUSES:
+            break
+    step: dict[str, Any] = {"step": "call", "name": name, "ok": cancel_error is None, "task_status": status}
+    if "result" in answer:
+        step["result"] = answer["result"]
+    if cancel_error is not None:
+        step["error"] = cancel_error
+    elif "error" in answer:
+        step["error"] = answer["error"]
+    out(step)
+    return cancel_error is None
+
+
 async def run(a: argparse.Namespace) -> bool:
     log = HttpLog(a.url)
     auth: httpx2.Auth | None = None
@@ -235,6 +379,8 @@ async def run(a: argparse.Namespace) -> bool:
             extra: dict[str, Any] = {}
             if a.elicit:
                 extra["elicitation_callback"] = make_elicitation_callback(a)
+            if a.tasks:
+                extra["extensions"] = [TasksExtension()]
             async with Client(transport, mode=a.mode, cache=None, **extra) as client:
                 connected = True
                 out({"step": "connect", "ok": True, "protocol_version": client.protocol_version})
@@ -251,6 +397,9 @@ async def run(a: argparse.Namespace) -> bool:
                         r = await client.call_tool(name, args)
                         result = r.model_dump(by_alias=True, exclude_none=True, mode="json")
                         out({"step": "call", "name": name, "ok": True, "result": result})
+                    except TaskCreated as created:
+                        if not await follow_task(a, client, name, created.task, log):
+                            all_ok = False
                     except Exception as e:  # noqa: BLE001
                         fail({"step": "call", "name": name}, e)
                 steps_done = True

@@ -1,0 +1,596 @@
+//! Durable approval tasks in the layer: a `task` remediation holds the call in the task store,
+//! the owner's `tasks/get` and `tasks/cancel` are answered from the store, and an approved
+//! call runs once, on the replica that serves the owner's next poll.
+//!
+//! # Threat model
+//!
+//! - **A stranger probing task ids** learns nothing: every task method naming an id of the
+//!   layer's shape (`tsk_` + 22 base64url characters) that is unknown, expired or owned by
+//!   another principal gets the same `-32602` document, byte for byte. Ids of any other shape
+//!   are not the layer's and go to the inner server as they came.
+//! - **Several replicas polling one approved task** race to claim it; the store's
+//!   compare-and-set (`Approved -> Executing`) lets exactly one run the call. The claim
+//!   demands time to spare, so a call is not started too late to record its result, and an
+//!   expired task is never claimed.
+//! - **A poll that disconnects** while the call runs does not lose the result: the call and the
+//!   recording of its outcome run on their own tokio task.
+//! - **The decision may have changed** between the denial and the approval: the held call is
+//!   evaluated again with the owner's current principal (phase `Approval`), and runs only on
+//!   `Allow`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderValue, Request, Response, StatusCode, header};
+use serde_json::{Value, json};
+use tower_service::Service;
+
+use super::discovery::{ListAnswer, read_answer};
+use super::pipeline::BoxError;
+use crate::auth::Principal;
+use crate::denial::render::json_rpc;
+use crate::denial::{Family, Revision, new_context_id};
+use crate::gate::Gate;
+use crate::mcp::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::mcp::request::{McpRequest, Message, classify};
+use crate::mcp::{
+    ClientCapabilities, Era, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, ProtocolContext,
+    Target,
+};
+use crate::policy::{self, Approval, Decision, Evaluation};
+use crate::tasks::wire;
+use crate::tasks::{
+    HeldCall, StartedTask, StoreError, TaskChange, TaskError, TaskId, TaskOwner, TaskRecord,
+    TaskStart, TaskStatus, TaskStore, Transition,
+};
+
+/// How the layer keeps tasks.
+pub(crate) struct TaskSettings {
+    pub store: Arc<dyn TaskStore>,
+    pub ttl_ms: u64,
+    pub poll_interval_ms: u64,
+    pub start: Option<Arc<dyn TaskStart>>,
+}
+
+impl TaskSettings {
+    /// The time a claimed call must have left to run and record its outcome: 10 s, or half
+    /// the lifetime of short-lived tasks.
+    fn run_margin_ms(&self) -> u64 {
+        (self.ttl_ms / 2).min(10_000)
+    }
+}
+
+/// The owner key of a principal.
+fn owner_of(principal: &Principal) -> TaskOwner {
+    TaskOwner::new(
+        principal.issuer(),
+        principal.subject().map(str::to_owned),
+        principal.client_id().map(str::to_owned),
+    )
+}
+
+/// Whether a `task` remediation can become a task: a modern `tools/call` that declared the
+/// Tasks extension, under a result-based revision.
+pub(crate) fn can_hold(
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+    revision: Revision,
+) -> bool {
+    request.method == "tools/call"
+        && protocol.era == Era::Modern
+        && protocol.capabilities.tasks_extension()
+        && matches!(revision.family(), Family::ResultBased { .. })
+}
+
+fn answer(request: &McpRequest, result: Value) -> Response<Bytes> {
+    json_rpc(
+        StatusCode::OK,
+        json!({"jsonrpc": "2.0", "id": request.id, "result": result}),
+        false,
+    )
+}
+
+fn error(request: &McpRequest, status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
+    json_rpc(
+        status,
+        json!({"jsonrpc": "2.0", "id": request.id, "error": {"code": code, "message": message}}),
+        false,
+    )
+}
+
+/// The one answer for every id that is not the caller's task.
+fn unknown_task(request: &McpRequest) -> Response<Bytes> {
+    error(request, StatusCode::OK, INVALID_PARAMS, "Unknown task")
+}
+
+fn internal_error(request: &McpRequest) -> Response<Bytes> {
+    error(
+        request,
+        StatusCode::OK,
+        INTERNAL_ERROR,
+        "internal error while authorizing the request",
+    )
+}
+
+fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Response<Bytes> {
+    tracing::error!(target: "mcp_gate::tasks", method = %request.method, what, error = %failure, "task store failed; refusing");
+    internal_error(request)
+}
+
+/// Holds a denied call as a new task and answers with its `CreateTaskResult`, once the task is
+/// stored, the start hook has run and the store reads it back as `working`.
+pub(crate) async fn hold(
+    gate: &Gate,
+    principal: &Principal,
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+    message: &str,
+) -> Response<Bytes> {
+    let settings = &gate.inner.mcp;
+    let tasks = &settings.tasks;
+    let call = HeldCall::new(
+        request.method.clone(),
+        Value::Object(request.params.clone()),
+        protocol.protocol_version.clone().unwrap_or_default(),
+        gate.inner.resource.as_str(),
+    );
+    let (Ok(context_id), Ok(record)) = (
+        new_context_id(),
+        TaskRecord::new(
+            owner_of(principal),
+            call,
+            String::new(),
+            tasks.ttl_ms,
+            tasks.poll_interval_ms,
+        ),
+    ) else {
+        tracing::error!(target: "mcp_gate::tasks", "no random source for a task or context id; refusing");
+        return internal_error(request);
+    };
+    let record = TaskRecord {
+        context_id: context_id.clone(),
+        ..record
+    };
+    let id = record.id.clone();
+    if let Err(failure) = tasks.store.create(record.clone()).await {
+        return store_failed(request, "create", &failure);
+    }
+    if let Some(hook) = &tasks.start {
+        let started = StartedTask {
+            id: id.clone(),
+            owner: record.owner.clone(),
+            call: record.call.clone(),
+            message: message.to_owned(),
+            expires_at: record.expires_at(),
+        };
+        if let Err(problem) = run_start(&**hook, started, settings.evaluate_timeout).await {
+            tracing::error!(target: "mcp_gate::tasks", task_id = %id, problem, "the start hook failed; the task is failed and the call refused");
+            let failed = TaskChange::new().error(TaskError {
+                code: INTERNAL_ERROR,
+                message: "the approval could not be requested".to_owned(),
+                data: None,
+            });
+            let _ = tasks
+                .store
+                .transition(&id, TaskStatus::Working, TaskStatus::Failed, failed)
+                .await;
+            return internal_error(request);
+        }
+    }
+    // The durability check: the owner is told of a task only once the store can show it.
+    match tasks.store.get(&id).await {
+        Ok(Some(stored))
+            if stored.status == TaskStatus::Working && stored.owner == record.owner =>
+        {
+            tracing::info!(
+                target: "mcp_gate::decision",
+                context_id = %context_id,
+                task_id = %id,
+                subject = principal.subject().unwrap_or(""),
+                client_id = principal.client_id().unwrap_or(""),
+                method = %request.method,
+                target = request.target.name().unwrap_or(""),
+                decision = "deny",
+                remediation = "task",
+                expressed_as = "task",
+                "authorization decision"
+            );
+            answer(request, wire::created(&stored, settings.denial.revision))
+        }
+        Ok(_) => {
+            tracing::error!(target: "mcp_gate::tasks", task_id = %id, "a task just created cannot be read back as working; refusing");
+            internal_error(request)
+        }
+        Err(failure) => store_failed(request, "read back", &failure),
+    }
+}
+
+async fn run_start(
+    hook: &dyn TaskStart,
+    task: StartedTask,
+    timeout: std::time::Duration,
+) -> Result<(), String> {
+    use futures_util::FutureExt;
+    let guarded =
+        std::panic::AssertUnwindSafe(async move { hook.start(task).await }).catch_unwind();
+    match tokio::time::timeout(timeout, guarded).await {
+        Err(_) => Err(format!("timed out after {timeout:?}")),
+        Ok(Err(_)) => Err("panicked".to_owned()),
+        Ok(Ok(Err(error))) => Err(error.to_string()),
+        Ok(Ok(Ok(()))) => Ok(()),
+    }
+}
+
+/// What to do with a task method.
+pub(crate) enum TaskRoute {
+    /// Not a task of the layer's: the inner server answers.
+    NotOurs,
+    /// The layer answers.
+    Answer(Response<Bytes>),
+    /// The owner polls an approved task: run it, then answer.
+    Run(Box<TaskRecord>),
+}
+
+/// Routes `tasks/*`: the extension check, the owner check, then the method.
+pub(crate) async fn route(
+    gate: &Gate,
+    principal: &Principal,
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+) -> TaskRoute {
+    if protocol.era != Era::Modern {
+        // Legacy tasks are the inner server's own; the layer never creates them.
+        return TaskRoute::NotOurs;
+    }
+    if !protocol.capabilities.tasks_extension() {
+        let refusal = json!({
+            "jsonrpc": "2.0",
+            "id": request.id,
+            "error": {
+                "code": MISSING_CAPABILITY,
+                "message": format!("{} needs the {TASKS_EXTENSION} extension, which this request did not declare", request.method),
+                "data": {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
+            },
+        });
+        return TaskRoute::Answer(json_rpc(StatusCode::BAD_REQUEST, refusal, false));
+    }
+    let Some(id) = (match &request.target {
+        Target::Task { task_id } => TaskId::parse(task_id),
+        _ => None,
+    }) else {
+        return TaskRoute::NotOurs;
+    };
+    let store = &gate.inner.mcp.tasks.store;
+    let record = match store.get(&id).await {
+        Ok(Some(record)) if record.owner == owner_of(principal) => record,
+        Ok(_) => return TaskRoute::Answer(unknown_task(request)),
+        Err(failure) => return TaskRoute::Answer(store_failed(request, "get", &failure)),
+    };
+    let revision = gate.inner.mcp.denial.revision;
+    match request.method.as_str() {
+        "tasks/get" if record.status == TaskStatus::Approved => TaskRoute::Run(Box::new(record)),
+        "tasks/get" => TaskRoute::Answer(answer(request, wire::status(&record, revision))),
+        "tasks/cancel" => TaskRoute::Answer(cancel(store.as_ref(), request, record).await),
+        "tasks/update" => TaskRoute::Answer(error(
+            request,
+            StatusCode::OK,
+            INVALID_PARAMS,
+            "This task does not wait for input.",
+        )),
+        _ => TaskRoute::Answer(error(
+            request,
+            StatusCode::NOT_FOUND,
+            crate::mcp::request::METHOD_NOT_FOUND,
+            "Method not found",
+        )),
+    }
+}
+
+/// Cancels a task that has not started running.
+async fn cancel(
+    store: &dyn TaskStore,
+    request: &McpRequest,
+    mut record: TaskRecord,
+) -> Response<Bytes> {
+    // A decision may land between the read and the write: follow the status, at most a few
+    // steps, since statuses only move forward.
+    for _ in 0..3 {
+        match record.status {
+            TaskStatus::Working | TaskStatus::Approved => {}
+            TaskStatus::Executing => {
+                return error(
+                    request,
+                    StatusCode::OK,
+                    INVALID_PARAMS,
+                    "The task is already running and can no longer be cancelled.",
+                );
+            }
+            TaskStatus::Completed | TaskStatus::Cancelled | TaskStatus::Failed => {
+                return error(
+                    request,
+                    StatusCode::OK,
+                    INVALID_PARAMS,
+                    "The task has already finished.",
+                );
+            }
+        }
+        match store
+            .transition(
+                &record.id,
+                record.status,
+                TaskStatus::Cancelled,
+                TaskChange::new(),
+            )
+            .await
+        {
+            Ok(Transition::Applied(cancelled)) => {
+                tracing::info!(target: "mcp_gate::tasks", task_id = %cancelled.id, context_id = %cancelled.context_id, "task cancelled by its owner");
+                return answer(request, json!({"resultType": "complete"}));
+            }
+            Ok(Transition::Conflict(Some(now))) => record = now,
+            Ok(Transition::Conflict(None)) => return unknown_task(request),
+            Err(failure) => return store_failed(request, "cancel", &failure),
+        }
+    }
+    internal_error(request)
+}
+
+/// Claims an approved task, evaluates it again, runs it once, records and answers its outcome.
+pub(crate) async fn run<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: S,
+    parts: Parts,
+    principal: &Principal,
+    request: &McpRequest,
+    record: TaskRecord,
+) -> Response<Bytes>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: From<Bytes> + Send + 'static,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let settings = &gate.inner.mcp;
+    let tasks = &settings.tasks;
+    let revision = settings.denial.revision;
+    let store = tasks.store.clone();
+    let poll_answer = |record: &TaskRecord| answer(request, wire::status(record, revision));
+    let claim = TaskChange::new().require_remaining_ms(tasks.run_margin_ms());
+    let claimed = match store
+        .transition(
+            &record.id,
+            TaskStatus::Approved,
+            TaskStatus::Executing,
+            claim,
+        )
+        .await
+    {
+        Ok(Transition::Applied(claimed)) => claimed,
+        // Another replica claimed it, or it was cancelled: say where it stands.
+        Ok(Transition::Conflict(Some(now))) => return poll_answer(&now),
+        Ok(Transition::Conflict(None)) => return unknown_task(request),
+        Err(StoreError::Expired(_)) => {
+            let message = "The request was approved too late to run before its task expires.";
+            let change =
+                TaskChange::new().result(wire::refusal(&record.context_id, message, revision));
+            return match store
+                .transition(
+                    &record.id,
+                    TaskStatus::Approved,
+                    TaskStatus::Completed,
+                    change,
+                )
+                .await
+            {
+                Ok(Transition::Applied(now) | Transition::Conflict(Some(now))) => poll_answer(&now),
+                Ok(Transition::Conflict(None)) => unknown_task(request),
+                Err(failure) => store_failed(request, "complete", &failure),
+            };
+        }
+        Err(failure) => return store_failed(request, "claim", &failure),
+    };
+    let finish = {
+        let (store, claimed) = (store.clone(), claimed.clone());
+        move |change: TaskChange, to: TaskStatus| {
+            let (store, claimed) = (store.clone(), claimed.clone());
+            async move {
+                match store
+                    .transition(&claimed.id, TaskStatus::Executing, to, change.clone())
+                    .await
+                {
+                    Ok(Transition::Applied(done)) => Some(done),
+                    outcome => {
+                        tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, outcome = ?outcome.as_ref().map(Transition::is_applied), "the outcome of a claimed task could not be recorded");
+                        None
+                    }
+                }
+            }
+        }
+    };
+    let Some((body, held)) = held_request(&claimed) else {
+        tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
+        let change = TaskChange::new().error(TaskError {
+            code: INTERNAL_ERROR,
+            message: "The held call could not be replayed.".to_owned(),
+            data: None,
+        });
+        return finish(change, TaskStatus::Failed)
+            .await
+            .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+    };
+    let approval = Approval {
+        task_id: claimed.id.to_string(),
+        approved_by: match &claimed.decision {
+            Some(crate::tasks::TaskDecision::Approved { by }) => by.clone(),
+            _ => String::new(),
+        },
+    };
+    let protocol = ProtocolContext {
+        era: Era::Modern,
+        protocol_version: Some(claimed.call.protocol_version.clone()),
+        capabilities: ClientCapabilities::default(),
+    };
+    let annotations = match &held.target {
+        Target::Tool { name, .. } => settings.tool_annotations.get(name),
+        _ => None,
+    };
+    let evaluation = Evaluation::approved(
+        principal.clone(),
+        held.target.clone(),
+        protocol,
+        annotations,
+        approval,
+    );
+    match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
+        Ok(Decision::Allow) => {}
+        Ok(_) => {
+            tracing::info!(target: "mcp_gate::decision", context_id = %claimed.context_id, task_id = %claimed.id, subject = principal.subject().unwrap_or(""), method = "tools/call", target = held.target.name().unwrap_or(""), decision = "deny", phase = "approval", "authorization decision");
+            let message = "The request was approved, but the policy no longer allows it.";
+            let change =
+                TaskChange::new().result(wire::refusal(&claimed.context_id, message, revision));
+            return finish(change, TaskStatus::Completed)
+                .await
+                .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+        }
+        Err(failure) => {
+            tracing::error!(target: "mcp_gate::decision", task_id = %claimed.id, failure = failure.kind(), error = %failure, "the policy failed on an approved call; failing the task");
+            let change = TaskChange::new().error(TaskError {
+                code: INTERNAL_ERROR,
+                message: "internal error while authorizing the request".to_owned(),
+                data: None,
+            });
+            return finish(change, TaskStatus::Failed)
+                .await
+                .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+        }
+    }
+    tracing::info!(target: "mcp_gate::decision", context_id = %claimed.context_id, task_id = %claimed.id, subject = principal.subject().unwrap_or(""), method = "tools/call", target = held.target.name().unwrap_or(""), decision = "allow", phase = "approval", "authorization decision");
+    let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
+        let change = TaskChange::new().error(TaskError {
+            code: INTERNAL_ERROR,
+            message: "The held call could not be replayed.".to_owned(),
+            data: None,
+        });
+        return finish(change, TaskStatus::Failed)
+            .await
+            .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+    };
+    let max = settings.max_list_bytes;
+    let task_id = claimed.id.clone();
+    // The call and the recording of its outcome outlive this poll: a client that disconnects
+    // now does not leave a call that ran without a recorded result.
+    let execution = tokio::spawn(async move {
+        let (change, to) = match call_inner(inner, inner_parts, body, &task_id, max).await {
+            Ok(result) => (TaskChange::new().result(result), TaskStatus::Completed),
+            Err(failure) => (TaskChange::new().error(failure), TaskStatus::Failed),
+        };
+        finish(change, to).await
+    });
+    match execution.await {
+        Ok(Some(done)) => {
+            tracing::info!(target: "mcp_gate::tasks", task_id = %done.id, context_id = %done.context_id, status = %done.status, "approved call ran");
+            poll_answer(&done)
+        }
+        _ => internal_error(request),
+    }
+}
+
+/// The held call as a JSON-RPC request (id: the task id) and its classification.
+fn held_request(record: &TaskRecord) -> Option<(Bytes, McpRequest)> {
+    let mut params = record.call.params.as_object().cloned().unwrap_or_default();
+    params.insert(
+        "_meta".into(),
+        json!({
+            META_PROTOCOL_VERSION: record.call.protocol_version,
+            // The owner is not there to answer elicitations, and the layer is the task.
+            META_CLIENT_CAPABILITIES: {},
+        }),
+    );
+    let body = Bytes::from(
+        json!({"jsonrpc": "2.0", "id": record.id.as_str(), "method": record.call.method, "params": params})
+            .to_string(),
+    );
+    match classify(&body) {
+        Ok(Message::Request(held)) if held.method == "tools/call" => Some((body, held)),
+        _ => None,
+    }
+}
+
+/// The poll's request head, turned into the head of the held call.
+fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Option<Parts> {
+    let headers = &mut parts.headers;
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove("mcp-session-id");
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
+    headers.insert("mcp-name", HeaderValue::from_str(held.target.name()?).ok()?);
+    headers.insert(
+        "mcp-protocol-version",
+        HeaderValue::from_str(&record.call.protocol_version).ok()?,
+    );
+    Some(parts)
+}
+
+/// Runs the held call through the inner service; its result, or the error the task fails with.
+async fn call_inner<S, ReqBody, ResBody>(
+    mut inner: S,
+    parts: Parts,
+    body: Bytes,
+    task_id: &TaskId,
+    max: usize,
+) -> Result<Value, TaskError>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let failed = |message: &str| TaskError {
+        code: INTERNAL_ERROR,
+        message: message.to_owned(),
+        data: None,
+    };
+    let response = inner
+        .call(Request::from_parts(parts, ReqBody::from(body)))
+        .await
+        .map_err(|_| failed("The server failed to run the approved call."))?;
+    let (_, answer) = read_answer(response, max)
+        .await
+        .map_err(|_| failed("The server's answer to the approved call could not be read."))?;
+    let id = Value::String(task_id.to_string());
+    let message = match answer {
+        ListAnswer::Json(message) => Some(message),
+        ListAnswer::Sse(events) => events
+            .iter()
+            .filter_map(|event| serde_json::from_str::<Value>(&event.data).ok())
+            .find(|message| message.get("id") == Some(&id)),
+        ListAnswer::Other(_) => None,
+    }
+    .filter(|message| message.get("id") == Some(&id))
+    .ok_or_else(|| failed("The server gave no answer to the approved call."))?;
+    if let Some(result) = message.get("result").filter(|r| r.is_object()) {
+        return Ok(result.clone());
+    }
+    let error = message.get("error");
+    Err(TaskError {
+        code: error
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64)
+            .unwrap_or(INTERNAL_ERROR),
+        message: error
+            .and_then(|e| e.get("message"))
+            .and_then(Value::as_str)
+            .unwrap_or("The server's answer to the approved call was not a result.")
+            .to_owned(),
+        data: error.and_then(|e| e.get("data")).cloned(),
+    })
+}
