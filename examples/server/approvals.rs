@@ -101,7 +101,8 @@ async fn approve(
     (StatusCode::OK, format!("approved sharing {folder}")).into_response()
 }
 
-fn html_escape(text: &str) -> String {
+/// Escapes text for HTML element content and attribute values.
+pub fn html_escape(text: &str) -> String {
     text.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

@@ -4,11 +4,16 @@
 //! ```text
 //! cargo run --example server                       # with an embedded development issuer
 //! cargo run --example server -- --issuer https://auth.example.com --resource https://mcp.example.com/mcp
+//! cargo run --example server --features redis -- --redis redis://127.0.0.1:6379/   # shared tasks
 //! ```
+//!
+//! Calls to `deploy` are held for approval: decide them on the approval console
+//! (`http://127.0.0.1:8081/tasks` by default, loopback only).
 
 mod approvals;
 mod dev_issuer;
 mod policy;
+mod task_console;
 mod tools;
 
 use std::net::SocketAddr;
@@ -39,6 +44,14 @@ struct Options {
     /// The SEP-2643 revision denials are rendered in: `current` or a 40-hex revision id.
     #[arg(long, default_value = "current")]
     revision: String,
+    /// Keep held calls in this Redis (`redis://127.0.0.1:6379/`), shared by every replica and
+    /// surviving restarts; without it they live in this process's memory. Needs `--features
+    /// redis`.
+    #[arg(long)]
+    redis: Option<String>,
+    /// Where the approval console listens (loopback only).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    console_listen: SocketAddr,
 }
 
 #[tokio::main]
@@ -95,6 +108,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Approval pages on loopback are plain http.
         builder = builder.development_mode();
     }
+    if !options.console_listen.ip().is_loopback() {
+        return Err("--console-listen must be a loopback address: anyone reaching the console can approve any held call".into());
+    }
+    if let Some(url) = &options.redis {
+        builder = builder.task_store(redis_store(url).await?);
+    }
     let gate = builder.build()?;
 
     let app = Router::new()
@@ -104,12 +123,24 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .merge(approvals.router(gate.clone()));
     let listener = tokio::net::TcpListener::bind(options.listen).await?;
     let address = listener.local_addr()?;
+    let console_listener = tokio::net::TcpListener::bind(options.console_listen).await?;
+    let console_address = console_listener.local_addr()?;
+    let console = task_console::router(gate.tasks(), format!("http://{console_address}"));
+    tokio::spawn(async move {
+        if let Err(error) = axum::serve(console_listener, console).await {
+            tracing::error!(%error, "the approval console stopped");
+        }
+    });
 
     println!("mcp-gate example server");
     println!("  MCP endpoint:      http://{address}/mcp");
     println!("  resource:          {}", gate.resource());
     println!("  metadata:          {}", gate.metadata_url());
     println!("  SEP-2643 revision: {}", gate.revision());
+    println!(
+        "  approval console:  http://{console_address}/tasks (held calls: {})",
+        if options.redis.is_some() { "Redis" } else { "memory" }
+    );
     if let Some(dev) = &dev {
         println!(
             "  development issuer {} (client {} / {})",
@@ -139,4 +170,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     Ok(())
+}
+
+/// The Redis task store, under the namespace `mcp-gate-example`.
+#[cfg(feature = "redis")]
+async fn redis_store(url: &str) -> Result<mcp_gate::tasks::RedisTaskStore, Box<dyn std::error::Error>> {
+    Ok(mcp_gate::tasks::RedisTaskStore::new(url, "mcp-gate-example").await?)
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis_store(_url: &str) -> Result<mcp_gate::tasks::MemoryTaskStore, Box<dyn std::error::Error>> {
+    Err("--redis needs the example built with `--features redis`".into())
 }
