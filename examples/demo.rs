@@ -416,6 +416,69 @@ async fn tour() -> Result<(), Failure> {
         body["result"]["isError"] == true,
     )?;
 
+    tour.title("12. Held for approval (task): the call waits, an approver decides, it runs once");
+    let tasks_caps = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let deploy = modern_call(17, "deploy", json!({"env": "prod"}), &tasks_caps, json!({}));
+    let (_, body) = tour
+        .send(Some(&token), &modern_headers("deploy"), deploy)
+        .await?;
+    expect("a task", body["result"]["resultType"] == "task")?;
+    let task_id = body["result"]["taskId"]
+        .as_str()
+        .ok_or("no task id")?
+        .to_owned();
+    let poll = |id: u64| {
+        let mut message = json!({"jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {"taskId": task_id}});
+        message["params"]["_meta"] = json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": tasks_caps,
+        });
+        message
+    };
+    let poll_headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tasks/get"),
+        ("mcp-name", task_id.as_str()),
+    ];
+    let (_, body) = tour.send(Some(&token), &poll_headers, poll(18)).await?;
+    expect("still waiting", body["result"]["status"] == "working")?;
+    println!(
+        "\n(the release manager approves {task_id} on the approval console, which calls \
+         gate.tasks().approve)"
+    );
+    gate.tasks().approve(&task_id, "release-manager").await?;
+    let (_, body) = tour.send(Some(&token), &poll_headers, poll(19)).await?;
+    expect(
+        "deployed after approval",
+        body["result"]["status"] == "completed"
+            && body["result"]["result"]["content"][0]["text"]
+                == "deployed to prod (deploy run #1 of this server)",
+    )?;
+
+    tour.title("13. Held and refused: the task completes with an unavailable result");
+    let deploy = modern_call(20, "deploy", json!({"env": "prod"}), &tasks_caps, json!({}));
+    let (_, body) = tour
+        .send(Some(&token), &modern_headers("deploy"), deploy)
+        .await?;
+    let refused_id = body["result"]["taskId"]
+        .as_str()
+        .ok_or("no task id")?
+        .to_owned();
+    println!("\n(the release manager refuses {refused_id}: change freeze)");
+    gate.tasks().refuse(&refused_id, "change freeze").await?;
+    let mut message = poll(21);
+    message["params"]["taskId"] = json!(refused_id);
+    let refused_headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "tasks/get"),
+        ("mcp-name", refused_id.as_str()),
+    ];
+    let (_, body) = tour.send(Some(&token), &refused_headers, message).await?;
+    expect(
+        "refused",
+        body["result"]["status"] == "completed" && body["result"]["result"]["isError"] == true,
+    )?;
+
     println!("\nTour complete: every decision answered as expected.");
     Ok(())
 }
