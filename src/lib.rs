@@ -75,14 +75,14 @@
 //!    timeout is an internal error, never an allow.
 //! 10. **Answer**: the request goes to the inner service unchanged, or the layer answers with a
 //!     SEP-2643 denial in the pinned [`Revision`] ([`denial`]), a URL approval or confirmation
-//!     round trip with signed state ([`continuation`]), or, in conceal mode, what the inner
-//!     server says of a component that does not exist.
+//!     round trip with signed state ([`continuation`]), a durable approval task ([`tasks`]),
+//!     or, in conceal mode, what the inner server says of a component that does not exist.
 //!
 //! The [`guide`] shows how to write `evaluate` callbacks and choose a revision.
 //!
 //! Not covered: token revocation for cached JWTs (entries live at most `token_cache_max_age`,
-//! default 5 min), DPoP and mTLS-bound tokens, and durable approval tasks (the [`tasks`] store
-//! exists; the layer does not use it yet).
+//! default 5 min), DPoP and mTLS-bound tokens, and task notifications (owners poll their
+//! tasks; `subscriptions/listen` is not served by the layer).
 //!
 //! ## Feature flags
 //!
