@@ -597,3 +597,34 @@ async fn a_full_store_refuses_new_tasks_with_an_internal_error() {
     assert_eq!(store.len(), 1);
     assert_eq!(d.runs(), 0);
 }
+
+#[tokio::test]
+async fn python_sdk_cancels_its_own_waiting_task() {
+    let d = Deployment::start(|b| b).await;
+    let token = d.token("alice");
+    let run = common::peers::run_client(
+        common::peers::Sdk::Python,
+        &d.server.url,
+        &[
+            "--token",
+            &token,
+            "--no-list",
+            "--tasks",
+            "--cancel-task",
+            "--call",
+            r#"deploy={"env":"prod"}"#,
+        ],
+    )
+    .await;
+    assert!(run.success, "{run:#?}");
+    let cancel = run
+        .steps
+        .iter()
+        .find_map(|s| s.get("cancel"))
+        .expect("the client cancelled");
+    assert_eq!(cancel["resultType"], "complete", "{run:#?}");
+    let call = run.steps.iter().find(|s| s["step"] == "call").unwrap();
+    assert_eq!(call["task_status"], "cancelled", "{run:#?}");
+    assert_eq!(d.runs(), 0);
+    assert!(d.server.gate.tasks().pending(10).await.unwrap().is_empty());
+}
