@@ -139,7 +139,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("  SEP-2643 revision: {}", gate.revision());
     println!(
         "  approval console:  http://{console_address}/tasks (held calls: {})",
-        if options.redis.is_some() { "Redis" } else { "memory" }
+        if options.redis.is_some() {
+            "Redis"
+        } else {
+            "memory"
+        }
     );
     if let Some(dev) = &dev {
         println!(
@@ -174,11 +178,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// The Redis task store, under the namespace `mcp-gate-example`.
 #[cfg(feature = "redis")]
-async fn redis_store(url: &str) -> Result<mcp_gate::tasks::RedisTaskStore, Box<dyn std::error::Error>> {
+async fn redis_store(
+    url: &str,
+) -> Result<mcp_gate::tasks::RedisTaskStore, Box<dyn std::error::Error>> {
     Ok(mcp_gate::tasks::RedisTaskStore::new(url, "mcp-gate-example").await?)
 }
 
 #[cfg(not(feature = "redis"))]
-async fn redis_store(_url: &str) -> Result<mcp_gate::tasks::MemoryTaskStore, Box<dyn std::error::Error>> {
+async fn redis_store(
+    _url: &str,
+) -> Result<mcp_gate::tasks::MemoryTaskStore, Box<dyn std::error::Error>> {
     Err("--redis needs the example built with `--features redis`".into())
 }
