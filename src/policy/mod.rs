@@ -25,7 +25,10 @@
 //!
 //! Which methods are guarded: `tools/call`, `resources/read`, `resources/subscribe`,
 //! `resources/unsubscribe`, `prompts/get`, `completion/complete` and the task methods
-//! (`tasks/get`, `tasks/update`, `tasks/cancel`, `tasks/result`). Lifecycle and listing
+//! (`tasks/get`, `tasks/update`, `tasks/cancel`, `tasks/result`) on tasks that are not the
+//! layer's own. The layer's own approval tasks are answered to their owner only, without
+//! `evaluate`; the held call itself is evaluated again before it runs (phase
+//! [`Phase::Approval`]). Lifecycle and listing
 //! methods (`initialize`, `ping`, `server/discover`, `*/list`, `logging/setLevel`),
 //! notifications and responses pass after authentication.
 

@@ -2,10 +2,13 @@
 //! them across restarts and replicas.
 //!
 //! A `task` remediation holds a denied `tools/call` until someone approves or refuses it out of
-//! band. This module is only the storage half: a [`TaskRecord`] (the held call, its owner, its
-//! status and outcome), the [`TaskStore`] trait with an atomic compare-and-set
+//! band. This module is the half that needs no inner service: a [`TaskRecord`] (the held call,
+//! its owner, its status and outcome), the [`TaskStore`] trait with an atomic compare-and-set
 //! ([`TaskStore::transition`]), an in-process [`MemoryTaskStore`] and, with the feature
-//! `redis`, a shared `RedisTaskStore`.
+//! `redis`, a shared `RedisTaskStore`; [`Approvals`] to decide tasks from an approval page or a
+//! worker in another process; and the [`TaskStart`] hook. The layer holds calls, answers their
+//! owners' `tasks/get` and `tasks/cancel`, and runs approved calls (see the README's "Durable
+//! approval tasks").
 //!
 //! # Threat model
 //!
@@ -19,8 +22,8 @@
 //! - **No credentials at rest.** A record holds who owns the task (issuer, subject, client id)
 //!   and what was asked (method, params, protocol version, resource), never the bearer token:
 //!   there is no field for it, and [`HeldCall::new`] drops the request's `_meta`,
-//!   `inputResponses` and `requestState`, so client echoes and continuation state are not
-//!   stored either. The params do hold the tool's arguments, so the store is as sensitive as
+//!   `inputResponses`, `requestState` and `task`, so client echoes and continuation state are
+//!   not stored either. The params do hold the tool's arguments, so the store is as sensitive as
 //!   the calls it holds: put Redis on loopback or a private network, behind an ACL user.
 //! - **Exactly one executor.** Several replicas may poll, approve and run the same task at the
 //!   same moment. The only way to change a stored record is [`TaskStore::transition`], a

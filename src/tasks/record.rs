@@ -15,8 +15,9 @@ use super::store::StoreError;
 /// with [`StoreError::UnsupportedSchema`].
 pub const SCHEMA_VERSION: u32 = 1;
 
-/// Request params the gateway never stores: client echoes and continuation state.
-const UNSTORED_PARAMS: [&str; 3] = ["_meta", "inputResponses", "requestState"];
+/// Request params the gateway never stores: client echoes, continuation state, and a legacy
+/// task request (`task`), which would make the replayed call a task of the inner server's.
+const UNSTORED_PARAMS: [&str; 4] = ["_meta", "inputResponses", "requestState", "task"];
 
 const ID_PREFIX: &str = "tsk_";
 /// 16 random bytes, base64url without padding.
@@ -210,7 +211,8 @@ impl fmt::Display for TaskStatus {
 pub struct HeldCall {
     /// The JSON-RPC method (`tools/call`).
     pub method: String,
-    /// The JSON-RPC params as received, without `_meta`, `inputResponses` and `requestState`.
+    /// The JSON-RPC params as received, without `_meta`, `inputResponses`, `requestState` and
+    /// `task`.
     pub params: Value,
     /// The protocol version the call was made with.
     pub protocol_version: String,
@@ -219,8 +221,8 @@ pub struct HeldCall {
 }
 
 impl HeldCall {
-    /// A held call. `params` is stored without its `_meta`, `inputResponses` and
-    /// `requestState` members: client echoes and continuation state are not kept.
+    /// A held call. `params` is stored without its `_meta`, `inputResponses`, `requestState`
+    /// and `task` members: client echoes, continuation state and task requests are not kept.
     pub fn new(
         method: impl Into<String>,
         mut params: Value,
@@ -389,7 +391,7 @@ impl TaskRecord {
             Value::Object(map) => {
                 if UNSTORED_PARAMS.iter().any(|name| map.contains_key(*name)) {
                     return Err(
-                        "the held call's params keep _meta, inputResponses or requestState",
+                        "the held call's params keep _meta, inputResponses, requestState or task",
                     );
                 }
             }
