@@ -5,7 +5,8 @@
 //! request, and the exact response. [`every_fixture_matches_the_layer_byte_for_byte`] replays
 //! every file found on disk through the real layer (an axum router behind `Gate::layer`, driven
 //! with `tower::ServiceExt::oneshot`) and compares status, the listed headers and the body byte
-//! for byte, after replacing each `actx_` handle with `actx_<random>`.
+//! for byte, after replacing the values that are random or time-dependent on every render:
+//! continuation states, `actx_` context ids, `tsk_` task ids and RFC 3339 timestamps.
 //!
 //! The files are generated from [`cases`] by running the tests with `MCP_GATE_BLESS=1`, then
 //! reviewed by hand. Without that variable the files are only read, never written.
@@ -50,6 +51,10 @@ const SESSION_ID: &str = "golden-session";
 const TOKEN_PLACEHOLDER: &str = "<token>";
 /// What every context id is replaced with before comparison.
 const CONTEXT_ID_PLACEHOLDER: &str = "actx_<random>";
+/// What every task id is replaced with before comparison.
+const TASK_ID_PLACEHOLDER: &str = "tsk_<random>";
+/// What every timestamp (`createdAt`, `lastUpdatedAt`) is replaced with before comparison.
+const TIMESTAMP_PLACEHOLDER: &str = "<timestamp>";
 const BLESS_ENV: &str = "MCP_GATE_BLESS";
 /// Response headers a fixture pins (present with this value, or absent).
 const PINNED_HEADERS: [&str; 3] = ["content-type", "www-authenticate", "cache-control"];
@@ -679,7 +684,8 @@ struct Captured {
 }
 
 impl Captured {
-    /// Context ids and continuation states replaced by their placeholders.
+    /// Continuation states, context ids, task ids and timestamps replaced by their
+    /// placeholders.
     fn normalized(&self) -> Expected {
         Expected {
             status: self.status,
@@ -706,21 +712,112 @@ fn is_context_id(s: &str) -> bool {
     s.len() == 27 && s.starts_with("actx_") && s.bytes().skip(5).all(is_base64url)
 }
 
-/// Replaces every `actx_` + exactly 22 base64url characters with `actx_<random>`. Anything
-/// else starting with `actx_` is left alone, so a malformed handle fails the comparison.
-fn normalize_context_ids(text: &str) -> String {
+/// Whether `s` is exactly `tsk_` and 22 base64url characters.
+fn is_task_id(s: &str) -> bool {
+    s.len() == 26 && s.starts_with("tsk_") && s.bytes().skip(4).all(is_base64url)
+}
+
+/// Replaces every `prefix` followed by a run of exactly 22 base64url characters with
+/// `placeholder`. Anything else starting with `prefix` (a shorter or longer run) is left
+/// alone, so a malformed handle fails the comparison.
+fn normalize_handles(text: &str, prefix: &str, placeholder: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i..].starts_with(b"actx_") {
-            let tail = &bytes[i + 5..];
+        if bytes[i..].starts_with(prefix.as_bytes()) {
+            let tail = &bytes[i + prefix.len()..];
             let run = tail.iter().take_while(|b| is_base64url(**b)).count();
             if run == 22 {
-                out.push_str(CONTEXT_ID_PLACEHOLDER);
-                i += 27;
+                out.push_str(placeholder);
+                i += prefix.len() + 22;
                 continue;
             }
+        }
+        let ch = text[i..].chars().next().expect("char boundary");
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+/// Replaces every `actx_` + exactly 22 base64url characters with `actx_<random>`. Anything
+/// else starting with `actx_` is left alone, so a malformed handle fails the comparison.
+fn normalize_context_ids(text: &str) -> String {
+    normalize_handles(text, "actx_", CONTEXT_ID_PLACEHOLDER)
+}
+
+/// Replaces every `tsk_` + exactly 22 base64url characters with `tsk_<random>`. Anything else
+/// starting with `tsk_` is left alone, so a malformed task id fails the comparison.
+fn normalize_task_ids(text: &str) -> String {
+    normalize_handles(text, "tsk_", TASK_ID_PLACEHOLDER)
+}
+
+/// The length of a timestamp as the layer writes it: `YYYY-MM-DDTHH:MM:SSZ`.
+const TIMESTAMP_LEN: usize = 20;
+
+/// Whether `s` is exactly an RFC 3339 UTC timestamp in the one form the layer writes
+/// (`mcp_gate::tasks::rfc3339`): `YYYY-MM-DDTHH:MM:SSZ`, whole seconds, upper-case `T` and
+/// `Z`, and a real date and time of day (month 01-12, a day that exists in that month, hour
+/// 00-23, minute and second 00-59). No fraction, no offset, no lower case.
+fn is_timestamp(s: &str) -> bool {
+    let b = s.as_bytes();
+    if b.len() != TIMESTAMP_LEN {
+        return false;
+    }
+    let digits = |range: std::ops::Range<usize>| -> Option<u32> {
+        b[range].iter().try_fold(0u32, |n, d| {
+            d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0'))
+        })
+    };
+    let separators = [
+        (4, b'-'),
+        (7, b'-'),
+        (10, b'T'),
+        (13, b':'),
+        (16, b':'),
+        (19, b'Z'),
+    ];
+    if separators.iter().any(|&(at, byte)| b[at] != byte) {
+        return false;
+    }
+    let (Some(year), Some(month), Some(day), Some(hour), Some(minute), Some(second)) = (
+        digits(0..4),
+        digits(5..7),
+        digits(8..10),
+        digits(11..13),
+        digits(14..16),
+        digits(17..19),
+    ) else {
+        return false;
+    };
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return false,
+    };
+    (1..=days_in_month).contains(&day) && hour < 24 && minute < 60 && second < 60
+}
+
+/// Replaces every timestamp [`is_timestamp`] accepts with `<timestamp>`, where it stands
+/// alone: the characters either side may not be ASCII letters or digits, so a longer run
+/// (`12026-…`, `…:00ZZ`) is not cut down to a match. Anything else is left alone, so a
+/// malformed timestamp fails the comparison.
+fn normalize_timestamps(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let end = i + TIMESTAMP_LEN;
+        let alone = (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
+            && bytes.get(end).is_none_or(|b| !b.is_ascii_alphanumeric());
+        if alone && text.get(i..end).is_some_and(is_timestamp) {
+            out.push_str(TIMESTAMP_PLACEHOLDER);
+            i = end;
+            continue;
         }
         let ch = text[i..].chars().next().expect("char boundary");
         out.push(ch);
@@ -788,10 +885,13 @@ fn normalize_states(text: &str) -> String {
     out
 }
 
-/// Both normalisations: continuation states first (so that nothing inside a state's payload
-/// can be taken for a context id), then context ids.
+/// Every normalisation: continuation states first (so that nothing inside a state's payload
+/// can be taken for a context id), then context ids, then task ids (after the context ids, so
+/// that a `tsk_` inside a context id is never taken for a task id), then timestamps.
 fn normalize(text: &str) -> String {
-    normalize_context_ids(&normalize_states(text))
+    normalize_timestamps(&normalize_task_ids(&normalize_context_ids(
+        &normalize_states(text),
+    )))
 }
 
 /// The continuation state of an `InputRequiredResult`, if the body is one.
@@ -987,6 +1087,9 @@ enum Expect {
     Elicits,
     /// The policy's remediation is unusable: an internal error, nothing sent.
     InternalError,
+    /// A `task` remedy the layer holds as a durable task: a `CreateTaskResult` where the
+    /// revision allows it (see [`Case::shape`]).
+    Task,
 }
 
 /// What one case renders under one revision.
@@ -1002,6 +1105,9 @@ enum Shape {
     Confirmation,
     /// HTTP 200: JSON-RPC error `-32603`, no envelope.
     InternalError,
+    /// HTTP 200: `CreateTaskResult` (`resultType: "task"`, `status: "working"`) with the
+    /// envelope (hint `task`), after the layer stored the held call.
+    Task,
 }
 
 impl Shape {
@@ -1043,6 +1149,9 @@ impl Case {
             // The error-based revision predates multi-round-trip requests: URL falls back.
             Expect::Elicits if revision == REV_1C5B => Shape::Denial,
             Expect::Elicits => Shape::UrlInput,
+            // The error-based revision has no result to put a task in: it stays undisclosed.
+            Expect::Task if revision == REV_1C5B => Shape::Denial,
+            Expect::Task => Shape::Task,
             Expect::Plain => {
                 let scope = deny.and_then(|d| d.get("scope")).is_some();
                 let credential = deny.and_then(|d| d.get("credential")).is_some();
@@ -1068,7 +1177,6 @@ struct CaseBuilder {
     op: Op,
     id: Value,
     expect: Expect,
-    interim: Option<&'static str>,
     note: Option<&'static str>,
     revisions: Vec<&'static str>,
 }
@@ -1091,7 +1199,6 @@ fn case(
         op,
         id: id.into(),
         expect: Expect::Plain,
-        interim: None,
         note: None,
         revisions: REVISIONS.to_vec(),
     }
@@ -1111,11 +1218,10 @@ impl CaseBuilder {
         self
     }
 
-    /// A modern request that declared the capability a flow this release does not build yet
-    /// needs (today only the task flow): rendered as `undisclosed`; a later release will
-    /// change it.
-    fn interim(mut self, flow: &'static str) -> Self {
-        self.interim = Some(flow);
+    /// A modern `tools/call` that declared the Tasks extension, denied with a `task` remedy:
+    /// the layer holds the call as a task where the revision allows it.
+    fn holds(mut self) -> Self {
+        self.expect = Expect::Task;
         self
     }
 
@@ -1170,12 +1276,9 @@ impl CaseBuilder {
             Expect::InternalError => description.push_str(
                 "; the approval URL is plain http and development mode is off, so the layer sends no remedy: the request fails with an internal error (-32603) in every revision",
             ),
-        }
-        if let Some(flow) = self.interim {
-            name.push_str("--interim-undisclosed");
-            description.push_str(&format!(
-                "; although the client declared what the {flow} flow needs, this release does not build that flow yet and renders it as undisclosed with the remedy in text, and a later release will change this response"
-            ));
+            Expect::Task => description.push_str(
+                "; the result-based revisions store the held call as a task and answer with a CreateTaskResult (`resultType: task`, `status: working`, the task id, its timestamps, lifetime and poll interval) carrying the envelope (`remediation: available`, hint `task`); the error-based 1c5b0ce, which has no result to carry a task, answers undisclosed with the remedy in the text",
+            ),
         }
         description.push('.');
         Case {
@@ -1632,7 +1735,7 @@ fn cases() -> Vec<Case> {
         // Task remedies.
         case("task", task_what, task.clone(), legacy(), pay(), 70),
         case("task", task_what, task.clone(), modern_nocaps(), pay(), 71),
-        case("task", task_what, task.clone(), modern_tasks(), pay(), 72).interim("task"),
+        case("task", task_what, task.clone(), modern_tasks(), pay(), 72).holds(),
         case(
             "task",
             format!("{task_what} (tasks only wrap tools/call, so this stays undisclosed)"),
@@ -1791,6 +1894,36 @@ async fn every_fixture_matches_the_layer_byte_for_byte() {
                 ));
             }
         }
+        if let Some(task) = captured
+            .json()
+            .get("result")
+            .filter(|r| r.get("taskId").is_some())
+        {
+            let id = task["taskId"].as_str().unwrap_or_default();
+            if !is_task_id(id) {
+                failures.push(format!(
+                    "{}: task id {id:?} is not tsk_ + 22 base64url characters",
+                    fixture.file.display()
+                ));
+            }
+            for member in ["createdAt", "lastUpdatedAt"] {
+                let stamp = task[member].as_str().unwrap_or_default();
+                if !is_timestamp(stamp) {
+                    failures.push(format!(
+                        "{}: {member} {stamp:?} is not YYYY-MM-DDTHH:MM:SSZ",
+                        fixture.file.display()
+                    ));
+                }
+            }
+            if task["createdAt"] != task["lastUpdatedAt"] {
+                failures.push(format!(
+                    "{}: a new task was last updated at {} but created at {}",
+                    fixture.file.display(),
+                    task["lastUpdatedAt"],
+                    task["createdAt"]
+                ));
+            }
+        }
         let actual = captured.normalized();
         if actual != fixture.response {
             failures.push(format!(
@@ -1915,6 +2048,9 @@ fn every_fixture_obeys_the_wire_contract() {
         let form_declared = elicitation
             .is_some_and(|e| e.is_empty() || e.get("form").is_some_and(Value::is_object));
         let round_trip_method = matches!(method, "tools/call" | "prompts/get" | "resources/read");
+        let tasks_declared = request
+            .pointer("/params/_meta/io.modelcontextprotocol~1clientCapabilities/extensions/io.modelcontextprotocol~1tasks")
+            .is_some();
         let approval_url = fixture
             .decision_dsl
             .pointer("/deny/url/url")
@@ -1929,6 +2065,13 @@ fn every_fixture_obeys_the_wire_contract() {
             || (remedy == "credential" && (delivery != CredentialDelivery::Result || !modern));
         let shape = if url_refused {
             Shape::InternalError
+        } else if remedy == "task"
+            && modern
+            && method == "tools/call"
+            && tasks_declared
+            && !error_based
+        {
+            Shape::Task
         } else if remedy == "url" && modern && round_trip_method && url_declared && !error_based {
             Shape::UrlInput
         } else if remedy == "ask" && modern && round_trip_method && form_declared {
@@ -1967,7 +2110,12 @@ fn every_fixture_obeys_the_wire_contract() {
                 "{at}: a continuation state on a legacy request"
             );
         }
-        assert!(!text.contains("\"taskId\""), "{at}");
+        if shape != Shape::Task {
+            assert!(
+                !text.contains("\"taskId\""),
+                "{at}: a task id outside a held task"
+            );
+        }
 
         match shape {
             Shape::InternalError => {
@@ -2056,6 +2204,60 @@ fn every_fixture_obeys_the_wire_contract() {
                     );
                     assert!(!text.contains("actx_"), "{at}");
                 }
+                continue;
+            }
+            Shape::Task => {
+                // The held call: a CreateTaskResult, answered only once the task is stored.
+                assert!(
+                    modern && method == "tools/call" && tasks_declared && !error_based,
+                    "{at}"
+                );
+                assert_eq!(status, 200, "{at}");
+                assert!(!headers.contains_key("www-authenticate"), "{at}");
+                assert_eq!(body["jsonrpc"], "2.0", "{at}");
+                assert_eq!(body["id"], request["id"], "{at}: the request id");
+                assert!(body.get("error").is_none(), "{at}");
+                let result = body["result"]
+                    .as_object()
+                    .unwrap_or_else(|| panic!("{at}: no result"));
+                let members: BTreeSet<&str> = result.keys().map(String::as_str).collect();
+                assert_eq!(
+                    members,
+                    BTreeSet::from([
+                        "resultType",
+                        "taskId",
+                        "status",
+                        "createdAt",
+                        "lastUpdatedAt",
+                        "ttlMs",
+                        "pollIntervalMs",
+                        "_meta",
+                    ]),
+                    "{at}: CreateTaskResult members"
+                );
+                assert_eq!(result["resultType"], "task", "{at}");
+                assert_eq!(result["status"], "working", "{at}");
+                assert_eq!(result["taskId"], TASK_ID_PLACEHOLDER, "{at}");
+                assert_eq!(result["createdAt"], TIMESTAMP_PLACEHOLDER, "{at}");
+                assert_eq!(result["lastUpdatedAt"], TIMESTAMP_PLACEHOLDER, "{at}");
+                for member in ["ttlMs", "pollIntervalMs"] {
+                    assert!(
+                        result[member].as_u64().is_some_and(|n| n > 0),
+                        "{at}: {member} is a positive integer: {}",
+                        result[member]
+                    );
+                }
+                // The envelope: the task is the remedy, available; its hint carries nothing else.
+                assert_eq!(
+                    result["_meta"],
+                    json!({"io.modelcontextprotocol/authorization": {
+                        "reason": "insufficient_authorization",
+                        "remediation": "available",
+                        "authorizationContextId": CONTEXT_ID_PLACEHOLDER,
+                        "remediationHints": [{"type": "task"}]
+                    }}),
+                    "{at}: the task envelope"
+                );
                 continue;
             }
             Shape::Challenge | Shape::Denial => {}
@@ -2253,7 +2455,7 @@ fn every_fixture_obeys_the_wire_contract() {
     }
     assert_eq!(
         shapes_seen.len(),
-        5,
+        6,
         "every shape is pinned by some fixture: {shapes_seen:?}"
     );
 }
@@ -2264,11 +2466,12 @@ fn every_fixture_obeys_the_wire_contract() {
 /// `InputRequiredResult`, which carries no envelope) and internal errors identically to both,
 /// and every other denial differently: a JSON-RPC error under `error.data.authorization`
 /// without `remediation`, including the URL remedies the result-based revisions answer with
-/// an `InputRequiredResult`.
+/// an `InputRequiredResult` and the task remedies they answer with a `CreateTaskResult`.
 #[tokio::test]
 async fn changing_the_revision_changes_exactly_the_documented_responses() {
     let mut checked = 0;
     let mut url_round_trips = 0;
+    let mut tasks_held = 0;
     for case in cases().iter().filter(|c| c.revisions.len() == 3) {
         let [current, six, one] = [
             render(case, REV_CURRENT).await.normalized(),
@@ -2319,6 +2522,23 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
             );
             assert_eq!(envelope_here["remediation"], "available", "{}", case.name);
             url_round_trips += 1;
+        } else if shape == Shape::Task {
+            // The task remedy: a CreateTaskResult here, the undisclosed fallback there.
+            assert_eq!(
+                result_based["result"]["resultType"], "task",
+                "{}",
+                case.name
+            );
+            assert_eq!(result_based["result"]["status"], "working", "{}", case.name);
+            assert_eq!(envelope_here["remediation"], "available", "{}", case.name);
+            assert_eq!(
+                envelope_here["remediationHints"],
+                json!([{"type": "task"}]),
+                "{}",
+                case.name
+            );
+            assert!(!one.body.contains("\"taskId\""), "{}: no task", case.name);
+            tasks_held += 1;
         } else {
             assert_eq!(shape, Shape::Denial, "{}", case.name);
         }
@@ -2340,6 +2560,7 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
         url_round_trips >= 4,
         "only {url_round_trips} URL round trips compared"
     );
+    assert!(tasks_held >= 1, "no held task compared");
 
     // The stored fixtures say the same.
     let fixtures = fixtures();
@@ -2418,7 +2639,16 @@ async fn two_denials_of_the_same_request_get_different_context_ids() {
         .into_iter()
         .find(|c| c.name == "credential-derived--both--modern-allcaps--tools-call")
         .expect("case");
-    for (case, revisions) in [(&case, &REVISIONS[..]), (&both, &[REV_CURRENT][..])] {
+    let held = cases()
+        .into_iter()
+        .find(|c| c.name == "task--modern-tasks-extension--tools-call")
+        .expect("case");
+    let mut task_ids = BTreeSet::new();
+    for (case, revisions) in [
+        (&case, &REVISIONS[..]),
+        (&both, &[REV_CURRENT][..]),
+        (&held, &[REV_CURRENT, REV_6BFF][..]),
+    ] {
         for revision in revisions {
             let config = parse_config(&case.config).unwrap();
             let harness =
@@ -2441,6 +2671,15 @@ async fn two_denials_of_the_same_request_get_different_context_ids() {
                     "{}: context id {id} repeated",
                     case.name
                 );
+                // A held call: a new task each time, its id as unguessable as the context id.
+                if let Some(task_id) = reply.json().pointer("/result/taskId") {
+                    let task_id = task_id.as_str().unwrap().to_owned();
+                    assert!(is_task_id(&task_id), "{task_id}");
+                    assert!(
+                        task_ids.insert(task_id.clone()),
+                        "task id {task_id} repeated"
+                    );
+                }
             }
         }
     }
@@ -2651,6 +2890,74 @@ fn context_id_normalisation_is_exact() {
         "actx_unavailable"
     );
     assert!(is_context_id(id) && !is_context_id("actx_unavailable"));
+}
+
+#[test]
+fn task_id_normalisation_is_exact() {
+    let id = "tsk_AAAAAAAAAAAAAAAAAAAA-_";
+    assert_eq!(normalize_task_ids(&format!("\"{id}\"")), "\"tsk_<random>\"");
+    assert_eq!(normalize_task_ids("tsk_short"), "tsk_short");
+    assert_eq!(
+        normalize_task_ids("tsk_AAAAAAAAAAAAAAAAAAAAA"),
+        "tsk_AAAAAAAAAAAAAAAAAAAAA",
+        "21 characters"
+    );
+    assert_eq!(
+        normalize_task_ids("tsk_AAAAAAAAAAAAAAAAAAAAAAA"),
+        "tsk_AAAAAAAAAAAAAAAAAAAAAAA",
+        "23 characters"
+    );
+    assert_eq!(
+        normalize_task_ids("tsk_AAAAAAAAAAAAAAAAAAAA+/"),
+        "tsk_AAAAAAAAAAAAAAAAAAAA+/",
+        "standard base64"
+    );
+    assert!(
+        is_task_id(id) && !is_task_id("tsk_short") && !is_task_id("tsk_AAAAAAAAAAAAAAAAAAAA==")
+    );
+    // Context ids first: a `tsk_` inside a context id is part of the context id.
+    assert_eq!(
+        normalize("\"actx_tsk_AAAAAAAAAAAAAAAAAA\" \"tsk_AAAAAAAAAAAAAAAAAAAAAA\""),
+        "\"actx_<random>\" \"tsk_<random>\""
+    );
+}
+
+#[test]
+fn timestamp_normalisation_is_exact() {
+    for stamp in [
+        "2026-11-30T05:53:22Z",
+        "2000-02-29T23:59:59Z",
+        "1970-01-01T00:00:00Z",
+    ] {
+        assert!(is_timestamp(stamp), "{stamp}");
+        assert_eq!(
+            normalize(&format!("{{\"createdAt\":\"{stamp}\"}}")),
+            "{\"createdAt\":\"<timestamp>\"}"
+        );
+    }
+    for other in [
+        "2026-11-30T05:53:22.123Z",
+        "2026-11-30T05:53:22+00:00",
+        "2026-11-30T05:53:22z",
+        "2026-11-30t05:53:22Z",
+        "2026-11-30 05:53:22Z",
+        "2026-11-30T05:53Z",
+        "2026-13-01T00:00:00Z",
+        "2026-02-29T00:00:00Z",
+        "1900-02-29T00:00:00Z",
+        "2026-04-31T00:00:00Z",
+        "2026-11-00T00:00:00Z",
+        "2026-11-30T24:00:00Z",
+        "2026-11-30T05:60:00Z",
+        "2026-11-30T05:53:60Z",
+        "12026-11-30T05:53:22Z",
+        "2026-11-30T05:53:22ZZ",
+        "+026-11-30T05:53:22Z",
+        "2026-11-30",
+    ] {
+        assert_eq!(normalize(other), other, "{other}");
+    }
+    assert!(!is_timestamp("2026-11-30T05:53:22.1Z"));
 }
 
 // ---------------------------------------------------------------------------------------------
