@@ -413,7 +413,8 @@ async fn task_ids_of_other_shapes_go_to_the_inner_server_untouched() {
 async fn the_policy_is_asked_again_on_approval_and_may_still_refuse() {
     let key = TestKey::es256("k1");
     let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
-    let asked: Arc<Mutex<Vec<(Phase, Option<String>)>>> = Arc::default();
+    type Asked = Vec<(Phase, Option<String>)>;
+    let asked: Arc<Mutex<Asked>> = Arc::default();
     let log = asked.clone();
     let deploys = DeployCount::default();
     let server = GatedServer::start_with(

@@ -40,6 +40,14 @@ impl<B> GateBody<B> {
     }
 }
 
+/// An empty body written by the layer. Layers that build answers of their own (tower-http's
+/// CORS and timeout) need one.
+impl<B> Default for GateBody<B> {
+    fn default() -> Self {
+        Self::local(Bytes::new())
+    }
+}
+
 impl<B> Body for GateBody<B>
 where
     B: Body<Data = Bytes>,

@@ -1,0 +1,145 @@
+// MCP server on the official TypeScript SDK (McpServer + StreamableHTTPServerTransport), for the
+// mcp-gate composition tests: a non-rmcp MCP server that the layer protects through a reverse
+// proxy. It has NO authentication of its own; the gate in front of the proxy is the only guard.
+//
+//   node ts-server.mjs        (env: TS_SERVER_MAX_SECONDS, default 300;
+//                              TS_SERVER_EXIT_ON_STDIN_EOF=1 to exit when stdin closes)
+//
+// Binds 127.0.0.1 on a port chosen by the OS and prints exactly one JSON line on stdout once it
+// listens: {"url":"http://127.0.0.1:PORT/mcp","log_url":"http://127.0.0.1:PORT/__log"}.
+// Everything else goes to stderr.
+//
+// Stateful Streamable HTTP: `initialize` opens a session (Mcp-Session-Id), POST answers are SSE
+// streams, GET opens the standalone SSE stream, DELETE ends the session.
+//
+// Tools:
+//   echo {text}        returns text
+//   seen_headers       the header names of the HTTP request that carried this call, and whether
+//                      any request this server received so far had an Authorization header
+//   forbidden          returns "the forbidden tool ran" (a gate policy should never let it run)
+//
+// GET /__log (outside MCP, for the test only): every HTTP request this server received on /mcp,
+// as {"method","rpc","tool","session","authorization","headers"}.
+
+import { randomUUID } from 'node:crypto';
+
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
+import { z } from 'zod';
+
+// stdout carries the ready line only.
+for (const k of ['log', 'info', 'debug', 'warn']) console[k] = (...a) => console.error(...a);
+
+const MAX_SECONDS = Number(process.env.TS_SERVER_MAX_SECONDS ?? 300);
+setTimeout(() => process.exit(0), MAX_SECONDS * 1000).unref();
+if (process.env.TS_SERVER_EXIT_ON_STDIN_EOF === '1') {
+  process.stdin.on('end', () => process.exit(0));
+  process.stdin.on('error', () => process.exit(0));
+  process.stdin.resume();
+}
+
+/** Every request received on /mcp, in order. */
+const log = [];
+const sawAuthorization = () => log.some((entry) => entry.authorization);
+
+function text(value) {
+  return { content: [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value) }] };
+}
+
+function newServer() {
+  const server = new McpServer({ name: 'mcp-gate-ts-server', version: '0.0.0' });
+  server.registerTool(
+    'echo',
+    { description: 'Returns its text.', inputSchema: { text: z.string() } },
+    async ({ text: t }) => text(t),
+  );
+  server.registerTool(
+    'seen_headers',
+    { description: 'Reports the request headers this server received.' },
+    async (extra) => {
+      const headers = extra?.requestInfo?.headers ?? {};
+      return text({
+        headers: Object.keys(headers).map((h) => h.toLowerCase()).sort(),
+        authorization: Object.keys(headers).some((h) => h.toLowerCase() === 'authorization'),
+        any_request_had_authorization: sawAuthorization(),
+        requests: log.length,
+      });
+    },
+  );
+  server.registerTool(
+    'forbidden',
+    { description: 'A tool the gate policy refuses.' },
+    async () => text('the forbidden tool ran'),
+  );
+  return server;
+}
+
+// Loopback Host validation (DNS rebinding protection) and the JSON body parser, as the SDK sets
+// them up for a local server.
+const app = createMcpExpressApp({ host: '127.0.0.1' });
+
+/** Open sessions: id -> transport. */
+const transports = new Map();
+
+function describe(req) {
+  const body = req.body && typeof req.body === 'object' && !Array.isArray(req.body) ? req.body : undefined;
+  return {
+    method: req.method,
+    rpc: body?.method ?? null,
+    tool: body?.method === 'tools/call' ? body?.params?.name ?? null : null,
+    session: req.get('mcp-session-id') ?? null,
+    authorization: req.get('authorization') !== undefined,
+    headers: Object.keys(req.headers).sort(),
+  };
+}
+
+app.all('/mcp', async (req, res) => {
+  log.push(describe(req));
+  try {
+    const sessionId = req.get('mcp-session-id');
+    let transport = sessionId ? transports.get(sessionId) : undefined;
+    if (!transport) {
+      const isInitialize = req.method === 'POST' && req.body?.method === 'initialize';
+      if (sessionId || !isInitialize) {
+        res.status(sessionId ? 404 : 400).json({
+          jsonrpc: '2.0',
+          id: null,
+          error: { code: -32000, message: sessionId ? 'Session not found' : 'No session; send initialize first' },
+        });
+        return;
+      }
+      transport = new StreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        onsessioninitialized: (id) => { transports.set(id, transport); },
+        onsessionclosed: (id) => { transports.delete(id); },
+      });
+      transport.onclose = () => {
+        if (transport.sessionId) transports.delete(transport.sessionId);
+      };
+      await newServer().connect(transport);
+    }
+    await transport.handleRequest(req, res, req.body);
+  } catch (e) {
+    console.error('ts-server.mjs: request failed', e);
+    if (!res.headersSent) {
+      res.status(500).json({ jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } });
+    }
+  }
+});
+
+app.get('/__log', (_req, res) => {
+  res.json(log);
+});
+
+const listener = app.listen(0, '127.0.0.1', () => {
+  const { port } = listener.address();
+  process.stdout.write(`${JSON.stringify({
+    url: `http://127.0.0.1:${port}/mcp`,
+    log_url: `http://127.0.0.1:${port}/__log`,
+  })}\n`);
+});
+listener.on('error', (e) => {
+  console.error('ts-server.mjs: listen failed', e);
+  process.exit(1);
+});
