@@ -3,8 +3,11 @@
 //!
 //! Keys are SHA-256 digests of the token, never the token itself. An entry never outlives the
 //! token's `exp` nor the configured maximum age, and the cache holds at most its capacity; the
-//! least useful entries are evicted first (moka's TinyLFU). Only successful verifications are
-//! cached: a refused token is checked again each time.
+//! least recently used entries are evicted first. Every new verified token is admitted: a
+//! frequency-based admission policy (moka's default TinyLFU) would keep yesterday's busy tokens
+//! and turn away a new population of callers, who would then pay a full verification on every
+//! request until the old tokens cooled down. Only successful verifications are cached: a
+//! refused token is checked again each time.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -51,6 +54,7 @@ impl TokenCache {
         Self {
             entries: Cache::builder()
                 .max_capacity(capacity)
+                .eviction_policy(moka::policy::EvictionPolicy::lru())
                 .expire_after(UntilValid)
                 .build(),
         }
@@ -122,6 +126,29 @@ mod tests {
             .duration_since(UNIX_EPOCH)
             .unwrap()
             .as_secs()
+    }
+
+    #[test]
+    fn a_new_population_of_tokens_displaces_an_old_busy_one() {
+        let cache = TokenCache::new(100);
+        let p = principal(Some(now() + 600));
+        let max_age = Duration::from_secs(600);
+        for i in 0..100 {
+            cache.insert(digest(&format!("old-{i}")), &p, max_age);
+        }
+        for _ in 0..20 {
+            for i in 0..100 {
+                assert!(cache.get(&digest(&format!("old-{i}"))).is_some());
+            }
+        }
+        for i in 0..100 {
+            cache.insert(digest(&format!("new-{i}")), &p, max_age);
+        }
+        assert!(cache.len() <= 100);
+        let admitted = (0..100)
+            .filter(|i| cache.get(&digest(&format!("new-{i}"))).is_some())
+            .count();
+        assert_eq!(admitted, 100, "every new token is cached");
     }
 
     #[test]
