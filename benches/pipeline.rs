@@ -1,0 +1,146 @@
+//! The layer's own cost per request, without the network: the example rmcp server called
+//! through `tower::ServiceExt::oneshot`, bare and behind the gate (cached ES256 token, allow),
+//! and a denial answered by the layer, sequentially on one thread.
+//!
+//! ```text
+//! cargo bench --bench pipeline
+//! PIPELINE_REQUESTS=2000 valgrind --tool=callgrind target/release/deps/pipeline-*   # a profile
+//! ```
+//!
+//! Environment: `PIPELINE_REQUESTS` (default 20,000 per configuration), `PIPELINE_ROUNDS`
+//! (default 3; the median round is reported), `PIPELINE_ONLY` (`a`, `b` or `d`: one
+//! configuration, for a profiler). Prints microseconds per request for each
+//! configuration, and the layer's added cost: gated minus bare.
+
+#[path = "../tests/common/tokens.rs"]
+mod tokens;
+
+#[path = "../examples/server/tools.rs"]
+#[allow(dead_code)]
+mod tools;
+
+mod common;
+
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Body;
+use common::env_or;
+use http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use mcp_gate::policy::{Decision, Evaluation};
+use mcp_gate::{Gate, Issuer, StaticKeys};
+use tower::ServiceExt;
+
+const ISSUER: &str = "https://issuer.bench.example";
+const RESOURCE: &str = "http://127.0.0.1:9/mcp";
+const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}"#;
+
+fn router(gate: Option<&Gate>) -> Router {
+    let app = Router::new().nest_service("/mcp", tools::mcp_service());
+    match gate {
+        Some(gate) => app.layer(gate.layer()),
+        None => app,
+    }
+}
+
+fn gate(keys: StaticKeys, deny: bool) -> Gate {
+    let builder = Gate::builder()
+        .resource(RESOURCE)
+        .issuer(Issuer::with_keys(ISSUER, keys))
+        .required_scopes(["mcp:read"]);
+    let builder = if deny {
+        builder.evaluate(|_: Evaluation| async {
+            Ok::<_, std::convert::Infallible>(Decision::unavailable("not here"))
+        })
+    } else {
+        builder.evaluate(mcp_gate::policy::allow_all())
+    };
+    builder.build().expect("gate builds")
+}
+
+async fn one(app: &Router, token: &str, expect_denial: bool) {
+    let request = Request::post("/mcp")
+        .header("host", "127.0.0.1:9")
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("authorization", token)
+        .body(Body::from(BODY))
+        .expect("request");
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+    let denied = bytes.windows(13).any(|w| w == b"authorization" as &[u8]);
+    assert_eq!(denied, expect_denial, "{}", String::from_utf8_lossy(&bytes));
+}
+
+/// Microseconds per request over `requests` sequential requests.
+async fn measure(app: &Router, token: &str, deny: bool, requests: u64) -> f64 {
+    for _ in 0..requests / 10 {
+        one(app, token, deny).await;
+    }
+    let start = Instant::now();
+    for _ in 0..requests {
+        one(app, token, deny).await;
+    }
+    start.elapsed().as_secs_f64() * 1e6 / requests as f64
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let requests = env_or("PIPELINE_REQUESTS", 20_000u64, 10, 10_000_000);
+    let rounds = env_or("PIPELINE_ROUNDS", 3usize, 1, 100);
+    let key = tokens::TestKey::es256("bench");
+    let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
+    let token = format!(
+        "Bearer {}",
+        key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
+    );
+    let bare = router(None);
+    let allow = router(Some(&gate(keys.clone(), false)));
+    let deny = router(Some(&gate(keys, true)));
+    // `PIPELINE_ONLY=b` runs one configuration, for a profiler.
+    let only = std::env::var("PIPELINE_ONLY").unwrap_or_default();
+    let runs = |name: &str| only.is_empty() || only == name;
+    let (mut a, mut b, mut d) = (vec![0.0], vec![0.0], vec![0.0]);
+    for _ in 0..rounds {
+        if runs("a") {
+            a.push(measure(&bare, &token, false, requests).await);
+        }
+        if runs("b") {
+            b.push(measure(&allow, &token, false, requests).await);
+        }
+        if runs("d") {
+            d.push(measure(&deny, &token, true, requests).await);
+        }
+    }
+    for values in [&mut a, &mut b, &mut d] {
+        if values.len() > 1 {
+            values.remove(0);
+        }
+    }
+    let (a, b, d) = (median(a), median(b), median(d));
+    println!("pipeline: {requests} sequential requests per round, median of {rounds} rounds");
+    println!("  (a) bare rmcp            {a:8.2} µs/request");
+    println!("  (b) gated, allow         {b:8.2} µs/request");
+    println!("  (d) gated, denied        {d:8.2} µs/request");
+    println!("  layer cost on an allowed call: {:.2} µs (b - a)", b - a);
+    println!("  a/b (throughput ratio, one core): {:.3}", a / b);
+    println!("  b/d (denial vs allowed call):     {:.2}", b / d);
+}

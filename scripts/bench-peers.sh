@@ -1,0 +1,449 @@
+#!/usr/bin/env bash
+# Side-by-side loopback benchmark with a real load generator (wrk), in one run:
+#
+#   (a) the example rmcp server, no authentication
+#   (b) the same behind mcp-gate: valid ES256 token, policy allows (token cache on)
+#   (c) the same behind mcp-gate: valid ES256 token, policy denies (`unavailable`)
+#   (d) the TypeScript SDK: `requireBearerAuth` + `McpServer` (tests/peers/ts-bearer-server.mjs)
+#   (e) optional: as (b) with the token cache off (BENCH_CONFIGS=abcde)
+#
+# Every configuration answers the same `tools/call echo` POST on http://127.0.0.1:PORT/mcp, and
+# (b) to (e) verify the very same tokens against the same JWK set. Then a memory run: the gated
+# server (cache on), VmRSS before and after 100,000 requests over 10,000 distinct tokens, and
+# after as many again over 10,000 other tokens.
+#
+#   scripts/bench-peers.sh
+#   BENCH_SECONDS=5 BENCH_ROUNDS=1 scripts/bench-peers.sh        # quick
+#
+# Environment (all optional; see benches/README.md):
+#   BENCH_SECONDS=10 BENCH_WARMUP=2 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_THREADS=2
+#   BENCH_CONFIGS=abcd BENCH_PORT=18931 BENCH_MEMORY=1 BENCH_MEM_REQUESTS=100000
+#   BENCH_MEM_TOKENS=10000 BENCH_MEM_PASSES=2 BENCH_MEM_MAX_SECONDS=180 BENCH_RSS_BOUND_MIB=64
+#   BENCH_STRICT=0 (1: exit 3 when a goal is missed) BENCH_SKIP_BUILD=0 BENCH_OUT=target/bench-peers
+#   BENCH_TS_VALIDATOR_PER_REQUEST=0 (1: each TS server builds its own Ajv validator)
+#
+# Installs wrk (Debian package) when missing and the Node peers when missing. Every step is
+# bounded in time, and every process it starts is stopped on exit. Exit status: 0, or 1 when a
+# request failed or a server misbehaved, 2 for a bad setting, 3 (BENCH_STRICT=1) for a missed goal.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+peers="$root/tests/peers"
+lua="$root/benches/lua"
+
+log() { printf 'bench-peers: %s\n' "$*" >&2; }
+die() {
+  log "$*"
+  exit 1
+}
+
+# ---- Settings --------------------------------------------------------------------------------
+setting() { # NAME DEFAULT MIN MAX: an integer setting from the environment
+  local name=$1 value=${!1:-$2}
+  if ! [[ "$value" =~ ^[0-9]+$ ]] || ((value < $3 || value > $4)); then
+    log "$name=$value: expected an integer in $3..$4"
+    exit 2
+  fi
+  printf '%s' "$value"
+}
+seconds=$(setting BENCH_SECONDS 10 1 600)
+warmup=$(setting BENCH_WARMUP 2 0 60)
+rounds=$(setting BENCH_ROUNDS 3 1 20)
+connections=$(setting BENCH_CONNECTIONS 32 1 1024)
+threads=$(setting BENCH_THREADS 2 1 64)
+port=$(setting BENCH_PORT 18931 1024 65535)
+memory=$(setting BENCH_MEMORY 1 0 1)
+mem_requests=$(setting BENCH_MEM_REQUESTS 100000 1 10000000)
+mem_tokens=$(setting BENCH_MEM_TOKENS 10000 1 1000000)
+mem_passes=$(setting BENCH_MEM_PASSES 2 1 5)
+mem_max_seconds=$(setting BENCH_MEM_MAX_SECONDS 180 5 3600)
+rss_bound_mib=$(setting BENCH_RSS_BOUND_MIB 64 1 100000)
+strict=$(setting BENCH_STRICT 0 0 1)
+skip_build=$(setting BENCH_SKIP_BUILD 0 0 1)
+ts_validator_per_request=$(setting BENCH_TS_VALIDATOR_PER_REQUEST 0 0 1)
+configs=${BENCH_CONFIGS:-abcd}
+if ! [[ "$configs" =~ ^[a-e]+$ ]]; then
+  log "BENCH_CONFIGS=$configs: use letters among a, b, c, d and e"
+  exit 2
+fi
+((connections >= threads)) || {
+  log "BENCH_CONNECTIONS must be at least BENCH_THREADS"
+  exit 2
+}
+out=${BENCH_OUT:-$root/target/bench-peers}
+url="http://127.0.0.1:$port/mcp"
+# Servers exit by themselves after this long, should this script ever leave one behind.
+server_life=$((rounds * 5 * (seconds + warmup + 60) + mem_passes * mem_max_seconds + 600))
+
+declare -A label=(
+  [a]="(a) rmcp, no auth"
+  [b]="(b) mcp-gate, ES256, allow"
+  [c]="(c) mcp-gate, ES256, deny"
+  [d]="(d) TS SDK requireBearerAuth"
+  [e]="(e) mcp-gate, allow, no cache"
+)
+
+# ---- Processes: every one we start is stopped on exit ----------------------------------------
+started=()
+cleanup() {
+  local pid
+  for pid in "${started[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  sleep 0.2
+  for pid in "${started[@]}"; do
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- Tools -----------------------------------------------------------------------------------
+if ! command -v wrk >/dev/null 2>&1; then
+  as_root=()
+  [[ "$(id -u)" -eq 0 ]] || as_root=(sudo -n)
+  command -v apt-get >/dev/null 2>&1 || die "wrk is missing and apt-get is not available: install wrk"
+  log "apt-get install wrk"
+  timeout 600 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+  timeout 600 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends wrk >/dev/null
+fi
+for tool in wrk node npm curl cargo timeout; do
+  command -v "$tool" >/dev/null 2>&1 || die "missing $tool"
+done
+
+# The TS peer's packages (the same lock as scripts/setup-peers.sh, held only while installing).
+if ! (cd "$peers" && timeout 60 node --input-type=module -e "
+    await import('@modelcontextprotocol/sdk/server/mcp.js');
+    await import('@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js');
+    await import('jose'); await import('express'); await import('zod/v4');") >/dev/null 2>&1; then
+  log "npm ci in tests/peers"
+  (
+    if command -v flock >/dev/null 2>&1; then
+      exec 9<"$root/scripts/setup-peers.sh"
+      flock 9
+    fi
+    cd "$peers" && timeout 900 npm ci --no-audit --no-fund --loglevel=error >/dev/null
+  )
+fi
+
+bin="$root/target/release/examples/bench_target"
+if ((skip_build == 0)); then
+  log "cargo build --release --example bench_target"
+  (cd "$root" && timeout 3600 cargo build --quiet --release --example bench_target)
+fi
+[[ -x "$bin" ]] || die "$bin is missing (build it, or unset BENCH_SKIP_BUILD)"
+
+mkdir -p "$out"
+# Only what an earlier run left there (BENCH_OUT may name a directory that holds other things).
+rm -rf "$out/keys" "$out"/done-* "$out"/server-*.log "$out"/wrk-*.log "$out/results.tsv" "$out/.times" "$out/.body"
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; }
+port_in_use && die "127.0.0.1:$port is in use: set BENCH_PORT to a free port"
+
+# ---- Keys and tokens, shared by every configuration ------------------------------------------
+token_count=$((memory == 1 ? mem_tokens * mem_passes : 1))
+log "minting the key set and $token_count token(s)"
+timeout 600 "$bin" mint --port "$port" --out "$out/keys" --tokens "$token_count" \
+  --lifetime $((server_life + 3600)) >/dev/null
+token=$(<"$out/keys/token.txt")
+
+# ---- Measurement helpers ---------------------------------------------------------------------
+ticks_per_second=$(getconf CLK_TCK)
+process_ticks() { # utime + stime of a process, in clock ticks
+  local stat
+  stat=$(<"/proc/$1/stat") || {
+    echo 0
+    return
+  }
+  # Fields after the command name (which may hold spaces) start at field 3.
+  awk '{print $12 + $13}' <<<"${stat##*) }"
+}
+machine_busy_ticks() { awk 'NR == 1 {print $2 + $3 + $4 + $7 + $8 + $9; exit}' /proc/stat; }
+snapshot_children() { # in this shell, not a subshell: CPU of its reaped children (wrk, curl)
+  times >"$out/.times"
+}
+children_seconds() { # from the last snapshot_children
+  awk 'NR == 2 {
+    total = 0
+    for (i = 1; i <= 2; i++) { split($i, part, "m"); sub("s", "", part[2]); total += part[1] * 60 + part[2] }
+    print total
+  }' "$out/.times"
+}
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+hwm_kib() { awk '/^VmHWM:/ {print $2}' "/proc/$1/status"; }
+field() { # KEY LINE: the value of key=value in a BENCH-RESULT line
+  sed -n "s/.* $1=\([0-9.]*\).*/\1/p" <<<" $2"
+}
+
+target_pid=""
+start_target() { # CONFIG LOGFILE: start a server, wait until it listens
+  local config=$1 logfile=$2 deadline command
+  case $config in
+  a) command=("$bin" serve --config bare) ;;
+  b) command=("$bin" serve --config allow --jwks "$out/keys/jwks.json") ;;
+  c) command=("$bin" serve --config deny --jwks "$out/keys/jwks.json") ;;
+  e) command=("$bin" serve --config nocache --jwks "$out/keys/jwks.json") ;;
+  d)
+    command=(node "$peers/ts-bearer-server.mjs" --jwks "$out/keys/jwks.json")
+    ((ts_validator_per_request == 0)) || command+=(--validator-per-request)
+    ;;
+  esac
+  # A simple command, so that $! is the server itself (its CPU time and memory are measured).
+  "${command[@]}" --port "$port" --max-seconds "$server_life" >"$logfile" 2>&1 &
+  target_pid=$!
+  started+=("$target_pid")
+  deadline=$((SECONDS + 30))
+  until grep -q '"ready":true' "$logfile" 2>/dev/null; do
+    kill -0 "$target_pid" 2>/dev/null || die "${label[$config]} exited at start: $(tail -5 "$logfile")"
+    ((SECONDS < deadline)) || die "${label[$config]} not listening after 30 s: $(tail -5 "$logfile")"
+    sleep 0.05
+  done
+}
+stop_target() {
+  local i
+  kill -TERM "$target_pid" 2>/dev/null || true
+  for i in $(seq 50); do
+    kill -0 "$target_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$target_pid" 2>/dev/null || true
+  wait "$target_pid" 2>/dev/null || true
+  # The next server binds the same port.
+  for i in $(seq 50); do
+    port_in_use || break
+    sleep 0.1
+  done
+  target_pid=""
+}
+
+body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}'
+post() { # [AUTHORIZATION]: prints "STATUS BODY"
+  local args=(-sS --max-time 10 -o "$out/.body" -w '%{http_code}' -X POST "$url"
+    -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d "$body")
+  [[ $# -eq 0 ]] || args+=(-H "authorization: $1")
+  printf '%s %s' "$(curl "${args[@]}" 2>&1)" "$(tr -d '\n' <"$out/.body" 2>/dev/null)"
+}
+sanity_check() { # CONFIG: the answer is the expected one, and the gate really is in front
+  local config=$1 answer
+  if [[ $config == a ]]; then
+    answer=$(post)
+  else
+    answer=$(post "Bearer $token")
+  fi
+  case $config in
+  c) [[ $answer == 200\ * && $answer == *'"remediation":"unavailable"'* ]] ;;
+  *) [[ $answer == 200\ * && $answer == *'"text":"mcp-gate-bench-ping"'* ]] ;;
+  esac || {
+    log "!!! ${label[$config]}: unexpected answer: ${answer:0:400}"
+    return 1
+  }
+  if [[ $config != a ]]; then
+    answer=$(post)
+    [[ $answer == 401\ * ]] || {
+      log "!!! ${label[$config]}: a request without a token got ${answer:0:200}, not 401"
+      return 1
+    }
+  fi
+}
+
+run_wrk() { # CONFIG DURATION LOGFILE: one wrk run with echo.lua; prints its BENCH-RESULT line
+  local config=$1 duration=$2 logfile=$3 authorization=""
+  [[ $config == a ]] || authorization="Bearer $token"
+  BENCH_AUTHORIZATION="$authorization" timeout -k 5 $((duration + 30)) \
+    wrk -t "$threads" -c "$connections" -d "${duration}s" --timeout 10s --latency \
+    -s "$lua/echo.lua" "$url" >"$logfile" 2>&1 || true
+  grep '^BENCH-RESULT ' "$logfile" || {
+    log "!!! ${label[$config]}: wrk gave no result: $(tail -5 "$logfile")"
+    return 1
+  }
+}
+
+failures=0
+results="$out/results.tsv" # config round rps p50_ms p99_ms server_us_per_req server_cores others_cores errors
+: >"$results"
+
+log "loadavg $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores; wrk -t$threads -c$connections," \
+  "${warmup}s warm-up + ${seconds}s x $rounds rounds per configuration ($configs)"
+
+# ---- Throughput: configurations alternate a, b, c, d, a, b, ... so noise hits all of them ----
+for round in $(seq "$rounds"); do
+  for config in $(grep -o . <<<"$configs"); do
+    start_target "$config" "$out/server-$config-$round.log"
+    if ! sanity_check "$config"; then
+      failures=$((failures + 1))
+      stop_target
+      continue
+    fi
+    if ((warmup > 0)); then
+      run_wrk "$config" "$warmup" "$out/wrk-$config-$round-warmup.log" >/dev/null || true
+    fi
+    server_before=$(process_ticks "$target_pid")
+    busy_before=$(machine_busy_ticks)
+    snapshot_children
+    children_before=$(children_seconds)
+    line=$(run_wrk "$config" "$seconds" "$out/wrk-$config-$round.log") || {
+      failures=$((failures + 1))
+      stop_target
+      continue
+    }
+    snapshot_children
+    children_after=$(children_seconds)
+    busy_after=$(machine_busy_ticks)
+    server_after=$(process_ticks "$target_pid")
+    stop_target
+    requests=$(field requests "$line")
+    duration_us=$(field duration_us "$line")
+    errors=$(($(field non2xx "$line") + $(field connect "$line") + $(field read "$line") +
+      $(field write "$line") + $(field timeout "$line")))
+    ((errors == 0)) || {
+      log "!!! ${label[$config]} round $round: $errors failed requests (see $out/wrk-$config-$round.log)"
+      failures=$((failures + 1))
+    }
+    awk -v c="$config" -v r="$round" -v n="$requests" -v us="$duration_us" \
+      -v p50="$(field p50_us "$line")" -v p99="$(field p99_us "$line")" \
+      -v s0="$server_before" -v s1="$server_after" -v b0="$busy_before" -v b1="$busy_after" \
+      -v w0="$children_before" -v w1="$children_after" -v hz="$ticks_per_second" -v e="$errors" \
+      'BEGIN {
+        secs = us / 1e6; server = (s1 - s0) / hz; busy = (b1 - b0) / hz; client = w1 - w0
+        others = busy - server - client; if (others < 0) others = 0
+        printf "%s\t%d\t%.1f\t%.2f\t%.2f\t%.1f\t%.2f\t%.2f\t%d\n", c, r, n / secs, p50 / 1000,
+          p99 / 1000, (n > 0 ? server * 1e6 / n : 0), server / secs, others / secs, e
+      }' >>"$results"
+    tail -1 "$results" | awk -F'\t' -v l="${label[$config]}" \
+      '{printf "bench-peers: round %d %-30s %9.0f req/s  p50 %6.2f ms  p99 %6.2f ms  server %5.0f us/req  others %.2f cores\n", $2, l, $3, $4, $5, $6, $8}' >&2
+  done
+done
+
+# ---- Report ----------------------------------------------------------------------------------
+median() { # CONFIG COLUMN: median over rounds
+  awk -F'\t' -v c="$1" -v k="$2" '$1 == c {print $k}' "$results" | sort -g |
+    awk '{v[NR] = $1} END {if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+max_others=$(awk -F'\t' 'BEGIN {m = 0} $8 > m {m = $8} END {print m}' "$results")
+
+echo
+echo "mcp-gate vs peers, loopback, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds"
+printf '%-32s %10s %9s %9s %14s %12s %7s\n' configuration 'req/s' 'p50 ms' 'p99 ms' 'server us/req' 'server cores' errors
+declare -A rps=()
+for config in $(grep -o . <<<"$configs"); do
+  rps[$config]=$(median "$config" 3)
+  [[ -n ${rps[$config]} ]] || {
+    printf '%-32s %10s\n' "${label[$config]}" 'no result'
+    continue
+  }
+  printf '%-32s %10.0f %9.2f %9.2f %14.0f %12.2f %7d\n' "${label[$config]}" "${rps[$config]}" \
+    "$(median "$config" 4)" "$(median "$config" 5)" "$(median "$config" 6)" "$(median "$config" 7)" \
+    "$(awk -F'\t' -v c="$config" '$1 == c {s += $9} END {print s + 0}' "$results")"
+done
+echo
+
+missed=0
+ratio() { # NAME NUMERATOR DENOMINATOR GOAL AIM MEANING
+  local name=$1 top=${rps[$2]:-} bottom=${rps[$3]:-} goal=$4 aim=$5 meaning=$6
+  if [[ -z $top || -z $bottom ]]; then
+    printf '%-5s %8s   %s\n' "$name" 'n/a' "$meaning (needs $2 and $3 in BENCH_CONFIGS)"
+    return
+  fi
+  awk -v n="$name" -v t="$top" -v b="$bottom" -v g="$goal" -v a="$aim" -v m="$meaning" 'BEGIN {
+    r = t / b
+    if (g == "-") verdict = "(no goal)"
+    else if (r < g) verdict = sprintf("MISSED goal >= %s", g)
+    else if (a != "-" && r < a) verdict = sprintf("goal >= %s met, aim %s not yet", g, a)
+    else verdict = sprintf("goal >= %s met", g) (a != "-" ? sprintf(", aim %s met", a) : "")
+    printf "%-5s %8.2f   %-40s %s\n", n, r, verdict, m
+    exit (g != "-" && r < g) ? 1 : 0
+  }' || missed=$((missed + 1))
+}
+echo "ratios of median throughput"
+ratio b/a b a 0.9 0.95 "cost of the gate on an allowed call"
+ratio c/a c a - - "a denial answered by the gate vs the bare server"
+ratio b/d b d 5 10 "mcp-gate vs the TS SDK's bearer middleware"
+ratio c/b c b 2 - "a denial vs an allowed call through the gate"
+[[ $configs != *e* ]] || ratio e/d e d - - "mcp-gate without its token cache vs the TS SDK"
+if [[ $configs == *a* && $configs == *b* && $rounds -gt 1 ]]; then
+  printf 'b/a per round:'
+  for round in $(seq "$rounds"); do
+    awk -F'\t' -v r="$round" '$2 == r && $1 == "a" {a = $3} $2 == r && $1 == "b" {b = $3}
+      END {if (a > 0 && b > 0) printf " %.2f", b / a; else printf " -"}' "$results"
+  done
+  echo
+fi
+awk -v m="$max_others" 'BEGIN {
+  printf "other processes: up to %.2f cores during a measured round", m
+  if (m > 0.25) printf "  WARNING: the machine was not quiet, the figures are noisy"
+  printf "\n"
+}'
+
+# ---- Memory: the gated server, token cache on, many distinct tokens --------------------------
+if ((memory == 1)); then
+  echo
+  echo "memory: ${label[b]} (token cache on), $mem_passes x $mem_requests requests, $mem_tokens distinct tokens each"
+  start_target b "$out/server-memory.log"
+  sanity_check b || failures=$((failures + 1))
+  rss_start=$(rss_kib "$target_pid")
+  # Warm the runtime, the connections and the allocator up with one token first.
+  run_wrk b 2 "$out/wrk-memory-warmup.log" >/dev/null || failures=$((failures + 1))
+  rss_before=$(rss_kib "$target_pid")
+  printf '  VmRSS at start %8.1f MiB, after a 2 s warm-up with one token %8.1f MiB\n' \
+    "$(awk -v k="$rss_start" 'BEGIN {print k / 1024}')" "$(awk -v k="$rss_before" 'BEGIN {print k / 1024}')"
+  rss_after=$rss_before
+  for pass in $(seq "$mem_passes"); do
+    done_dir="$out/done-$pass"
+    mkdir -p "$done_dir"
+    pass_started=$SECONDS
+    BENCH_TOKENS_FILE="$out/keys/tokens.txt" BENCH_TOKENS_FROM=$(((pass - 1) * mem_tokens)) \
+      BENCH_TOKENS_COUNT="$mem_tokens" BENCH_REQUESTS="$mem_requests" BENCH_THREADS="$threads" \
+      BENCH_DONE_DIR="$done_dir" timeout -k 5 $((mem_max_seconds + 30)) \
+      wrk -t "$threads" -c "$connections" -d "${mem_max_seconds}s" --timeout 10s \
+      -s "$lua/tokens.lua" "$url" >"$out/wrk-memory-$pass.log" 2>&1 &
+    wrk_pid=$!
+    started+=("$wrk_pid")
+    # wrk runs its whole -d even when every thread has stopped: interrupt it once they all have.
+    while kill -0 "$wrk_pid" 2>/dev/null; do
+      if (($(find "$done_dir" -name 'done-*' | wc -l) >= threads)); then
+        sleep 0.2
+        kill -INT "$wrk_pid" 2>/dev/null || true
+        break
+      fi
+      sleep 0.1
+    done
+    wait "$wrk_pid" 2>/dev/null || true
+    line=$(grep '^BENCH-RESULT ' "$out/wrk-memory-$pass.log") || {
+      log "!!! memory pass $pass: wrk gave no result: $(tail -5 "$out/wrk-memory-$pass.log")"
+      failures=$((failures + 1))
+      continue
+    }
+    rss_after=$(rss_kib "$target_pid")
+    checked=$(field checked "$line")
+    wrong=$(field wrong "$line")
+    errors=$(($(field non2xx "$line") + $(field connect "$line") + $(field read "$line") +
+      $(field write "$line") + $(field timeout "$line") + wrong))
+    ((errors == 0)) || failures=$((failures + 1))
+    ((checked >= mem_requests)) || {
+      log "!!! memory pass $pass: only $checked of $mem_requests requests within ${mem_max_seconds}s"
+      failures=$((failures + 1))
+    }
+    printf '  after pass %d: %7d requests over tokens %d..%d in %3d s, %d failed: VmRSS %8.1f MiB\n' \
+      "$pass" "$checked" $(((pass - 1) * mem_tokens)) $((pass * mem_tokens - 1)) $((SECONDS - pass_started)) \
+      "$errors" "$(awk -v k="$rss_after" 'BEGIN {print k / 1024}')"
+  done
+  hwm=$(hwm_kib "$target_pid")
+  stop_target
+  awk -v b="$rss_before" -v a="$rss_after" -v h="$hwm" -v bound="$rss_bound_mib" 'BEGIN {
+    printf "  growth %+.1f MiB; peak (VmHWM) %.1f MiB; bound: VmRSS <= %d MiB -> %s\n",
+      (a - b) / 1024, h / 1024, bound, (a / 1024 <= bound ? "within" : "EXCEEDED")
+    exit (a / 1024 <= bound) ? 0 : 1
+  }' || missed=$((missed + 1))
+fi
+
+echo
+echo "logs: $out"
+if ((failures > 0)); then
+  log "$failures failure(s): see the !!! lines above"
+  exit 1
+fi
+if ((missed > 0 && strict == 1)); then
+  log "$missed goal(s) missed (BENCH_STRICT=1)"
+  exit 3
+fi
