@@ -129,3 +129,8 @@ pub use gate::Gate;
 pub use layer::{GateBody, GateLayer, GateService, ResponseFuture};
 pub use policy::{Decision, Evaluation, Remediation};
 pub use resource::{METADATA_WELL_KNOWN, ResourceUri};
+
+/// The README's Rust examples, compiled as doctests so that the quick start cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

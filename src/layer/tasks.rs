@@ -101,6 +101,7 @@ fn error(request: &McpRequest, status: StatusCode, code: i64, message: &str) -> 
 
 /// The one answer for every id that is not the caller's task.
 fn unknown_task(request: &McpRequest) -> Response<Bytes> {
+    tracing::info!(target: "mcp_gate::request", status = 200, code = INVALID_PARAMS, method = %request.method, "request refused: unknown task (or another principal's)");
     error(request, StatusCode::OK, INVALID_PARAMS, "Unknown task")
 }
 
@@ -244,6 +245,7 @@ pub(crate) async fn route(
         return TaskRoute::NotOurs;
     }
     if !protocol.capabilities.tasks_extension() {
+        tracing::info!(target: "mcp_gate::request", status = 400, code = MISSING_CAPABILITY, method = %request.method, "request refused: the Tasks extension was not declared");
         let refusal = json!({
             "jsonrpc": "2.0",
             "id": request.id,
