@@ -99,7 +99,10 @@ static OVERSIZED: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
     let head = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":""#;
     let tail = r#""}}}"#;
     let limit = 4 * 1024 * 1024;
-    format!("{head}{}{tail}", "x".repeat(limit + 1 - head.len() - tail.len()))
+    format!(
+        "{head}{}{tail}",
+        "x".repeat(limit + 1 - head.len() - tail.len())
+    )
 });
 
 #[derive(Default)]
