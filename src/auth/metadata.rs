@@ -65,9 +65,12 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(
             )
         }
     };
-    let mut router = axum::Router::new();
+    // The paths are literal: a resource path may hold `:`, `*`, `{` or `}`, which axum would
+    // otherwise read as route syntax (or refuse with a panic).
+    let mut router = axum::Router::new().without_v07_checks();
     for path in paths {
-        router = router.route(path, get(serve.clone()));
+        let literal = path.replace('{', "{{").replace('}', "}}");
+        router = router.route(&literal, get(serve.clone()));
     }
     router.layer(
         CorsLayer::new()

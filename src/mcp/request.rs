@@ -256,7 +256,15 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
         }
     };
     let Some(id) = id else {
-        return Ok(Message::Notification);
+        // Every MCP notification is named `notifications/...`. Anything else without an id is
+        // a request the policy would never see; a JSON-RPC server still runs it (it only does
+        // not answer), so it is refused rather than passed.
+        if method.starts_with("notifications/") {
+            return Ok(Message::Notification);
+        }
+        return Err(ProtocolError::invalid_request(
+            "a request needs an id: only notifications/* methods may omit it",
+        ));
     };
     let params = match object.remove("params") {
         None => Map::new(),
@@ -447,6 +455,10 @@ mod tests {
             (b"\xff\xfe", PARSE_ERROR),
             (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#, PARSE_ERROR),
             (br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, INVALID_REQUEST),
+            // Only notifications/* may omit the id: anything else would reach the inner
+            // server (which runs notifications) without the policy.
+            (br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"a"}}"#, INVALID_REQUEST),
+            (br#"{"jsonrpc":"2.0","method":"ping"}"#, INVALID_REQUEST),
             (br#""ping""#, INVALID_REQUEST),
             (br#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, INVALID_REQUEST),
             (br#"{"id":1,"method":"ping"}"#, INVALID_REQUEST),
