@@ -3920,10 +3920,7 @@ fn metadata_router_does_not_panic_for_a_resource_the_builder_accepts() {
             .unwrap();
         for (uri, want) in [
             (path.clone(), StatusCode::OK),
-            (
-                path.replace(':', "x").replace('*', "x"),
-                StatusCode::NOT_FOUND,
-            ),
+            (path.replace([':', '*'], "x"), StatusCode::NOT_FOUND),
         ] {
             let request = http::Request::get(&uri)
                 .body(axum::body::Body::empty())
