@@ -765,7 +765,7 @@ impl GateBuilder {
                 },
                 max_rounds: self.max_rounds,
                 development_mode: self.development_mode,
-                tool_annotations: moka::sync::Cache::new(10_000),
+                tool_annotations: crate::mcp::annotations::ToolAnnotations::new(10_000),
                 cursor_ttl: Duration::from_secs(3600),
                 conceal: self.conceal,
                 max_list_bytes: 16 * 1024 * 1024,

@@ -64,7 +64,7 @@ pub(crate) struct McpSettings {
     pub max_rounds: u32,
     pub development_mode: bool,
     /// Tool annotations learned from `tools/list` answers, by tool name.
-    pub tool_annotations: moka::sync::Cache<String, Arc<serde_json::Value>>,
+    pub tool_annotations: crate::mcp::annotations::ToolAnnotations,
     pub cursor_ttl: std::time::Duration,
     /// Conceal mode: refusals answered as the inner server answers unknown components.
     pub conceal: bool,

@@ -37,7 +37,17 @@ where
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(too_large());
     }
-    match tokio::time::timeout(timeout, Limited::new(body, limit).collect()).await {
+    let mut collect = std::pin::pin!(Limited::new(body, limit).collect());
+    // A small body usually arrives with its headers: take it without arming a timer.
+    let first = std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(std::future::Future::poll(collect.as_mut(), cx))
+    })
+    .await;
+    let read = match first {
+        std::task::Poll::Ready(read) => Ok(read),
+        std::task::Poll::Pending => tokio::time::timeout(timeout, collect).await,
+    };
+    match read {
         Err(_) => Err(ProtocolError::new(
             StatusCode::REQUEST_TIMEOUT,
             INVALID_REQUEST,

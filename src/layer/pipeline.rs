@@ -115,11 +115,8 @@ where
         }
         Ok(Message::Request(request)) => request,
     };
-    let owner = (
-        principal.issuer().to_owned(),
-        principal.subject().map(str::to_owned),
-    );
-    let protocol = match protocol_context(&request, &parts.headers, &settings.sessions, &owner) {
+    let owner = (principal.issuer(), principal.subject());
+    let protocol = match protocol_context(&request, &parts.headers, &settings.sessions, owner) {
         Ok(protocol) => protocol,
         Err(error) => return Ok(protocol_error(&error)),
     };
@@ -130,6 +127,7 @@ where
             .get("mcp-session-id")
             .and_then(|v| v.to_str().ok())
         {
+            let owner = (owner.0.to_owned(), owner.1.map(str::to_owned));
             settings.sessions.remember(session, owner, &request);
         }
         return Ok(response);
@@ -142,17 +140,21 @@ where
             protocol: &protocol,
             key,
         };
-        return listing.run(&mut inner, parts, bytes).await;
+        // Boxed: a rare, large branch kept out of every request's future.
+        return Box::pin(listing.run(&mut inner, parts, bytes)).await;
     }
     if !is_guarded(&request.method) {
         return call(&mut inner, parts, ReqBody::from(bytes)).await;
     }
     if request.method.starts_with("tasks/") {
-        match tasks::route(&gate, &principal, &request, &protocol).await {
+        match Box::pin(tasks::route(&gate, &principal, &request, &protocol)).await {
             TaskRoute::NotOurs => {}
             TaskRoute::Answer(response) => return Ok(local(response)),
             TaskRoute::Run(record) => {
-                let response = tasks::run(&gate, inner, parts, &principal, &request, *record).await;
+                let response = Box::pin(tasks::run(
+                    &gate, inner, parts, &principal, &request, *record,
+                ))
+                .await;
                 return Ok(local(response));
             }
         }
@@ -210,7 +212,10 @@ where
         }
         Verdict::Answer(response) => Ok(local(response)),
         Verdict::Hold(message) => Ok(local(
-            tasks::hold(&gate, &principal, &request, &protocol, &message).await,
+            Box::pin(tasks::hold(
+                &gate, &principal, &request, &protocol, &message,
+            ))
+            .await,
         )),
         Verdict::Conceal(field) => {
             let Some((probe, made_up)) = probe(&request, field) else {
@@ -559,7 +564,7 @@ impl Listing<'_> {
             ) {
                 settings
                     .tool_annotations
-                    .insert(name.to_owned(), annotations.clone());
+                    .remember(name, annotations.clone());
             }
             // An entry the layer cannot name is hidden: it cannot be shown to the policy.
             let Some(target) = entry_target(&self.request.method, &entry) else {

@@ -85,7 +85,7 @@ where
         // The ready service goes into the future; a fresh clone takes its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::pending(Box::pin(async move {
+        let future = async move {
             let principal = match pending {
                 Ok(principal) => principal,
                 Err((token, key)) => match gate.inner.authenticator.verify(&token, key).await {
@@ -96,6 +96,7 @@ where
                 },
             };
             after_authentication(gate, inner, parts, body, principal).await
-        }))
+        };
+        ResponseFuture::pending(Box::pin(future))
     }
 }

@@ -141,23 +141,24 @@ impl SessionStore {
         );
     }
 
-    fn lookup(
-        &self,
-        session_id: &str,
-        owner: &(String, Option<String>),
-    ) -> Option<Arc<LegacySession>> {
-        self.sessions.get(session_id).filter(|s| &s.owner == owner)
+    fn lookup(&self, session_id: &str, owner: SessionOwner<'_>) -> Option<Arc<LegacySession>> {
+        self.sessions
+            .get(session_id)
+            .filter(|s| s.owner.0 == owner.0 && s.owner.1.as_deref() == owner.1)
     }
 }
 
 const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Who opened a legacy session: issuer and subject.
+pub(crate) type SessionOwner<'a> = (&'a str, Option<&'a str>);
 
 /// Works out the era, version and capabilities of a request.
 pub(crate) fn protocol_context(
     request: &McpRequest,
     headers: &HeaderMap,
     sessions: &SessionStore,
-    owner: &(String, Option<String>),
+    owner: SessionOwner<'_>,
 ) -> Result<ProtocolContext, ProtocolError> {
     let id = Some(&request.id);
     let meta = request.meta();
@@ -294,7 +295,7 @@ mod tests {
             ("mcp-method", "tools/call"),
             ("mcp-name", "echo"),
         ]);
-        let ctx = protocol_context(&request(MODERN), &h, &store(), &owner()).unwrap();
+        let ctx = protocol_context(&request(MODERN), &h, &store(), OWNER).unwrap();
         assert_eq!(ctx.era, Era::Modern);
         assert!(ctx.capabilities.url_elicitation());
         assert!(!ctx.capabilities.form_elicitation());
@@ -326,7 +327,7 @@ mod tests {
                 ("mcp-name", "echo"),
             ]),
         ] {
-            let error = protocol_context(&request(MODERN), &h, &store(), &owner()).unwrap_err();
+            let error = protocol_context(&request(MODERN), &h, &store(), OWNER).unwrap_err();
             assert_eq!(error.code, HEADER_MISMATCH, "{h:?}");
         }
     }
@@ -335,7 +336,7 @@ mod tests {
     fn unknown_modern_version_is_refused_with_the_supported_list() {
         let body = MODERN.replace("2026-07-28", "2099-01-01");
         let error =
-            protocol_context(&request(&body), &HeaderMap::new(), &store(), &owner()).unwrap_err();
+            protocol_context(&request(&body), &HeaderMap::new(), &store(), OWNER).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_VERSION);
         assert_eq!(error.data.unwrap()["supported"], json!(["2026-07-28"]));
     }
@@ -350,13 +351,13 @@ mod tests {
         let call =
             request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#);
         let h = headers(&[("mcp-session-id", "s1"), ("mcp-name", "ignored-on-legacy")]);
-        let ctx = protocol_context(&call, &h, &sessions, &owner()).unwrap();
+        let ctx = protocol_context(&call, &h, &sessions, OWNER).unwrap();
         assert_eq!(ctx.era, Era::Legacy);
         assert_eq!(ctx.protocol_version.as_deref(), Some("2025-11-25"));
         assert!(ctx.capabilities.form_elicitation());
         // Another principal presenting the same session id gets no capabilities.
-        let other = ("iss".to_owned(), Some("someone-else".to_owned()));
-        let ctx = protocol_context(&call, &h, &sessions, &other).unwrap();
+        let other = ("iss", Some("someone-else"));
+        let ctx = protocol_context(&call, &h, &sessions, other).unwrap();
         assert_eq!(ctx.capabilities, ClientCapabilities::default());
     }
 }

@@ -4,6 +4,7 @@
 //! classified request with its era and the client's declared capabilities, or a JSON-RPC
 //! error that says why it cannot.
 
+pub(crate) mod annotations;
 pub(crate) mod era;
 mod json;
 pub(crate) mod request;

@@ -1,0 +1,71 @@
+//! What the inner server said about its tools: the `annotations` of each tool in the last
+//! `tools/list` answer that passed through the layer, kept for `evaluate`
+//! ([`Evaluation::tool_annotations`](crate::policy::Evaluation::tool_annotations)).
+//!
+//! Looked up on every `tools/call`, so it is a plain map behind a read-write lock rather than a
+//! cache with admission and eviction bookkeeping. Bounded: once it holds `capacity` tool names,
+//! new names are not remembered (known names are still updated). The annotations are the
+//! server's hints, never facts.
+
+use std::collections::HashMap;
+use std::sync::{Arc, PoisonError, RwLock};
+
+use serde_json::Value;
+
+/// Tool annotations by tool name.
+pub(crate) struct ToolAnnotations {
+    by_name: RwLock<HashMap<String, Arc<Value>>>,
+    capacity: usize,
+}
+
+impl ToolAnnotations {
+    /// Remembers at most `capacity` tool names.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            by_name: RwLock::new(HashMap::new()),
+            capacity,
+        }
+    }
+
+    /// The annotations last listed for `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<Value>> {
+        let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
+        by_name.get(name).cloned()
+    }
+
+    /// Records what a list said of `name`.
+    pub fn remember(&self, name: &str, annotations: Arc<Value>) {
+        let mut by_name = self.by_name.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(known) = by_name.get_mut(name) {
+            *known = annotations;
+        } else if by_name.len() < self.capacity {
+            by_name.insert(name.to_owned(), annotations);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounded_and_updated() {
+        let annotations = ToolAnnotations::new(2);
+        let hint =
+            |destructive: bool| Arc::new(serde_json::json!({"destructiveHint": destructive}));
+        annotations.remember("a", hint(false));
+        annotations.remember("b", hint(false));
+        annotations.remember("c", hint(true));
+        assert!(
+            annotations.get("c").is_none(),
+            "over capacity: not remembered"
+        );
+        annotations.remember("a", hint(true));
+        assert_eq!(
+            annotations.get("a"),
+            Some(hint(true)),
+            "a known name is updated"
+        );
+        assert_eq!(annotations.get("b"), Some(hint(false)));
+    }
+}
