@@ -114,6 +114,15 @@ fn internal_error(request: &McpRequest) -> Response<Bytes> {
     )
 }
 
+/// The change that fails a task with an internal error.
+fn internal_failure(message: &str) -> TaskChange {
+    TaskChange::new().error(TaskError {
+        code: INTERNAL_ERROR,
+        message: message.to_owned(),
+        data: None,
+    })
+}
+
 fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Response<Bytes> {
     tracing::error!(target: "mcp_gate::tasks", method = %request.method, what, error = %failure, "task store failed; refusing");
     internal_error(request)
@@ -167,11 +176,7 @@ pub(crate) async fn hold(
         };
         if let Err(problem) = run_start(&**hook, started, settings.evaluate_timeout).await {
             tracing::error!(target: "mcp_gate::tasks", task_id = %id, problem, "the start hook failed; the task is failed and the call refused");
-            let failed = TaskChange::new().error(TaskError {
-                code: INTERNAL_ERROR,
-                message: "the approval could not be requested".to_owned(),
-                data: None,
-            });
+            let failed = internal_failure("the approval could not be requested");
             let _ = tasks
                 .store
                 .transition(&id, TaskStatus::Working, TaskStatus::Failed, failed)
@@ -359,6 +364,10 @@ where
     let revision = settings.denial.revision;
     let store = tasks.store.clone();
     let poll_answer = |record: &TaskRecord| answer(request, wire::status(record, revision));
+    // The owner's answer once the outcome is recorded, or an internal error if it could not be.
+    let conclude = |done: Option<TaskRecord>| {
+        done.map_or_else(|| internal_error(request), |done| poll_answer(&done))
+    };
     let claim = TaskChange::new().require_remaining_ms(tasks.run_margin_ms());
     let claimed = match store
         .transition(
@@ -413,14 +422,8 @@ where
     };
     let Some((body, held)) = held_request(&claimed) else {
         tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
-        let change = TaskChange::new().error(TaskError {
-            code: INTERNAL_ERROR,
-            message: "The held call could not be replayed.".to_owned(),
-            data: None,
-        });
-        return finish(change, TaskStatus::Failed)
-            .await
-            .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+        let change = internal_failure("The held call could not be replayed.");
+        return conclude(finish(change, TaskStatus::Failed).await);
     };
     let approval = Approval {
         task_id: claimed.id.to_string(),
@@ -452,32 +455,18 @@ where
             let message = "The request was approved, but the policy no longer allows it.";
             let change =
                 TaskChange::new().result(wire::refusal(&claimed.context_id, message, revision));
-            return finish(change, TaskStatus::Completed)
-                .await
-                .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+            return conclude(finish(change, TaskStatus::Completed).await);
         }
         Err(failure) => {
             tracing::error!(target: "mcp_gate::decision", task_id = %claimed.id, failure = failure.kind(), error = %failure, "the policy failed on an approved call; failing the task");
-            let change = TaskChange::new().error(TaskError {
-                code: INTERNAL_ERROR,
-                message: "internal error while authorizing the request".to_owned(),
-                data: None,
-            });
-            return finish(change, TaskStatus::Failed)
-                .await
-                .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+            let change = internal_failure("internal error while authorizing the request");
+            return conclude(finish(change, TaskStatus::Failed).await);
         }
     }
     tracing::info!(target: "mcp_gate::decision", context_id = %claimed.context_id, task_id = %claimed.id, subject = principal.subject().unwrap_or(""), method = "tools/call", target = held.target.name().unwrap_or(""), decision = "allow", phase = "approval", "authorization decision");
     let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
-        let change = TaskChange::new().error(TaskError {
-            code: INTERNAL_ERROR,
-            message: "The held call could not be replayed.".to_owned(),
-            data: None,
-        });
-        return finish(change, TaskStatus::Failed)
-            .await
-            .map_or_else(|| internal_error(request), |done| poll_answer(&done));
+        let change = internal_failure("The held call could not be replayed.");
+        return conclude(finish(change, TaskStatus::Failed).await);
     };
     let max = settings.max_list_bytes;
     let task_id = claimed.id.clone();
