@@ -12,10 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use common::modern::{ModernRequest, envelope, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
-use mcp_gate::denial::ENVELOPE_KEY;
 use mcp_gate::policy::{Decision, Evaluation, Phase};
 use mcp_gate::tasks::{DecideError, MemoryTaskStore, StartedTask, TaskStatus, TaskStore};
 use mcp_gate::{GateBuilder, Issuer, StaticKeys};
@@ -69,7 +69,7 @@ impl Deployment {
         self.deploys.load(Ordering::SeqCst)
     }
 
-    async fn send(&self, token: &str, request: &(String, Vec<(&'static str, String)>)) -> Reply {
+    async fn send(&self, token: &str, request: &ModernRequest) -> Reply {
         let headers: Vec<(&str, &str)> = request.1.iter().map(|(k, v)| (*k, v.as_str())).collect();
         self.server.post(Some(token), &headers, &request.0).await
     }
@@ -88,53 +88,33 @@ impl Deployment {
     }
 }
 
-/// A modern request: `_meta` with the version and capabilities, and the mirrored headers.
-fn modern(
-    id: u64,
-    method: &str,
-    mut params: Value,
-    name: &str,
-    tasks: bool,
-) -> (String, Vec<(&'static str, String)>) {
-    let capabilities = if tasks {
-        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
-    } else {
-        json!({})
-    };
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": capabilities,
-    });
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    let headers = vec![
-        ("mcp-protocol-version", "2026-07-28".to_owned()),
-        ("mcp-method", method.to_owned()),
-        ("mcp-name", name.to_owned()),
-    ];
-    (body, headers)
-}
-
-fn deploy(id: u64, env: &str, tasks: bool) -> (String, Vec<(&'static str, String)>) {
+fn deploy(id: u64, env: &str, tasks: bool) -> ModernRequest {
     modern(
         id,
         "tools/call",
         json!({"name": "deploy", "arguments": {"env": env}}),
         "deploy",
-        tasks,
+        capabilities(tasks),
     )
 }
 
-fn task_request(
-    id: u64,
-    method: &str,
-    task_id: &str,
-    tasks: bool,
-) -> (String, Vec<(&'static str, String)>) {
-    modern(id, method, json!({"taskId": task_id}), task_id, tasks)
+/// What a client declares: the Tasks extension, or nothing.
+fn capabilities(tasks: bool) -> Value {
+    if tasks {
+        tasks_capabilities()
+    } else {
+        json!({})
+    }
 }
 
-fn envelope(result: &Value) -> &Value {
-    &result["_meta"][ENVELOPE_KEY]
+fn task_request(id: u64, method: &str, task_id: &str, tasks: bool) -> ModernRequest {
+    modern(
+        id,
+        method,
+        json!({"taskId": task_id}),
+        task_id,
+        capabilities(tasks),
+    )
 }
 
 fn is_rfc3339_utc(text: &Value) -> bool {
@@ -444,7 +424,7 @@ async fn the_policy_is_asked_again_on_approval_and_may_still_refuse() {
     )
     .await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
-    let send = |request: (String, Vec<(&'static str, String)>)| {
+    let send = |request: ModernRequest| {
         let (server, token) = (&server, token.clone());
         async move {
             let headers: Vec<(&str, &str)> =

@@ -13,10 +13,10 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
+use common::modern::{ModernRequest, envelope, modern, tasks_capabilities};
 use common::peers::{AuthServer, GatedServer, Reply, Sdk, run_client_visiting};
 use common::redis_server::RedisServer;
 use common::tools::{DeployCount, mcp_service_counting};
-use mcp_gate::denial::ENVELOPE_KEY;
 use mcp_gate::tasks::{Approvals, DecideError, TaskStore};
 use mcp_gate::{Gate, GateBuilder};
 use serde_json::{Value, json};
@@ -54,37 +54,19 @@ async fn replica(
     }
 }
 
-fn modern(
-    id: u64,
-    method: &str,
-    mut params: Value,
-    name: &str,
-) -> (String, Vec<(&'static str, String)>) {
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
-    });
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
-    let headers = vec![
-        ("mcp-protocol-version", "2026-07-28".to_owned()),
-        ("mcp-method", method.to_owned()),
-        ("mcp-name", name.to_owned()),
-    ];
-    (body, headers)
-}
-
-async fn send(
-    server: &GatedServer,
-    token: &str,
-    request: (String, Vec<(&'static str, String)>),
-) -> Reply {
+async fn send(server: &GatedServer, token: &str, request: ModernRequest) -> Reply {
     let headers: Vec<(&str, &str)> = request.1.iter().map(|(k, v)| (*k, v.as_str())).collect();
     server.post(Some(token), &headers, &request.0).await
 }
 
 async fn hold_deploy(server: &GatedServer, token: &str, env: &str) -> Value {
     let params = json!({"name": "deploy", "arguments": {"env": env}});
-    let reply = send(server, token, modern(1, "tools/call", params, "deploy")).await;
+    let reply = send(
+        server,
+        token,
+        modern(1, "tools/call", params, "deploy", tasks_capabilities()),
+    )
+    .await;
     assert_eq!(reply.body["result"]["resultType"], "task", "{reply:?}");
     reply.body["result"].clone()
 }
@@ -93,13 +75,15 @@ async fn get_task(server: &GatedServer, token: &str, id: &str) -> Reply {
     send(
         server,
         token,
-        modern(2, "tasks/get", json!({"taskId": id}), id),
+        modern(
+            2,
+            "tasks/get",
+            json!({"taskId": id}),
+            id,
+            tasks_capabilities(),
+        ),
     )
     .await
-}
-
-fn envelope(result: &Value) -> &Value {
-    &result["_meta"][ENVELOPE_KEY]
 }
 
 fn python_args<'a>(auth: &'a AuthServer, extra: &[&'a str]) -> Vec<&'a str> {

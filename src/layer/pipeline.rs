@@ -71,8 +71,13 @@ fn local<B>(response: Response<Bytes>) -> Response<GateBody<B>> {
 }
 
 fn protocol_error<B>(error: &ProtocolError) -> Response<GateBody<B>> {
+    local(refusal(error))
+}
+
+/// A request the layer refuses itself: one `mcp_gate::request` event, then the JSON-RPC error.
+pub(crate) fn refusal(error: &ProtocolError) -> Response<Bytes> {
     tracing::info!(target: "mcp_gate::request", status = error.status.as_u16(), code = error.code, message = %error.message, "request refused");
-    local(json_rpc(error.status, error.to_json(), false))
+    json_rpc(error.status, error.to_json(), false)
 }
 
 /// Everything after authentication.
@@ -610,7 +615,8 @@ impl Listing<'_> {
     }
 }
 
-fn internal_error(request: &McpRequest) -> Response<Bytes> {
+/// The answer when authorizing failed inside the layer (a policy, a store, a random source).
+pub(crate) fn internal_error(request: &McpRequest) -> Response<Bytes> {
     let error = ProtocolError::new(
         StatusCode::OK,
         INTERNAL_ERROR,

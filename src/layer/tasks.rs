@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tower_service::Service;
 
 use super::discovery::{ListAnswer, read_answer};
-use super::pipeline::BoxError;
+use super::pipeline::{BoxError, internal_error, refusal};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision, new_context_id};
@@ -36,7 +36,7 @@ use crate::mcp::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXT
 use crate::mcp::request::{McpRequest, Message, classify};
 use crate::mcp::{
     ClientCapabilities, Era, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, ProtocolContext,
-    Target,
+    ProtocolError, Target,
 };
 use crate::policy::{self, Approval, Decision, Evaluation};
 use crate::tasks::wire;
@@ -91,27 +91,14 @@ fn answer(request: &McpRequest, result: Value) -> Response<Bytes> {
     )
 }
 
-fn error(request: &McpRequest, status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
-    json_rpc(
-        status,
-        json!({"jsonrpc": "2.0", "id": request.id, "error": {"code": code, "message": message}}),
-        false,
-    )
+/// A JSON-RPC error about this request, logged as a refusal.
+fn refuse(request: &McpRequest, status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
+    refusal(&ProtocolError::new(status, code, message).with_id(Some(&request.id)))
 }
 
 /// The one answer for every id that is not the caller's task.
 fn unknown_task(request: &McpRequest) -> Response<Bytes> {
-    tracing::info!(target: "mcp_gate::request", status = 200, code = INVALID_PARAMS, method = %request.method, "request refused: unknown task (or another principal's)");
-    error(request, StatusCode::OK, INVALID_PARAMS, "Unknown task")
-}
-
-fn internal_error(request: &McpRequest) -> Response<Bytes> {
-    error(
-        request,
-        StatusCode::OK,
-        INTERNAL_ERROR,
-        "internal error while authorizing the request",
-    )
+    refuse(request, StatusCode::OK, INVALID_PARAMS, "Unknown task")
 }
 
 /// The change that fails a task with an internal error.
@@ -250,17 +237,17 @@ pub(crate) async fn route(
         return TaskRoute::NotOurs;
     }
     if !protocol.capabilities.tasks_extension() {
-        tracing::info!(target: "mcp_gate::request", status = 400, code = MISSING_CAPABILITY, method = %request.method, "request refused: the Tasks extension was not declared");
-        let refusal = json!({
-            "jsonrpc": "2.0",
-            "id": request.id,
-            "error": {
-                "code": MISSING_CAPABILITY,
-                "message": format!("{} needs the {TASKS_EXTENSION} extension, which this request did not declare", request.method),
-                "data": {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}},
-            },
-        });
-        return TaskRoute::Answer(json_rpc(StatusCode::BAD_REQUEST, refusal, false));
+        let missing = ProtocolError::new(
+            StatusCode::BAD_REQUEST,
+            MISSING_CAPABILITY,
+            format!(
+                "{} needs the {TASKS_EXTENSION} extension, which this request did not declare",
+                request.method
+            ),
+        )
+        .with_id(Some(&request.id))
+        .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}));
+        return TaskRoute::Answer(refusal(&missing));
     }
     let Some(id) = (match &request.target {
         Target::Task { task_id } => TaskId::parse(task_id),
@@ -279,13 +266,13 @@ pub(crate) async fn route(
         "tasks/get" if record.status == TaskStatus::Approved => TaskRoute::Run(Box::new(record)),
         "tasks/get" => TaskRoute::Answer(answer(request, wire::status(&record, revision))),
         "tasks/cancel" => TaskRoute::Answer(cancel(store.as_ref(), request, record).await),
-        "tasks/update" => TaskRoute::Answer(error(
+        "tasks/update" => TaskRoute::Answer(refuse(
             request,
             StatusCode::OK,
             INVALID_PARAMS,
             "This task does not wait for input.",
         )),
-        _ => TaskRoute::Answer(error(
+        _ => TaskRoute::Answer(refuse(
             request,
             StatusCode::NOT_FOUND,
             crate::mcp::request::METHOD_NOT_FOUND,
@@ -306,7 +293,7 @@ async fn cancel(
         match record.status {
             TaskStatus::Working | TaskStatus::Approved => {}
             TaskStatus::Executing => {
-                return error(
+                return refuse(
                     request,
                     StatusCode::OK,
                     INVALID_PARAMS,
@@ -314,7 +301,7 @@ async fn cancel(
                 );
             }
             TaskStatus::Completed | TaskStatus::Cancelled | TaskStatus::Failed => {
-                return error(
+                return refuse(
                     request,
                     StatusCode::OK,
                     INVALID_PARAMS,
