@@ -2,76 +2,83 @@
 //! introspection.
 //!
 //! Keys are SHA-256 digests of the token, never the token itself. An entry never outlives the
-//! token's `exp` nor the configured maximum age, and the cache holds at most its capacity; the
-//! least recently used entries are evicted first. Every new verified token is admitted: a
-//! frequency-based admission policy (moka's default TinyLFU) would keep yesterday's busy tokens
-//! and turn away a new population of callers, who would then pay a full verification on every
-//! request until the old tokens cooled down. Only successful verifications are cached: a
-//! refused token is checked again each time.
+//! token's `exp` nor the configured maximum age, and the cache holds at most its capacity.
+//! Only successful verifications are cached: a refused token is checked again each time.
+//!
+//! The cache sits on every request's path, so it is `quick_cache`'s sharded cache: a hit is a
+//! read lock on one shard and a clone of the entry, with no queue of reads to replay. Its
+//! eviction (CLOCK-Pro) admits every new token into a probation section (half the capacity
+//! here) and promotes it once it is seen again, so a new population of callers settles in
+//! after a few verifications each, instead of being turned away for as long as yesterday's
+//! busy tokens stay warm (the trouble with a frequency-based admission policy such as TinyLFU).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use moka::Expiry;
-use moka::sync::Cache;
+use quick_cache::sync::{Cache, DefaultLifecycle};
+use quick_cache::{DefaultHashBuilder, OptionsBuilder, UnitWeighter};
 use sha2::{Digest, Sha256};
 
 use super::principal::Principal;
 
-/// The digest a token is cached under.
+/// The cache key: SHA-256 of the token.
 pub(crate) type TokenDigest = [u8; 32];
 
-/// Digests a token for cache look-ups.
+/// The digest under which a token is cached.
 pub(crate) fn digest(token: &str) -> TokenDigest {
     Sha256::digest(token.as_bytes()).into()
 }
 
+/// The share of the capacity for tokens seen more than once; the rest is probation for new
+/// ones.
+const HOT_SHARE: f64 = 0.5;
+
+/// One verified token: who it is, and until when that may be believed.
 #[derive(Clone)]
 struct Entry {
     principal: Principal,
     valid_until: Instant,
 }
 
-struct UntilValid;
-
-impl Expiry<TokenDigest, Entry> for UntilValid {
-    fn expire_after_create(
-        &self,
-        _key: &TokenDigest,
-        value: &Entry,
-        created_at: Instant,
-    ) -> Option<Duration> {
-        Some(value.valid_until.saturating_duration_since(created_at))
-    }
-}
-
-/// The verified-token cache.
+/// The verified-token cache (see the module documentation).
 pub(crate) struct TokenCache {
     entries: Cache<TokenDigest, Entry>,
 }
 
 impl TokenCache {
+    /// A cache of at most `capacity` tokens (at least one).
     pub fn new(capacity: u64) -> Self {
-        Self {
-            entries: Cache::builder()
-                .max_capacity(capacity)
-                .eviction_policy(moka::policy::EvictionPolicy::lru())
-                .expire_after(UntilValid)
-                .build(),
-        }
+        let capacity = usize::try_from(capacity).unwrap_or(usize::MAX).max(1);
+        let options = OptionsBuilder::new()
+            .estimated_items_capacity(capacity)
+            .weight_capacity(capacity as u64)
+            // Half for probation: a new token has time to be seen again and promoted.
+            .hot_allocation(HOT_SHARE)
+            .build();
+        let entries = match options {
+            Ok(options) => Cache::with_options(
+                options,
+                UnitWeighter,
+                DefaultHashBuilder::default(),
+                DefaultLifecycle::default(),
+            ),
+            // Only a share outside 0..1 is refused, and HOT_SHARE is a constant inside it.
+            Err(_) => Cache::new(capacity),
+        };
+        Self { entries }
     }
 
-    /// The cached principal for a token, if it is still valid.
+    /// The principal of a cached, still valid token. An expired entry is dropped on sight.
     pub fn get(&self, key: &TokenDigest) -> Option<Principal> {
         let entry = self.entries.get(key)?;
         if Instant::now() < entry.valid_until {
             Some(entry.principal)
         } else {
-            self.entries.invalidate(key);
+            self.entries.remove(key);
             None
         }
     }
 
-    /// Caches a verified principal until its `exp` or for `max_age`, whichever comes first.
+    /// Caches a verified token until its `exp` or for `max_age`, whichever comes first.
     pub fn insert(&self, key: TokenDigest, principal: &Principal, max_age: Duration) {
         let lifetime = match principal.expires_at() {
             Some(exp) => {
@@ -96,9 +103,8 @@ impl TokenCache {
     }
 
     #[cfg(test)]
-    fn len(&self) -> u64 {
-        self.entries.run_pending_tasks();
-        self.entries.entry_count()
+    fn len(&self) -> usize {
+        self.entries.len()
     }
 }
 
@@ -130,25 +136,40 @@ mod tests {
 
     #[test]
     fn a_new_population_of_tokens_displaces_an_old_busy_one() {
-        let cache = TokenCache::new(100);
+        // The cache is sharded: populations stay below its capacity so that no shard is full
+        // by the luck of the hash alone.
+        let cache = TokenCache::new(1000);
         let p = principal(Some(now() + 600));
         let max_age = Duration::from_secs(600);
-        for i in 0..100 {
-            cache.insert(digest(&format!("old-{i}")), &p, max_age);
+        let old = |i: usize| digest(&format!("old-{i}"));
+        let new = |i: usize| digest(&format!("new-{i}"));
+        for i in 0..500 {
+            cache.insert(old(i), &p, max_age);
         }
         for _ in 0..20 {
-            for i in 0..100 {
-                assert!(cache.get(&digest(&format!("old-{i}"))).is_some());
+            for i in 0..500 {
+                assert!(cache.get(&old(i)).is_some());
             }
         }
-        for i in 0..100 {
-            cache.insert(digest(&format!("new-{i}")), &p, max_age);
+        // The new callers arrive; each one that misses is verified again and inserted, as the
+        // authenticator does. Within a few rounds the new population is what is cached,
+        // at the price of at most a few verifications per new token.
+        let mut verifications = 0;
+        for _ in 0..8 {
+            for i in 0..800 {
+                if cache.get(&new(i)).is_none() {
+                    verifications += 1;
+                    cache.insert(new(i), &p, max_age);
+                }
+            }
         }
-        assert!(cache.len() <= 100);
-        let admitted = (0..100)
-            .filter(|i| cache.get(&digest(&format!("new-{i}"))).is_some())
-            .count();
-        assert_eq!(admitted, 100, "every new token is cached");
+        assert!(cache.len() <= 1000, "{}", cache.len());
+        let cached = (0..800).filter(|&i| cache.get(&new(i)).is_some()).count();
+        assert!(cached >= 760, "only {cached} of 800 new tokens are cached");
+        assert!(
+            verifications <= 3 * 800,
+            "{verifications} verifications for 800 new tokens: they are being turned away"
+        );
     }
 
     #[test]

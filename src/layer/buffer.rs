@@ -2,10 +2,10 @@
 
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes, BytesMut};
 use http::{HeaderMap, StatusCode, header};
 use http_body::Body;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 
 use crate::mcp::{INVALID_REQUEST, ProtocolError};
 
@@ -37,7 +37,7 @@ where
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(too_large());
     }
-    let mut collect = std::pin::pin!(Limited::new(body, limit).collect());
+    let mut collect = std::pin::pin!(collect(body, limit));
     // A small body usually arrives with its headers: take it without arming a timer.
     let first = std::future::poll_fn(|cx| {
         std::task::Poll::Ready(std::future::Future::poll(collect.as_mut(), cx))
@@ -53,14 +53,54 @@ where
             INVALID_REQUEST,
             "the request body did not arrive in time",
         )),
-        Ok(Err(error)) if error.is::<LengthLimitError>() => Err(too_large()),
-        Ok(Err(_)) => Err(ProtocolError::new(
+        Ok(Err(Unread::TooLarge)) => Err(too_large()),
+        Ok(Err(Unread::Broken)) => Err(ProtocolError::new(
             StatusCode::BAD_REQUEST,
             INVALID_REQUEST,
             "the request body could not be read",
         )),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Ok(bytes)) => Ok(bytes),
     }
+}
+
+/// Why [`collect`] stopped.
+enum Unread {
+    TooLarge,
+    Broken,
+}
+
+/// The body's data, at most `limit` bytes. The usual body, one frame, is kept as it came,
+/// without a copy; trailers are not part of the message and are dropped.
+async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Unread> {
+    let mut body = std::pin::pin!(body);
+    let mut first: Option<Bytes> = None;
+    let mut joined: Option<BytesMut> = None;
+    let mut length = 0usize;
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(|_| Unread::Broken)?.into_data() else {
+            continue;
+        };
+        let mut data = data;
+        length = length.saturating_add(data.remaining());
+        if length > limit {
+            return Err(Unread::TooLarge);
+        }
+        let chunk = data.copy_to_bytes(data.remaining());
+        match (&mut first, &mut joined) {
+            (None, None) => first = Some(chunk),
+            (Some(_), None) => {
+                let mut buffer = BytesMut::with_capacity(length);
+                buffer.extend_from_slice(first.take().as_deref().unwrap_or_default());
+                buffer.extend_from_slice(&chunk);
+                joined = Some(buffer);
+            }
+            (_, Some(buffer)) => buffer.extend_from_slice(&chunk),
+        }
+    }
+    Ok(match joined {
+        Some(buffer) => buffer.freeze(),
+        None => first.unwrap_or_default(),
+    })
 }
 
 #[cfg(test)]
@@ -109,5 +149,47 @@ mod tests {
         )
         .await;
         assert_eq!(fits.unwrap(), Bytes::from_static(b"{}"));
+    }
+
+    type FrameResult = Result<Frame<Bytes>, std::io::Error>;
+
+    fn frames(
+        parts: Vec<FrameResult>,
+    ) -> StreamBody<futures_util::stream::Iter<std::vec::IntoIter<FrameResult>>> {
+        StreamBody::new(futures_util::stream::iter(parts))
+    }
+
+    #[tokio::test]
+    async fn frames_are_joined_in_order_and_trailers_dropped() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-t", "1".parse().unwrap());
+        let body = frames(vec![
+            Ok(Frame::data(Bytes::from_static(b"{\"a\":"))),
+            Ok(Frame::data(Bytes::from_static(b"[1,"))),
+            Ok(Frame::trailers(trailers)),
+            Ok(Frame::data(Bytes::from_static(b"2]}"))),
+        ]);
+        let read = read_body(&HeaderMap::new(), body, 1024, Duration::from_secs(1)).await;
+        assert_eq!(read.unwrap(), Bytes::from_static(b"{\"a\":[1,2]}"));
+    }
+
+    #[tokio::test]
+    async fn the_cap_counts_every_frame_and_a_broken_body_is_400() {
+        let body = frames(vec![
+            Ok(Frame::data(Bytes::from(vec![b' '; 600]))),
+            Ok(Frame::data(Bytes::from(vec![b' '; 600]))),
+        ]);
+        let error = read_body(&HeaderMap::new(), body, 1024, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert_eq!(error.status, StatusCode::PAYLOAD_TOO_LARGE);
+        let body = frames(vec![
+            Ok(Frame::data(Bytes::from_static(b"{"))),
+            Err(std::io::Error::other("reset")),
+        ]);
+        let error = read_body(&HeaderMap::new(), body, 1024, Duration::from_secs(1))
+            .await
+            .unwrap_err();
+        assert_eq!(error.status, StatusCode::BAD_REQUEST);
     }
 }

@@ -15,6 +15,7 @@ use serde_json::{Map, Number, Value};
 pub(crate) struct StrictValue(pub Value);
 
 /// Parses `bytes` as one JSON value, refusing duplicate object keys.
+#[cfg(test)]
 pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
     serde_json::from_slice::<StrictValue>(bytes).map(|v| v.0)
 }
@@ -93,6 +94,158 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// The top level of a JSON-RPC message, read in the same strict pass as everything below it,
+/// but without building a tree for the envelope itself: only `id`, `method` and `params` are
+/// kept, and `jsonrpc`, `result` and `error` are reduced to what classification asks of them.
+#[derive(Debug, Default)]
+pub(crate) struct Envelope {
+    /// `jsonrpc` is present and is exactly the string `"2.0"`.
+    pub jsonrpc_is_2_0: bool,
+    pub id: Option<Value>,
+    pub method: Option<Value>,
+    pub params: Option<Value>,
+    pub has_result: bool,
+    pub has_error: bool,
+}
+
+/// What a message body is at its top level.
+#[derive(Debug)]
+pub(crate) enum Shape {
+    Object(Envelope),
+    Array,
+    Other,
+}
+
+/// Reads a message body strictly (see the module documentation) into its [`Shape`].
+pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<Shape, serde_json::Error> {
+    serde_json::from_slice::<Shape>(bytes)
+}
+
+impl<'de> Deserialize<'de> for Shape {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShapeVisitor)
+    }
+}
+
+struct ShapeVisitor;
+
+impl<'de> Visitor<'de> for ShapeVisitor {
+    type Value = Shape;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Shape, E> {
+        Ok(Shape::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
+        Ok(Shape::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
+        Ok(Shape::Other)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Shape, E> {
+        StrictVisitor.visit_f64(v).map(|_| Shape::Other)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Shape, E> {
+        Ok(Shape::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Shape, E> {
+        Ok(Shape::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape, A::Error> {
+        // Refused as a batch, but only once it is known to be valid, strict JSON.
+        StrictVisitor.visit_seq(seq).map(|_| Shape::Array)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
+        let mut envelope = Envelope::default();
+        let mut jsonrpc_seen = false;
+        let mut other_keys: Vec<Key<'de>> = Vec::new();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let duplicate = || de::Error::custom(format_args!("duplicate key {:?}", key.0));
+            match &*key.0 {
+                "jsonrpc" => {
+                    if std::mem::replace(&mut jsonrpc_seen, true) {
+                        return Err(duplicate());
+                    }
+                    let StrictValue(value) = map.next_value()?;
+                    envelope.jsonrpc_is_2_0 = value.as_str() == Some("2.0");
+                }
+                "id" | "method" | "params" => {
+                    let slot = match &*key.0 {
+                        "id" => &mut envelope.id,
+                        "method" => &mut envelope.method,
+                        _ => &mut envelope.params,
+                    };
+                    if slot.is_some() {
+                        return Err(duplicate());
+                    }
+                    let StrictValue(value) = map.next_value()?;
+                    *slot = Some(value);
+                }
+                "result" | "error" => {
+                    let flag = match &*key.0 {
+                        "result" => &mut envelope.has_result,
+                        _ => &mut envelope.has_error,
+                    };
+                    if std::mem::replace(flag, true) {
+                        return Err(duplicate());
+                    }
+                    let StrictValue(_) = map.next_value()?;
+                }
+                _ => {
+                    if other_keys.contains(&key) {
+                        return Err(duplicate());
+                    }
+                    let StrictValue(_) = map.next_value()?;
+                    other_keys.push(key);
+                }
+            }
+        }
+        Ok(Shape::Object(envelope))
+    }
+}
+
+/// An object key, borrowed from the body when it has no escapes.
+#[derive(PartialEq)]
+struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(KeyVisitor)
+    }
+}
+
+struct KeyVisitor;
+
+impl<'de> Visitor<'de> for KeyVisitor {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key(v.into()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+        Ok(Key(v.to_owned().into()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+        Ok(Key(v.into()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,5 +281,56 @@ mod tests {
             parse_strict(text).unwrap(),
             serde_json::from_slice::<Value>(text).unwrap()
         );
+    }
+
+    #[test]
+    fn the_envelope_refuses_duplicates_at_the_top_too() {
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"a","method":"b"}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"a"}"#,
+            br#"{"jsonrpc":"2.0","jsonrpc":"2.0","id":1,"method":"a"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","\u006dethod":"b"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","x":1,"x":2}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"n":1,"n":2}}"#,
+            br#"[{"a":1,"a":1}]"#,
+        ] {
+            let error = parse_envelope(body).unwrap_err();
+            assert!(error.to_string().starts_with("duplicate key"), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_envelope_accepts_exactly_what_the_strict_tree_accepts() {
+        for body in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":[1,{"y":null}]}}"#[..],
+            br#"{"jsonrpc":2,"id":1.5,"method":{"a":[]},"extra":"x"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"error":{"code":1},"result":[]}"#,
+            br#"[1,2,3]"#,
+            br#"true"#,
+            br#""text""#,
+            br#"{}"#,
+            br#"{"a":1} x"#,
+            br#"{"a":"\ud800"}"#,
+            br#"{"a":1e400}"#,
+            b"",
+        ] {
+            assert_eq!(
+                parse_envelope(body).is_ok(),
+                parse_strict(body).is_ok(),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        let Ok(Shape::Object(envelope)) =
+            parse_envelope(br#"{"jsonrpc":"2.0","id":"7","method":"m","params":{"k":1}}"#)
+        else {
+            panic!("an object")
+        };
+        assert!(envelope.jsonrpc_is_2_0);
+        assert_eq!(envelope.id, Some(Value::from("7")));
+        assert_eq!(envelope.method, Some(Value::from("m")));
+        assert_eq!(envelope.params, Some(serde_json::json!({"k": 1})));
+        assert!(!envelope.has_result && !envelope.has_error);
     }
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::json::parse_strict;
+use super::json::{Shape, parse_envelope};
 
 /// JSON-RPC: invalid JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -195,7 +195,7 @@ pub(crate) enum Message {
 
 /// Classifies one JSON-RPC message body.
 pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
-    let value = parse_strict(body).map_err(|e| {
+    let shape = parse_envelope(body).map_err(|e| {
         let message = if e.to_string().starts_with("duplicate key") {
             "duplicate keys in JSON object"
         } else {
@@ -203,38 +203,35 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
         };
         ProtocolError::new(StatusCode::BAD_REQUEST, PARSE_ERROR, message)
     })?;
-    let mut object = match value {
-        Value::Object(object) => object,
-        Value::Array(_) => {
+    let envelope = match shape {
+        Shape::Object(envelope) => envelope,
+        Shape::Array => {
             return Err(ProtocolError::invalid_request(
                 "JSON-RPC batches are not supported",
             ));
         }
-        _ => {
+        Shape::Other => {
             return Err(ProtocolError::invalid_request(
                 "a JSON-RPC message must be an object",
             ));
         }
     };
-    let id = match object.get("id") {
+    let id = match envelope.id {
         None => None,
-        Some(id @ Value::String(_)) => Some(id.clone()),
-        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
+        Some(id @ Value::String(_)) => Some(id),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
         Some(_) => {
             return Err(ProtocolError::invalid_request(
                 "the id must be a string or an integer",
             ));
         }
     };
-    if object.get("jsonrpc") != Some(&Value::String("2.0".into())) {
+    if !envelope.jsonrpc_is_2_0 {
         return Err(ProtocolError::invalid_request("jsonrpc must be \"2.0\"").with_id(id.as_ref()));
     }
-    let is_response = object.contains_key("result") || object.contains_key("error");
-    let method = match object.remove("method") {
-        None if is_response
-            && id.is_some()
-            && !(object.contains_key("result") && object.contains_key("error")) =>
-        {
+    let is_response = envelope.has_result || envelope.has_error;
+    let method = match envelope.method {
+        None if is_response && id.is_some() && !(envelope.has_result && envelope.has_error) => {
             return Ok(Message::Response);
         }
         None => {
@@ -266,7 +263,7 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             "a request needs an id: only notifications/* methods may omit it",
         ));
     };
-    let params = match object.remove("params") {
+    let params = match envelope.params {
         None => Map::new(),
         Some(Value::Object(params)) => params,
         Some(_) => {

@@ -41,6 +41,7 @@ mod presets;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -131,11 +132,21 @@ pub(crate) async fn run(
 ) -> Result<Decision, PolicyFailure> {
     // The call itself happens inside the guarded future, so a panic before the first await is
     // caught too.
-    let guarded = AssertUnwindSafe(async move { policy.evaluate(evaluation).await }).catch_unwind();
-    match tokio::time::timeout(timeout, guarded).await {
-        Err(_) => Err(PolicyFailure::TimedOut(timeout)),
-        Ok(Err(_)) => Err(PolicyFailure::Panicked),
-        Ok(Ok(Err(error))) => Err(PolicyFailure::Failed(error)),
-        Ok(Ok(Ok(decision))) => Ok(decision),
+    let mut guarded = std::pin::pin!(
+        AssertUnwindSafe(async move { policy.evaluate(evaluation).await }).catch_unwind()
+    );
+    // Most policies answer without waiting: take that answer before arming a timer.
+    let first = std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await;
+    let finished = match first {
+        Poll::Ready(finished) => finished,
+        Poll::Pending => match tokio::time::timeout(timeout, guarded).await {
+            Err(_) => return Err(PolicyFailure::TimedOut(timeout)),
+            Ok(finished) => finished,
+        },
+    };
+    match finished {
+        Err(_) => Err(PolicyFailure::Panicked),
+        Ok(Err(error)) => Err(PolicyFailure::Failed(error)),
+        Ok(Ok(decision)) => Ok(decision),
     }
 }
