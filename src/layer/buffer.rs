@@ -45,7 +45,8 @@ where
     .await;
     let read = match first {
         std::task::Poll::Ready(read) => Ok(read),
-        std::task::Poll::Pending => tokio::time::timeout(timeout, collect).await,
+        // Boxed: the slow path, and a timer is large.
+        std::task::Poll::Pending => Box::pin(tokio::time::timeout(timeout, collect)).await,
     };
     match read {
         Err(_) => Err(ProtocolError::new(

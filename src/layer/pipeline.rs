@@ -18,6 +18,7 @@ use super::interaction::{
 };
 use super::tasks::{self, TaskRoute};
 use crate::auth::Principal;
+use crate::auth::token_cache::TokenDigest;
 use crate::continuation::Payload;
 use crate::denial::Family;
 use crate::denial::new_context_id;
@@ -54,18 +55,6 @@ pub(crate) fn admit(parts: &mut Parts, principal: Principal) {
     parts.extensions.insert(principal);
 }
 
-async fn call<S, ReqBody, ResBody>(
-    inner: &mut S,
-    parts: Parts,
-    body: ReqBody,
-) -> Result<Response<GateBody<ResBody>>, S::Error>
-where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-{
-    let response = inner.call(Request::from_parts(parts, body)).await?;
-    Ok(response.map(GateBody::inner))
-}
-
 fn local<B>(response: Response<Bytes>) -> Response<GateBody<B>> {
     response.map(GateBody::local)
 }
@@ -80,27 +69,102 @@ pub(crate) fn refusal(error: &ProtocolError) -> Response<Bytes> {
     json_rpc(error.status, error.to_json(), false)
 }
 
-/// Everything after authentication.
+/// Who the caller is, as far as the synchronous part of the layer got.
+pub(crate) enum Identity {
+    /// A token found in the cache, or otherwise settled without waiting.
+    Known(Principal),
+    /// A token to verify, with its cache key. Boxed: it is the rarer case, and it keeps every
+    /// request's future small.
+    Unverified(Box<(String, TokenDigest)>),
+}
+
+/// Verifies the token if it has to be, then everything after authentication.
+///
+/// The work is split in two so that each request's future stays small (it is boxed once per
+/// request, and a small box is a cheap allocation): [`decide`] reads and judges the request,
+/// and only then is the inner service's future started, with nothing of the decision kept
+/// alive beside it.
 pub(crate) async fn after_authentication<S, ReqBody, ResBody>(
     gate: Gate,
     mut inner: S,
-    mut parts: Parts,
+    mut parts: Box<Parts>,
     body: ReqBody,
-    principal: Principal,
+    identity: Identity,
 ) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     ReqBody: http_body::Body + From<Bytes> + Send + 'static,
     ReqBody::Error: Into<BoxError>,
     ResBody: http_body::Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<BoxError>,
 {
+    let principal = match identity {
+        Identity::Known(principal) => principal,
+        Identity::Unverified(unverified) => {
+            let (token, key) = *unverified;
+            // Boxed: verification (signature, key refresh, introspection) is the rare path once
+            // the token cache is warm, and its future is large.
+            let verify = Box::pin(gate.inner.authenticator.verify(&token, key));
+            match verify.await {
+                Ok(principal) => principal,
+                Err(error) => return Ok(gate.refuse(&error, &parts.method).map(GateBody::local)),
+            }
+        }
+    };
     admit(&mut parts, principal.clone());
     if parts.method != Method::POST {
         // GET (the SSE stream) and DELETE (end of session) carry no operation.
-        return call(&mut inner, parts, body).await;
+        return forwarded(start(&mut inner, *parts, body).await);
     }
+    match decide(&gate, &mut inner, parts, body, principal).await? {
+        Next::Forward(parts, bytes) => {
+            forwarded(start(&mut inner, *parts, ReqBody::from(bytes)).await)
+        }
+        Next::Done(response) => Ok(response),
+    }
+}
+
+/// Starts the inner service's call. A plain function, so that the caller's future holds the
+/// inner future alone, not the parts it was made from.
+fn start<S, ReqBody>(inner: &mut S, parts: Parts, body: ReqBody) -> S::Future
+where
+    S: Service<Request<ReqBody>>,
+{
+    inner.call(Request::from_parts(parts, body))
+}
+
+fn forwarded<B, E>(response: Result<Response<B>, E>) -> Result<Response<GateBody<B>>, E> {
+    response.map(|response| response.map(GateBody::inner))
+}
+
+/// What [`decide`] leaves to [`after_authentication`].
+enum Next<B> {
+    /// Pass the request on to the inner service, with this body.
+    Forward(Box<Parts>, Bytes),
+    /// The answer, made by the layer or by a rare path that called the inner service itself.
+    Done(Response<GateBody<B>>),
+}
+
+/// Reads the body, classifies it, works out its era, asks the policy, and says what to do.
+/// Rare paths that need more than one call to the inner service (initialize, lists, tasks,
+/// concealment) run here, each boxed, so that they do not grow every request's future.
+async fn decide<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    mut parts: Box<Parts>,
+    body: ReqBody,
+    principal: Principal,
+) -> Result<Next<ResBody>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ReqBody: http_body::Body + From<Bytes> + Send + 'static,
+    ReqBody::Error: Into<BoxError>,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<BoxError>,
+{
+    let done = |response: Response<Bytes>| Ok(Next::Done(local(response)));
     let settings = &gate.inner.mcp;
     let bytes = match read_body(
         &parts.headers,
@@ -111,22 +175,22 @@ where
     .await
     {
         Ok(bytes) => bytes,
-        Err(error) => return Ok(protocol_error(&error)),
+        Err(error) => return done(refusal(&error)),
     };
     let request = match classify(&bytes) {
-        Err(error) => return Ok(protocol_error(&error)),
-        Ok(Message::Notification | Message::Response) => {
-            return call(&mut inner, parts, ReqBody::from(bytes)).await;
-        }
-        Ok(Message::Request(request)) => request,
+        Err(error) => return done(refusal(&error)),
+        Ok(Message::Notification | Message::Response) => return Ok(Next::Forward(parts, bytes)),
+        // Boxed: it lives across every await below, and a pointer keeps the future small.
+        Ok(Message::Request(request)) => Box::new(request),
     };
     let owner = (principal.issuer(), principal.subject());
     let protocol = match protocol_context(&request, &parts.headers, &settings.sessions, owner) {
         Ok(protocol) => protocol,
-        Err(error) => return Ok(protocol_error(&error)),
+        Err(error) => return done(refusal(&error)),
     };
     if request.method == "initialize" {
-        let response = call(&mut inner, parts, ReqBody::from(bytes)).await?;
+        let call = Box::pin(start(inner, *parts, ReqBody::from(bytes)));
+        let response = call.await?;
         if let Some(session) = response
             .headers()
             .get("mcp-session-id")
@@ -135,53 +199,56 @@ where
             let owner = (owner.0.to_owned(), owner.1.map(str::to_owned));
             settings.sessions.remember(session, owner, &request);
         }
-        return Ok(response);
+        return Ok(Next::Done(response.map(GateBody::inner)));
     }
     if let Some(key) = entries_key(&request.method) {
         let listing = Listing {
-            gate: &gate,
+            gate,
             principal: &principal,
             request: &request,
             protocol: &protocol,
             key,
         };
-        // Boxed: a rare, large branch kept out of every request's future.
-        return Box::pin(listing.run(&mut inner, parts, bytes)).await;
+        let run = Box::pin(listing.run(inner, *parts, bytes));
+        return Ok(Next::Done(run.await?));
     }
     if !is_guarded(&request.method) {
-        return call(&mut inner, parts, ReqBody::from(bytes)).await;
+        return Ok(Next::Forward(parts, bytes));
     }
     if request.method.starts_with("tasks/") {
-        match Box::pin(tasks::route(&gate, &principal, &request, &protocol)).await {
+        let route = Box::pin(tasks::route(gate, &principal, &request, &protocol));
+        match route.await {
             TaskRoute::NotOurs => {}
-            TaskRoute::Answer(response) => return Ok(local(response)),
+            TaskRoute::Answer(response) => return done(response),
             TaskRoute::Run(record) => {
-                let response = Box::pin(tasks::run(
-                    &gate, inner, parts, &principal, &request, *record,
-                ))
-                .await;
-                return Ok(local(response));
+                // The readied service goes to the task; a clone stays behind, unused.
+                let ready = std::mem::replace(inner, inner.clone());
+                let run = Box::pin(tasks::run(
+                    gate, ready, *parts, &principal, &request, *record,
+                ));
+                return done(run.await);
             }
         }
     }
     let resource = gate.inner.resource.as_str();
     // A retry of the layer's own round trip: the state must verify before anything else.
-    let continuation = match gateway_state(&request) {
+    // Boxed: it is rare, and large.
+    let continuation: Option<Box<Payload>> = match gateway_state(&request) {
         Some(state) => match settings
             .state
             .verify(state, &binding(&principal, resource, &protocol, &request))
         {
-            Ok(payload) => Some(payload),
+            Ok(payload) => Some(Box::new(payload)),
             Err(error) => {
                 let error =
                     ProtocolError::invalid_params(error.to_string()).with_id(Some(&request.id));
-                return Ok(protocol_error(&error));
+                return done(refusal(&error));
             }
         },
         None => None,
     };
     let answer = continuation
-        .as_ref()
+        .as_deref()
         .map(|payload| answered(payload, &request));
     let evaluation = Evaluation::new(
         principal.clone(),
@@ -197,11 +264,11 @@ where
     );
     let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
     let turn = Turn {
-        gate: &gate,
+        gate,
         principal: &principal,
         request: &request,
         protocol: &protocol,
-        continuation: continuation.as_ref(),
+        continuation: continuation.as_deref(),
     };
     match turn.respond(decision, answer.as_ref()) {
         Verdict::Forward => {
@@ -213,46 +280,67 @@ where
                 }
                 None => bytes,
             };
-            call(&mut inner, parts, ReqBody::from(body)).await
+            Ok(Next::Forward(parts, body))
         }
-        Verdict::Answer(response) => Ok(local(response)),
-        Verdict::Hold(message) => Ok(local(
-            Box::pin(tasks::hold(
-                &gate, &principal, &request, &protocol, &message,
-            ))
-            .await,
-        )),
+        Verdict::Answer(response) => done(response),
+        Verdict::Hold(message) => {
+            let hold = Box::pin(tasks::hold(gate, &principal, &request, &protocol, &message));
+            done(hold.await)
+        }
         Verdict::Conceal(field) => {
-            let Some((probe, made_up)) = probe(&request, field) else {
-                return Ok(local(internal_error(&request)));
-            };
-            let original = request
-                .params
-                .get(field)
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            parts.headers.remove(header::CONTENT_LENGTH);
-            // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
-            if parts.headers.contains_key("mcp-name")
-                && let Ok(value) = http::HeaderValue::from_str(&made_up)
-            {
-                parts.headers.insert("mcp-name", value);
-            }
-            let response = inner
-                .call(Request::from_parts(parts, ReqBody::from(probe)))
-                .await?;
-            let (mut head, bytes) = match read_raw(response, settings.max_list_bytes).await {
-                Ok(read) => read,
-                Err(_) => return Ok(local(internal_error(&request))),
-            };
-            head.headers.remove(header::CONTENT_LENGTH);
-            Ok(Response::from_parts(
-                head,
-                GateBody::local(restore(&bytes, &made_up, &original)),
-            ))
+            let answer = Box::pin(conceal(
+                inner,
+                *parts,
+                &request,
+                field,
+                settings.max_list_bytes,
+            ));
+            Ok(Next::Done(answer.await?))
         }
     }
+}
+
+/// Answers for a hidden component as the inner server answers for one that does not exist:
+/// the call is replayed under a made-up name and the made-up name is put back in the answer.
+async fn conceal<S, ReqBody, ResBody>(
+    inner: &mut S,
+    mut parts: Parts,
+    request: &McpRequest,
+    field: &'static str,
+    max_bytes: usize,
+) -> Result<Response<GateBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let Some((probe, made_up)) = probe(request, field) else {
+        return Ok(local(internal_error(request)));
+    };
+    let original = request
+        .params
+        .get(field)
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    parts.headers.remove(header::CONTENT_LENGTH);
+    // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
+    if parts.headers.contains_key("mcp-name")
+        && let Ok(value) = http::HeaderValue::from_str(&made_up)
+    {
+        parts.headers.insert("mcp-name", value);
+    }
+    let response = start(inner, parts, ReqBody::from(probe)).await?;
+    let (mut head, bytes) = match read_raw(response, max_bytes).await {
+        Ok(read) => read,
+        Err(_) => return Ok(local(internal_error(request))),
+    };
+    head.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(
+        head,
+        GateBody::local(restore(&bytes, &made_up, &original)),
+    ))
 }
 
 /// What happens to a guarded request once the policy has spoken.

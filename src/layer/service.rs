@@ -8,7 +8,7 @@ use tower_service::Service;
 
 use super::body::GateBody;
 use super::future::ResponseFuture;
-use super::pipeline::{BoxError, admit, after_authentication};
+use super::pipeline::{BoxError, Identity, admit, after_authentication};
 use crate::auth::authenticator::FirstStep;
 use crate::gate::Gate;
 
@@ -67,7 +67,7 @@ where
             .inner
             .authenticator
             .first_step(&parts.headers, &parts.uri);
-        let pending = match step {
+        let identity = match step {
             FirstStep::Decided(Err(error)) => {
                 return ResponseFuture::refused(self.gate.refuse(&error, &parts.method));
             }
@@ -78,25 +78,18 @@ where
                     self.inner.call(Request::from_parts(parts, body)),
                 );
             }
-            FirstStep::Decided(Ok(principal)) => Ok(principal),
-            FirstStep::Verify { token, key } => Err((token.to_owned(), key)),
+            FirstStep::Decided(Ok(principal)) => Identity::Known(principal),
+            FirstStep::Verify { token, key } => {
+                Identity::Unverified(Box::new((token.to_owned(), key)))
+            }
         };
+        // Boxed: the parts travel through two futures, and a pointer is cheaper to carry.
+        let parts = Box::new(parts);
         let gate = self.gate.clone();
         // The ready service goes into the future; a fresh clone takes its place.
         let clone = self.inner.clone();
         let inner = std::mem::replace(&mut self.inner, clone);
-        let future = async move {
-            let principal = match pending {
-                Ok(principal) => principal,
-                Err((token, key)) => match gate.inner.authenticator.verify(&token, key).await {
-                    Ok(principal) => principal,
-                    Err(error) => {
-                        return Ok(gate.refuse(&error, &parts.method).map(GateBody::local));
-                    }
-                },
-            };
-            after_authentication(gate, inner, parts, body, principal).await
-        };
+        let future = after_authentication(gate, inner, parts, body, identity);
         ResponseFuture::pending(Box::pin(future))
     }
 }

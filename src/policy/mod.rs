@@ -139,7 +139,8 @@ pub(crate) async fn run(
     let first = std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await;
     let finished = match first {
         Poll::Ready(finished) => finished,
-        Poll::Pending => match tokio::time::timeout(timeout, guarded).await {
+        // Boxed: a policy that waits is rare, and a timer is large.
+        Poll::Pending => match Box::pin(tokio::time::timeout(timeout, guarded)).await {
             Err(_) => return Err(PolicyFailure::TimedOut(timeout)),
             Ok(finished) => finished,
         },
