@@ -43,40 +43,58 @@ pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, Au
         ));
     }
     let malformed = AuthError::InvalidRequest(InvalidRequest::MalformedAuthorizationHeader);
-    let text = value.to_str().map_err(|_| malformed.clone())?;
-    let (scheme, rest) = match text.split_once(' ') {
-        Some((scheme, rest)) => (scheme, Some(rest)),
-        None => (text, None),
+    // One pass over the long part, the token: the b64token check implies what `to_str` would
+    // check (visible ASCII), so the header is only read byte by byte once.
+    let bytes = value.as_bytes();
+    let (scheme, rest) = match bytes.iter().position(|&b| b == b' ') {
+        Some(space) => (&bytes[..space], &bytes[space + 1..]),
+        None => (bytes, &b""[..]),
     };
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(AuthError::UnsupportedScheme);
+    if !is_visible(scheme) {
+        return Err(malformed);
     }
-    let token = rest.map(|r| r.trim_start_matches(' ')).unwrap_or("");
-    if is_b64token(token) {
-        Ok(token)
-    } else {
-        Err(malformed)
+    if !scheme.eq_ignore_ascii_case(b"bearer") {
+        return Err(if is_visible(rest) {
+            AuthError::UnsupportedScheme
+        } else {
+            malformed
+        });
     }
+    let start = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
+    let token = &rest[start..];
+    if !is_b64token(token) {
+        return Err(malformed);
+    }
+    // A b64token is ASCII: this cannot fail, and is refused rather than trusted if it did.
+    std::str::from_utf8(token).map_err(|_| malformed)
 }
 
-/// The characters of a `b64token` before its `=` padding, as a lookup table: the check runs
-/// over every byte of every token.
-const B64TOKEN_CHARS: [bool; 256] = {
-    let mut table = [false; 256];
-    let mut b = 0;
-    while b < 256 {
-        let c = b as u8;
-        table[b] =
-            c.is_ascii_alphanumeric() || matches!(c, b'-' | b'.' | b'_' | b'~' | b'+' | b'/');
-        b += 1;
-    }
-    table
-};
+/// What `HeaderValue::to_str` accepts: visible ASCII, space and tab.
+fn is_visible(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+}
 
-/// `b64token = 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`
-fn is_b64token(token: &str) -> bool {
-    let body = token.trim_end_matches('=');
-    !body.is_empty() && body.bytes().all(|b| B64TOKEN_CHARS[usize::from(b)])
+/// One byte of the RFC 6750 `b64token` grammar: `ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" /
+/// "/"`. Branch-free, so that the check over a whole token is vectorised.
+const fn is_b64token_byte(b: u8) -> bool {
+    let folded = b | 0x20;
+    (folded.wrapping_sub(b'a') < 26)
+        | (b.wrapping_sub(b'0') < 10)
+        | (b == b'-')
+        | (b == b'.')
+        | (b == b'_')
+        | (b == b'~')
+        | (b == b'+')
+        | (b == b'/')
+}
+
+/// `1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" / "/" ) *"="`.
+fn is_b64token(token: &[u8]) -> bool {
+    let padding = token.iter().rev().take_while(|&&b| b == b'=').count();
+    let body = &token[..token.len() - padding];
+    !body.is_empty() && body.iter().fold(true, |ok, &b| ok & is_b64token_byte(b))
 }
 
 fn query_has_access_token(query: &str) -> bool {
@@ -102,12 +120,12 @@ mod tests {
     fn the_b64token_table_is_the_grammar() {
         for byte in 0..=255u8 {
             let grammar = byte.is_ascii_alphanumeric() || b"-._~+/".contains(&byte);
-            assert_eq!(B64TOKEN_CHARS[usize::from(byte)], grammar, "byte {byte}");
+            assert_eq!(is_b64token_byte(byte), grammar, "byte {byte}");
         }
-        assert!(is_b64token("a.b-c_d~e+f/g=="));
-        assert!(!is_b64token("=="));
-        assert!(!is_b64token("a=b"));
-        assert!(!is_b64token("a b"));
+        assert!(is_b64token(b"a.b-c_d~e+f/g=="));
+        assert!(!is_b64token(b"=="));
+        assert!(!is_b64token(b"a=b"));
+        assert!(!is_b64token(b"a b"));
     }
     use http::{HeaderValue, Request};
 
