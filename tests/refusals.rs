@@ -2257,3 +2257,57 @@ proptest! {
         fuzz.never_admitted(&[Fuzz::bearer_value(&fuzz.token), suffix].concat())?;
     }
 }
+
+/// Over a real HTTP/1.1 connection: a refusal sent before the request body was read says
+/// `Connection: close` and the server closes, so that a client never reuses the connection for
+/// its retry (a Python SDK client once raced that close: "Server disconnected without sending
+/// a response"). A refusal of a request without a body keeps the connection.
+#[tokio::test]
+async fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = Harness::standard(&TestKey::es256("k1"));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, h.app).await });
+    let head_of = |answer: &[u8]| {
+        let text = String::from_utf8_lossy(answer).to_ascii_lowercase();
+        text.split("\r\n\r\n").next().unwrap_or_default().to_owned()
+    };
+
+    // Headers announce a body, which the client has not sent yet.
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {address}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        PING.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = vec![0u8; 4096];
+    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+        .await
+        .expect("an answer before the body")
+        .unwrap();
+    let head = head_of(&answer[..read]);
+    assert!(head.starts_with("http/1.1 401"), "{head}");
+    assert!(head.contains("\r\nconnection: close"), "{head}");
+    // The server ends the connection: reading reaches its end.
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), stream.read_to_end(&mut rest))
+        .await
+        .expect("the server closes the connection")
+        .unwrap();
+
+    // A GET without a body: refused, and the connection is kept for the next request.
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    for _ in 0..2 {
+        let get = format!("GET /mcp HTTP/1.1\r\nhost: {address}\r\n\r\n");
+        stream.write_all(get.as_bytes()).await.unwrap();
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+            .await
+            .expect("an answer")
+            .unwrap();
+        let head = head_of(&answer[..read]);
+        assert!(head.starts_with("http/1.1 401"), "{head}");
+        assert!(!head.contains("connection: close"), "{head}");
+    }
+    server.abort();
+}

@@ -3,7 +3,8 @@
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
-use http::{HeaderMap, StatusCode, header};
+use http::request::Parts;
+use http::{HeaderMap, HeaderValue, Response, StatusCode, Version, header};
 use http_body::Body;
 use http_body_util::BodyExt;
 
@@ -61,6 +62,25 @@ where
             "the request body could not be read",
         )),
         Ok(Ok(bytes)) => Ok(bytes),
+    }
+}
+
+/// Marks a response sent before the request body was read whole: over HTTP/1.x, with
+/// `Connection: close`. The server cannot keep the connection without first draining the rest
+/// of the body, and hyper closes it when that is not at hand; a client told nothing would
+/// reuse the connection for its next request (after a 401, the retry with a token) and race
+/// the close. HTTP/2 streams are independent, and the header is not allowed there.
+pub(crate) fn close_if_unread<B>(response: &mut Response<B>, request: &Parts) {
+    let http1 = matches!(request.version, Version::HTTP_10 | Version::HTTP_11);
+    let has_body = request.headers.contains_key(header::TRANSFER_ENCODING)
+        || request
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes() != b"0");
+    if http1 && has_body {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
 }
 
@@ -192,5 +212,29 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.status, StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn a_refusal_before_the_body_closes_an_http1_connection_only_when_there_is_a_body() {
+        let close = |version: Version, headers: &[(&str, &str)]| {
+            let mut request = http::Request::post("/mcp").version(version);
+            for (name, value) in headers {
+                request = request.header(*name, *value);
+            }
+            let (parts, ()) = request.body(()).unwrap().into_parts();
+            let mut response = Response::new(());
+            close_if_unread(&mut response, &parts);
+            response.headers().get(header::CONNECTION).cloned()
+        };
+        let closed = Some(HeaderValue::from_static("close"));
+        assert_eq!(close(Version::HTTP_11, &[("content-length", "12")]), closed);
+        assert_eq!(close(Version::HTTP_10, &[("content-length", "12")]), closed);
+        assert_eq!(
+            close(Version::HTTP_11, &[("transfer-encoding", "chunked")]),
+            closed
+        );
+        assert_eq!(close(Version::HTTP_11, &[("content-length", "0")]), None);
+        assert_eq!(close(Version::HTTP_11, &[]), None);
+        assert_eq!(close(Version::HTTP_2, &[("content-length", "12")]), None);
     }
 }

@@ -7,7 +7,7 @@ use http::{Method, Request, Response, StatusCode, header};
 use tower_service::Service;
 
 use super::body::GateBody;
-use super::buffer::read_body;
+use super::buffer::{close_if_unread, read_body};
 use super::conceal::{concealable, probe, restore};
 use super::discovery::{
     ListAnswer, entries_key, entry_target, read_answer, read_raw, result_of, write_sse,
@@ -108,7 +108,11 @@ where
             let verify = Box::pin(gate.inner.authenticator.verify(&token, key));
             match verify.await {
                 Ok(principal) => principal,
-                Err(error) => return Ok(gate.refuse(&error, &parts.method).map(GateBody::local)),
+                Err(error) => {
+                    let mut response = gate.refuse(&error, &parts.method);
+                    close_if_unread(&mut response, &parts);
+                    return Ok(response.map(GateBody::local));
+                }
             }
         }
     };
@@ -175,7 +179,12 @@ where
     .await
     {
         Ok(bytes) => bytes,
-        Err(error) => return done(refusal(&error)),
+        Err(error) => {
+            // Too large, too slow or broken: the rest of the body stays unread.
+            let mut response = refusal(&error);
+            close_if_unread(&mut response, &parts);
+            return done(response);
+        }
     };
     let request = match classify(&bytes) {
         Err(error) => return done(refusal(&error)),

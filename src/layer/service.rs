@@ -7,6 +7,7 @@ use http::{Method, Request, Response};
 use tower_service::Service;
 
 use super::body::GateBody;
+use super::buffer::close_if_unread;
 use super::future::ResponseFuture;
 use super::pipeline::{BoxError, Identity, admit, after_authentication};
 use crate::auth::authenticator::FirstStep;
@@ -69,7 +70,9 @@ where
             .first_step(&parts.headers, &parts.uri);
         let identity = match step {
             FirstStep::Decided(Err(error)) => {
-                return ResponseFuture::refused(self.gate.refuse(&error, &parts.method));
+                let mut response = self.gate.refuse(&error, &parts.method);
+                close_if_unread(&mut response, &parts);
+                return ResponseFuture::refused(response);
             }
             // A cached token on a request without a body to classify: no await at all.
             FirstStep::Decided(Ok(principal)) if parts.method != Method::POST => {
