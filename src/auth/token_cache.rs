@@ -7,10 +7,11 @@
 //!
 //! The cache sits on every request's path, so it is `quick_cache`'s sharded cache: a hit is a
 //! read lock on one shard and a clone of the entry, with no queue of reads to replay. Its
-//! eviction (CLOCK-Pro) admits every new token into a probation section (half the capacity
-//! here) and promotes it once it is seen again, so a new population of callers settles in
-//! after a few verifications each, instead of being turned away for as long as yesterday's
-//! busy tokens stay warm (the trouble with a frequency-based admission policy such as TinyLFU).
+//! eviction (CLOCK-Pro) admits every new token, into a section that is nearly all of the
+//! capacity here, and gives a second chance to the ones seen again, so a new population of
+//! callers is verified about once each, instead of being turned away for as long as
+//! yesterday's busy tokens stay warm (the trouble with a frequency-based admission policy such
+//! as TinyLFU).
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -28,9 +29,11 @@ pub(crate) fn digest(token: &str) -> TokenDigest {
     Sha256::digest(token.as_bytes()).into()
 }
 
-/// The share of the capacity for tokens seen more than once; the rest is probation for new
-/// ones.
-const HOT_SHARE: f64 = 0.5;
+/// The share of the capacity reserved for tokens seen more than once. The rest, nearly all of
+/// it, takes new tokens: with a larger reserve, a new population as large as the cache would
+/// churn through the small remainder and be verified again on every request, while the
+/// reserve still held yesterday's tokens.
+const HOT_SHARE: f64 = 0.05;
 
 /// One verified token: who it is, and until when that may be believed.
 #[derive(Clone)]
@@ -152,8 +155,7 @@ mod tests {
             }
         }
         // The new callers arrive; each one that misses is verified again and inserted, as the
-        // authenticator does. Within a few rounds the new population is what is cached,
-        // at the price of at most a few verifications per new token.
+        // authenticator does: each is verified about once, and then it is what is cached.
         let mut verifications = 0;
         for _ in 0..8 {
             for i in 0..800 {
@@ -167,7 +169,7 @@ mod tests {
         let cached = (0..800).filter(|&i| cache.get(&new(i)).is_some()).count();
         assert!(cached >= 760, "only {cached} of 800 new tokens are cached");
         assert!(
-            verifications <= 3 * 800,
+            verifications <= 800 + 80,
             "{verifications} verifications for 800 new tokens: they are being turned away"
         );
     }
