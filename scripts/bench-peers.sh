@@ -362,12 +362,17 @@ ratio b/d b d 5 10 "mcp-gate vs the TS SDK's bearer middleware"
 ratio c/b c b 2 - "a denial vs an allowed call through the gate"
 [[ $configs != *e* ]] || ratio e/d e d - - "mcp-gate without its token cache vs the TS SDK"
 if [[ $configs == *a* && $configs == *b* && $rounds -gt 1 ]]; then
-  printf 'b/a per round:'
-  for round in $(seq "$rounds"); do
+  # (a) and (b) of one round ran back to back, under the same conditions: their ratio is a
+  # paired measurement, and its median over rounds is less sensitive to the machine drifting
+  # between rounds than the ratio of the two medians above, which decides the goal.
+  paired=$(for round in $(seq "$rounds"); do
     awk -F'\t' -v r="$round" '$2 == r && $1 == "a" {a = $3} $2 == r && $1 == "b" {b = $3}
-      END {if (a > 0 && b > 0) printf " %.2f", b / a; else printf " -"}' "$results"
-  done
-  echo
+      END {if (a > 0 && b > 0) printf "%.4f\n", b / a}' "$results"
+  done)
+  printf 'b/a per round:'
+  printf ' %.2f' $paired
+  printf '  (median of these paired ratios: %s)\n' "$(sort -g <<<"$paired" |
+    awk '{v[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.2f", v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2}')"
 fi
 awk -v m="$max_others" 'BEGIN {
   printf "other processes: up to %.2f cores during a measured round", m
