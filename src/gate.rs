@@ -176,20 +176,27 @@ impl Gate {
         0
     }
 
-    /// Logs a refusal and renders its response.
-    pub(crate) fn refuse(&self, error: &AuthError, method: &http::Method) -> Response<Bytes> {
+    /// Logs a refusal and renders its response. Authentication happens before the body is
+    /// read, so the response also closes an HTTP/1.x connection whose body is left unread.
+    pub(crate) fn refuse(
+        &self,
+        error: &AuthError,
+        request: &http::request::Parts,
+    ) -> Response<Bytes> {
         let status = error.status().as_u16();
         tracing::info!(
             target: "mcp_gate::auth",
             status,
             error = error.error_code().map(|c| c.as_str()).unwrap_or("none"),
             reason = error.reason(),
-            method = %method,
+            method = %request.method,
             "request refused"
         );
-        error.to_response(
+        let mut response = error.to_response(
             &self.inner.resource_metadata_url,
             &self.inner.endpoint_scope,
-        )
+        );
+        crate::layer::buffer::close_if_unread(&mut response, request);
+        response
     }
 }

@@ -103,6 +103,7 @@ pub mod auth;
 pub mod guide {}
 mod builder;
 pub mod continuation;
+mod deadline;
 pub mod denial;
 mod error;
 mod gate;

@@ -2269,10 +2269,16 @@ async fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, h.app).await });
-    let head_of = |answer: &[u8]| {
-        let text = String::from_utf8_lossy(answer).to_ascii_lowercase();
+    // One read: the head of the answer, lower-cased.
+    async fn read_head(stream: &mut tokio::net::TcpStream) -> String {
+        let mut answer = vec![0u8; 4096];
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
+            .await
+            .expect("an answer")
+            .unwrap();
+        let text = String::from_utf8_lossy(&answer[..read]).to_ascii_lowercase();
         text.split("\r\n\r\n").next().unwrap_or_default().to_owned()
-    };
+    }
 
     // Headers announce a body, which the client has not sent yet.
     let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
@@ -2281,12 +2287,7 @@ async fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
         PING.len()
     );
     stream.write_all(head.as_bytes()).await.unwrap();
-    let mut answer = vec![0u8; 4096];
-    let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
-        .await
-        .expect("an answer before the body")
-        .unwrap();
-    let head = head_of(&answer[..read]);
+    let head = read_head(&mut stream).await;
     assert!(head.starts_with("http/1.1 401"), "{head}");
     assert!(head.contains("\r\nconnection: close"), "{head}");
     // The server ends the connection: reading reaches its end.
@@ -2301,11 +2302,7 @@ async fn a_refusal_before_the_body_closes_the_connection_and_says_so() {
     for _ in 0..2 {
         let get = format!("GET /mcp HTTP/1.1\r\nhost: {address}\r\n\r\n");
         stream.write_all(get.as_bytes()).await.unwrap();
-        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut answer))
-            .await
-            .expect("an answer")
-            .unwrap();
-        let head = head_of(&answer[..read]);
+        let head = read_head(&mut stream).await;
         assert!(head.starts_with("http/1.1 401"), "{head}");
         assert!(!head.contains("connection: close"), "{head}");
     }

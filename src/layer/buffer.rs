@@ -38,17 +38,7 @@ where
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(too_large());
     }
-    let mut collect = std::pin::pin!(collect(body, limit));
-    // A small body usually arrives with its headers: take it without arming a timer.
-    let first = std::future::poll_fn(|cx| {
-        std::task::Poll::Ready(std::future::Future::poll(collect.as_mut(), cx))
-    })
-    .await;
-    let read = match first {
-        std::task::Poll::Ready(read) => Ok(read),
-        // Boxed: the slow path, and a timer is large.
-        std::task::Poll::Pending => Box::pin(tokio::time::timeout(timeout, collect)).await,
-    };
+    let read = crate::deadline::within(timeout, collect(body, limit)).await;
     match read {
         Err(_) => Err(ProtocolError::new(
             StatusCode::REQUEST_TIMEOUT,
@@ -94,34 +84,29 @@ enum Unread {
 /// without a copy; trailers are not part of the message and are dropped.
 async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Unread> {
     let mut body = std::pin::pin!(body);
-    let mut first: Option<Bytes> = None;
-    let mut joined: Option<BytesMut> = None;
+    let mut single: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
     let mut length = 0usize;
     while let Some(frame) = body.frame().await {
-        let Ok(data) = frame.map_err(|_| Unread::Broken)?.into_data() else {
+        let Ok(mut data) = frame.map_err(|_| Unread::Broken)?.into_data() else {
             continue;
         };
-        let mut data = data;
         length = length.saturating_add(data.remaining());
         if length > limit {
             return Err(Unread::TooLarge);
         }
         let chunk = data.copy_to_bytes(data.remaining());
-        match (&mut first, &mut joined) {
-            (None, None) => first = Some(chunk),
-            (Some(_), None) => {
-                let mut buffer = BytesMut::with_capacity(length);
-                buffer.extend_from_slice(first.take().as_deref().unwrap_or_default());
-                buffer.extend_from_slice(&chunk);
-                joined = Some(buffer);
-            }
-            (_, Some(buffer)) => buffer.extend_from_slice(&chunk),
+        if single.is_none() && joined.is_empty() {
+            single = Some(chunk);
+            continue;
         }
+        if let Some(first) = single.take() {
+            joined.reserve(length);
+            joined.extend_from_slice(&first);
+        }
+        joined.extend_from_slice(&chunk);
     }
-    Ok(match joined {
-        Some(buffer) => buffer.freeze(),
-        None => first.unwrap_or_default(),
-    })
+    Ok(single.unwrap_or_else(|| joined.freeze()))
 }
 
 #[cfg(test)]

@@ -35,7 +35,7 @@
 //! ```
 
 mod body;
-mod buffer;
+pub(crate) mod buffer;
 mod conceal;
 mod discovery;
 mod future;

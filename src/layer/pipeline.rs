@@ -108,11 +108,7 @@ where
             let verify = Box::pin(gate.inner.authenticator.verify(&token, key));
             match verify.await {
                 Ok(principal) => principal,
-                Err(error) => {
-                    let mut response = gate.refuse(&error, &parts.method);
-                    close_if_unread(&mut response, &parts);
-                    return Ok(response.map(GateBody::local));
-                }
+                Err(error) => return Ok(gate.refuse(&error, &parts).map(GateBody::local)),
             }
         }
     };

@@ -7,7 +7,6 @@ use http::{Method, Request, Response};
 use tower_service::Service;
 
 use super::body::GateBody;
-use super::buffer::close_if_unread;
 use super::future::ResponseFuture;
 use super::pipeline::{BoxError, Identity, admit, after_authentication};
 use crate::auth::authenticator::FirstStep;
@@ -70,9 +69,7 @@ where
             .first_step(&parts.headers, &parts.uri);
         let identity = match step {
             FirstStep::Decided(Err(error)) => {
-                let mut response = self.gate.refuse(&error, &parts.method);
-                close_if_unread(&mut response, &parts);
-                return ResponseFuture::refused(response);
+                return ResponseFuture::refused(self.gate.refuse(&error, &parts));
             }
             // A cached token on a request without a body to classify: no await at all.
             FirstStep::Decided(Ok(principal)) if parts.method != Method::POST => {

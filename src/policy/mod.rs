@@ -41,7 +41,6 @@ mod presets;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::task::Poll;
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -132,18 +131,9 @@ pub(crate) async fn run(
 ) -> Result<Decision, PolicyFailure> {
     // The call itself happens inside the guarded future, so a panic before the first await is
     // caught too.
-    let mut guarded = std::pin::pin!(
-        AssertUnwindSafe(async move { policy.evaluate(evaluation).await }).catch_unwind()
-    );
-    // Most policies answer without waiting: take that answer before arming a timer.
-    let first = std::future::poll_fn(|cx| Poll::Ready(guarded.as_mut().poll(cx))).await;
-    let finished = match first {
-        Poll::Ready(finished) => finished,
-        // Boxed: a policy that waits is rare, and a timer is large.
-        Poll::Pending => match Box::pin(tokio::time::timeout(timeout, guarded)).await {
-            Err(_) => return Err(PolicyFailure::TimedOut(timeout)),
-            Ok(finished) => finished,
-        },
+    let guarded = AssertUnwindSafe(async move { policy.evaluate(evaluation).await }).catch_unwind();
+    let Ok(finished) = crate::deadline::within(timeout, guarded).await else {
+        return Err(PolicyFailure::TimedOut(timeout));
     };
     match finished {
         Err(_) => Err(PolicyFailure::Panicked),
