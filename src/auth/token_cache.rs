@@ -35,6 +35,23 @@ pub(crate) fn digest(token: &str) -> TokenDigest {
 /// reserve still held yesterday's tokens.
 const HOT_SHARE: f64 = 0.05;
 
+/// The fewest tokens one shard holds. Each shard evicts on its own, so a shard must be large
+/// enough that hashing spreads a population evenly over the shards: with 32-entry shards (what
+/// `quick_cache` picks for a 1,000-token cache on a 8-core machine), a population at 80% of
+/// the capacity overfills some shards by chance, and their tokens are verified again and again.
+const MIN_SHARD_ITEMS: usize = 256;
+
+/// How many shards a cache of `capacity` tokens gets: a power of two (as `quick_cache` rounds
+/// up to one) with at least [`MIN_SHARD_ITEMS`] tokens each, at most four per core (for low
+/// lock contention), at least one.
+fn shard_count(capacity: usize, cores: usize) -> usize {
+    let wanted = (capacity / MIN_SHARD_ITEMS)
+        .min(cores.saturating_mul(4))
+        .max(1);
+    // The largest power of two not above `wanted`.
+    1 << wanted.ilog2()
+}
+
 /// One verified token: who it is, and until when that may be believed.
 #[derive(Clone)]
 struct Entry {
@@ -51,11 +68,12 @@ impl TokenCache {
     /// A cache of at most `capacity` tokens (at least one).
     pub fn new(capacity: u64) -> Self {
         let capacity = usize::try_from(capacity).unwrap_or(usize::MAX).max(1);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let options = OptionsBuilder::new()
             .estimated_items_capacity(capacity)
             .weight_capacity(capacity as u64)
-            // Half for probation: a new token has time to be seen again and promoted.
             .hot_allocation(HOT_SHARE)
+            .shards(shard_count(capacity, cores))
             .build();
         let entries = match options {
             Ok(options) => Cache::with_options(
@@ -138,9 +156,30 @@ mod tests {
     }
 
     #[test]
+    fn shards_hold_enough_tokens_to_share_a_population_evenly() {
+        // A small cache on a large machine stays in few, large shards.
+        assert_eq!(shard_count(1000, 64), 2);
+        assert_eq!(shard_count(10, 64), 1);
+        assert_eq!(shard_count(0, 0), 1);
+        // A large cache gets many shards, up to four per core, a power of two.
+        assert_eq!(shard_count(10_000, 2), 8);
+        assert_eq!(shard_count(10_000, 64), 32);
+        assert_eq!(shard_count(usize::MAX, 3), 8);
+        for capacity in [1, 255, 256, 511, 512, 10_000, 1 << 40] {
+            for cores in [0, 1, 2, 3, 8, 64, 1000] {
+                let shards = shard_count(capacity, cores);
+                assert!(shards.is_power_of_two());
+                assert!(shards == 1 || capacity / shards >= MIN_SHARD_ITEMS);
+                assert!(shards <= (cores * 4).max(1));
+            }
+        }
+    }
+
+    #[test]
     fn a_new_population_of_tokens_displaces_an_old_busy_one() {
         // The cache is sharded: populations stay below its capacity so that no shard is full
-        // by the luck of the hash alone.
+        // by the luck of the hash alone. The shard count does not depend on this machine's
+        // cores at this capacity (see `shard_count`), so the test means the same everywhere.
         let cache = TokenCache::new(1000);
         let p = principal(Some(now() + 600));
         let max_age = Duration::from_secs(600);
