@@ -10,7 +10,10 @@
 //! Environment: `PIPELINE_REQUESTS` (default 20,000 per configuration), `PIPELINE_ROUNDS`
 //! (default 3; the median round is reported), `PIPELINE_ONLY` (`a`, `b` or `d`: one
 //! configuration, for a profiler). Prints microseconds per request for each
-//! configuration, and the layer's added cost: gated minus bare.
+//! configuration, and the layer's added cost: gated minus bare. It also counts heap
+//! allocations per request (a global allocator that counts, then defers to the system's):
+//! unlike time, that count is the same on every machine, and on a loaded server each
+//! allocation costs more than its instructions suggest.
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -21,6 +24,8 @@ mod tools;
 
 mod common;
 
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
 use axum::Router;
@@ -35,6 +40,58 @@ use tower::ServiceExt;
 const ISSUER: &str = "https://issuer.bench.example";
 const RESOURCE: &str = "http://127.0.0.1:9/mcp";
 const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}"#;
+
+/// The system allocator, counting allocations and the bytes asked for.
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: every call defers to `System` with the caller's own arguments; the counters are
+// plain atomics.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        ALLOCATED_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        // SAFETY: the caller's contract is passed on unchanged.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: as above.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        ALLOCATED_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        // SAFETY: as above.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations (with reallocations) and bytes asked for, per request, over `requests`
+/// sequential requests after a warm-up.
+async fn allocations(app: &Router, token: &str, deny: bool, requests: u64) -> (f64, f64) {
+    for _ in 0..requests / 10 {
+        one(app, token, deny).await;
+    }
+    let (count, bytes) = (
+        ALLOCATIONS.load(Ordering::Relaxed),
+        ALLOCATED_BYTES.load(Ordering::Relaxed),
+    );
+    for _ in 0..requests {
+        one(app, token, deny).await;
+    }
+    let per = |now: u64, before: u64| (now - before) as f64 / requests as f64;
+    (
+        per(ALLOCATIONS.load(Ordering::Relaxed), count),
+        per(ALLOCATED_BYTES.load(Ordering::Relaxed), bytes),
+    )
+}
 
 fn router(gate: Option<&Gate>) -> Router {
     let app = Router::new().nest_service("/mcp", tools::mcp_service());
@@ -143,4 +200,19 @@ async fn main() {
     println!("  layer cost on an allowed call: {:.2} µs (b - a)", b - a);
     println!("  a/b (throughput ratio, one core): {:.3}", a / b);
     println!("  b/d (denial vs allowed call):     {:.2}", b / d);
+    if only.is_empty() {
+        let counted = requests.min(2_000);
+        let (a_count, a_bytes) = allocations(&bare, &token, false, counted).await;
+        let (b_count, b_bytes) = allocations(&allow, &token, false, counted).await;
+        let (d_count, d_bytes) = allocations(&deny, &token, true, counted).await;
+        println!("heap allocations per request ({counted} requests each):");
+        println!("  (a) bare rmcp            {a_count:8.1} ({a_bytes:.0} bytes)");
+        println!("  (b) gated, allow         {b_count:8.1} ({b_bytes:.0} bytes)");
+        println!("  (d) gated, denied        {d_count:8.1} ({d_bytes:.0} bytes)");
+        println!(
+            "  the layer's own on an allowed call: {:.1} ({:.0} bytes)",
+            b_count - a_count,
+            b_bytes - a_bytes
+        );
+    }
 }

@@ -217,7 +217,7 @@ pub(crate) struct Binding<'a> {
     pub resource: &'a str,
     pub protocol_version: Option<&'a str>,
     pub method: &'a str,
-    pub params: &'a Map<String, Value>,
+    pub params: std::borrow::Cow<'a, Map<String, Value>>,
 }
 
 /// A keyed digest of `parts` under `label`: the payload is readable by the client, so the
@@ -248,7 +248,7 @@ impl Binding<'_> {
     }
 
     fn request_digest(&self, key: &[u8]) -> String {
-        let mut params = self.params.clone();
+        let mut params = self.params.clone().into_owned();
         for name in ["_meta", "inputResponses", "requestState"] {
             params.remove(name);
         }
@@ -563,7 +563,7 @@ mod tests {
             resource: &f.resource,
             protocol_version: Some(&f.version),
             method: &f.method,
-            params: &f.params,
+            params: std::borrow::Cow::Borrowed(&f.params),
         }
     }
 

@@ -15,7 +15,7 @@ use crate::mcp::request::McpRequest;
 
 /// The methods whose refusals can be concealed, and the parameter that names the component.
 pub(crate) fn concealable(request: &McpRequest) -> Option<&'static str> {
-    match request.method.as_str() {
+    match &*request.method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
         _ => None,
@@ -32,7 +32,7 @@ pub(crate) fn probe(request: &McpRequest, field: &str) -> Option<(Bytes, String)
     } else {
         format!("mcp_gate_absent_{suffix}")
     };
-    let mut params = request.params.clone();
+    let mut params = request.params().into_owned();
     params.insert(field.to_owned(), Value::String(name.clone()));
     let message =
         json!({"jsonrpc": "2.0", "id": request.id, "method": request.method, "params": params});

@@ -31,15 +31,14 @@ pub(crate) fn binding<'a>(
         resource,
         protocol_version: protocol.protocol_version.as_deref(),
         method: &request.method,
-        params: &request.params,
+        params: request.params(),
     }
 }
 
 /// The request's own `requestState`, if it is the layer's.
 pub(crate) fn gateway_state(request: &McpRequest) -> Option<&str> {
     request
-        .params
-        .get("requestState")
+        .param("requestState")
         .and_then(Value::as_str)
         .filter(|s| s.starts_with(STATE_PREFIX))
 }
@@ -47,8 +46,7 @@ pub(crate) fn gateway_state(request: &McpRequest) -> Option<&str> {
 /// How the retry answered the layer's input request.
 pub(crate) fn answered(payload: &Payload, request: &McpRequest) -> Answered {
     let response = request
-        .params
-        .get("inputResponses")
+        .param("inputResponses")
         .and_then(Value::as_object)
         .and_then(|responses| responses.get(&payload.key));
     let action = match response
@@ -87,7 +85,7 @@ pub(crate) fn can_elicit(
     request: &McpRequest,
 ) -> bool {
     let method_allows = matches!(
-        request.method.as_str(),
+        &*request.method,
         "tools/call" | "prompts/get" | "resources/read"
     );
     let declared = match interaction {
@@ -128,13 +126,11 @@ pub(crate) fn app_round_trip(
         Some(payload) => (payload.app_state.clone(), payload.app_inputs.clone()),
         None => (
             request
-                .params
-                .get("requestState")
+                .param("requestState")
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             request
-                .params
-                .get("inputResponses")
+                .param("inputResponses")
                 .and_then(Value::as_object)
                 .cloned(),
         ),
@@ -144,7 +140,7 @@ pub(crate) fn app_round_trip(
 /// The body an allowed retry is forwarded with: the layer's state and input keys removed, the
 /// application's own state and responses put back.
 pub(crate) fn forwarded_body(request: &McpRequest, payload: &Payload) -> Bytes {
-    let mut params = request.params.clone();
+    let mut params = request.params().into_owned();
     params.remove("requestState");
     let mut responses: Map<String, Value> = params
         .remove("inputResponses")

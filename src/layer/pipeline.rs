@@ -323,12 +323,8 @@ where
     let Some((probe, made_up)) = probe(request, field) else {
         return Ok(local(internal_error(request)));
     };
-    let original = request
-        .params
-        .get(field)
-        .and_then(serde_json::Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
+    // The tool or prompt name, or the resource URI: what `field` names.
+    let original = request.target.name().unwrap_or_default().to_owned();
     parts.headers.remove(header::CONTENT_LENGTH);
     // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
     if parts.headers.contains_key("mcp-name")
@@ -576,12 +572,12 @@ impl Listing<'_> {
         let resource = self.gate.inner.resource.as_str();
         let binding = binding(self.principal, resource, self.protocol, self.request);
         let mut body = bytes;
-        match self.request.params.get("cursor") {
+        match self.request.param("cursor") {
             None | Some(serde_json::Value::Null) => {}
             Some(serde_json::Value::String(cursor)) => {
                 match settings.state.open_cursor(&binding, cursor) {
                     Ok(inner_cursor) => {
-                        let mut params = self.request.params.clone();
+                        let mut params = self.request.params().into_owned();
                         params.insert("cursor".into(), inner_cursor.into());
                         let message = serde_json::json!({"jsonrpc": "2.0", "id": self.request.id, "method": self.request.method, "params": params});
                         body = Bytes::from(message.to_string());

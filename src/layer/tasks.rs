@@ -128,7 +128,7 @@ pub(crate) async fn hold(
     let tasks = &settings.tasks;
     let call = HeldCall::new(
         request.method.clone(),
-        Value::Object(request.params.clone()),
+        Value::Object(request.params().into_owned()),
         protocol.protocol_version.clone().unwrap_or_default(),
         gate.inner.resource.as_str(),
     );
@@ -262,7 +262,7 @@ pub(crate) async fn route(
         Err(failure) => return TaskRoute::Answer(store_failed(request, "get", &failure)),
     };
     let revision = gate.inner.mcp.denial.revision;
-    match request.method.as_str() {
+    match &*request.method {
         "tasks/get" if record.status == TaskStatus::Approved => TaskRoute::Run(Box::new(record)),
         "tasks/get" => TaskRoute::Answer(answer(request, wire::status(&record, revision))),
         "tasks/cancel" => TaskRoute::Answer(cancel(store.as_ref(), request, record).await),

@@ -121,13 +121,11 @@ impl SessionStore {
         initialize: &McpRequest,
     ) {
         let protocol_version = initialize
-            .params
-            .get("protocolVersion")
+            .param("protocolVersion")
             .and_then(Value::as_str)
             .map(str::to_owned);
         let capabilities = initialize
-            .params
-            .get("capabilities")
+            .param("capabilities")
             .and_then(Value::as_object)
             .cloned()
             .unwrap_or_default();
@@ -176,8 +174,7 @@ pub(crate) fn protocol_context(
             None => ProtocolContext {
                 era: Era::Legacy,
                 protocol_version: request
-                    .params
-                    .get("protocolVersion")
+                    .param("protocolVersion")
                     .and_then(Value::as_str)
                     .map(str::to_owned),
                 capabilities: ClientCapabilities::default(),

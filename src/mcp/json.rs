@@ -98,11 +98,12 @@ impl<'de> Visitor<'de> for StrictVisitor {
 /// but without building a tree for the envelope itself: only `id`, `method` and `params` are
 /// kept, and `jsonrpc`, `result` and `error` are reduced to what classification asks of them.
 #[derive(Debug, Default)]
-pub(crate) struct Envelope {
+pub(crate) struct Envelope<'de> {
     /// `jsonrpc` is present and is exactly the string `"2.0"`.
     pub jsonrpc_is_2_0: bool,
     pub id: Option<Value>,
-    pub method: Option<Value>,
+    /// `method`, borrowed from the body when it is a string without escapes.
+    pub method: Option<Field<'de>>,
     pub params: Option<Value>,
     pub has_result: bool,
     pub has_error: bool,
@@ -110,18 +111,18 @@ pub(crate) struct Envelope {
 
 /// What a message body is at its top level.
 #[derive(Debug)]
-pub(crate) enum Shape {
-    Object(Envelope),
+pub(crate) enum Shape<'de> {
+    Object(Envelope<'de>),
     Array,
     Other,
 }
 
 /// Reads a message body strictly (see the module documentation) into its [`Shape`].
-pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<Shape, serde_json::Error> {
+pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<Shape<'_>, serde_json::Error> {
     serde_json::from_slice::<Shape>(bytes)
 }
 
-impl<'de> Deserialize<'de> for Shape {
+impl<'de> Deserialize<'de> for Shape<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_any(ShapeVisitor)
     }
@@ -130,42 +131,42 @@ impl<'de> Deserialize<'de> for Shape {
 struct ShapeVisitor;
 
 impl<'de> Visitor<'de> for ShapeVisitor {
-    type Value = Shape;
+    type Value = Shape<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Shape, E> {
+    fn visit_bool<E>(self, _: bool) -> Result<Shape<'de>, E> {
         Ok(Shape::Other)
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Shape, E> {
+    fn visit_i64<E>(self, _: i64) -> Result<Shape<'de>, E> {
         Ok(Shape::Other)
     }
 
-    fn visit_u64<E>(self, _: u64) -> Result<Shape, E> {
+    fn visit_u64<E>(self, _: u64) -> Result<Shape<'de>, E> {
         Ok(Shape::Other)
     }
 
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Shape, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Shape<'de>, E> {
         StrictVisitor.visit_f64(v).map(|_| Shape::Other)
     }
 
-    fn visit_str<E>(self, _: &str) -> Result<Shape, E> {
+    fn visit_str<E>(self, _: &str) -> Result<Shape<'de>, E> {
         Ok(Shape::Other)
     }
 
-    fn visit_unit<E>(self) -> Result<Shape, E> {
+    fn visit_unit<E>(self) -> Result<Shape<'de>, E> {
         Ok(Shape::Other)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape, A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<'de>, A::Error> {
         // Refused as a batch, but only once it is known to be valid, strict JSON.
         StrictVisitor.visit_seq(seq).map(|_| Shape::Array)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
         let mut envelope = Envelope::default();
         let mut jsonrpc_seen = false;
         let mut other_keys: Vec<Key<'de>> = Vec::new();
@@ -176,13 +177,18 @@ impl<'de> Visitor<'de> for ShapeVisitor {
                     if std::mem::replace(&mut jsonrpc_seen, true) {
                         return Err(duplicate());
                     }
-                    let StrictValue(value) = map.next_value()?;
-                    envelope.jsonrpc_is_2_0 = value.as_str() == Some("2.0");
+                    let version: Field<'de> = map.next_value()?;
+                    envelope.jsonrpc_is_2_0 = version.as_str() == Some("2.0");
                 }
-                "id" | "method" | "params" => {
+                "method" => {
+                    if envelope.method.is_some() {
+                        return Err(duplicate());
+                    }
+                    envelope.method = Some(map.next_value()?);
+                }
+                "id" | "params" => {
                     let slot = match &*key.0 {
                         "id" => &mut envelope.id,
-                        "method" => &mut envelope.method,
                         _ => &mut envelope.params,
                     };
                     if slot.is_some() {
@@ -211,6 +217,81 @@ impl<'de> Visitor<'de> for ShapeVisitor {
             }
         }
         Ok(Shape::Object(envelope))
+    }
+}
+
+/// A member of the envelope that only matters when it is a string: the string, borrowed from
+/// the body when it has no escapes, or `Other` for any other value (read as strictly as the
+/// rest of the body).
+#[derive(Debug, PartialEq)]
+pub(crate) enum Field<'de> {
+    Str(std::borrow::Cow<'de, str>),
+    Other,
+}
+
+impl Field<'_> {
+    /// The string, if the member is one.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Field::Str(text) => Some(text),
+            Field::Other => None,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Field<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(FieldVisitor)
+    }
+}
+
+struct FieldVisitor;
+
+impl<'de> Visitor<'de> for FieldVisitor {
+    type Value = Field<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<'de>, E> {
+        Ok(Field::Str(v.into()))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Field<'de>, E> {
+        Ok(Field::Str(v.to_owned().into()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Field<'de>, E> {
+        Ok(Field::Str(v.into()))
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Field<'de>, E> {
+        StrictVisitor.visit_f64(v).map(|_| Field::Other)
+    }
+
+    fn visit_unit<E>(self) -> Result<Field<'de>, E> {
+        Ok(Field::Other)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<'de>, A::Error> {
+        StrictVisitor.visit_seq(seq).map(|_| Field::Other)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<'de>, A::Error> {
+        StrictVisitor.visit_map(map).map(|_| Field::Other)
     }
 }
 
@@ -305,6 +386,10 @@ mod tests {
         for body in [
             &br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"x":[1,{"y":null}]}}"#[..],
             br#"{"jsonrpc":2,"id":1.5,"method":{"a":[]},"extra":"x"}"#,
+            br#"{"jsonrpc":{"a":1,"a":2},"method":"m"}"#,
+            br#"{"jsonrpc":"2.0","method":[{"a":1,"a":2}]}"#,
+            br#"{"jsonrpc":"2.0","method":"m","method":"n"}"#,
+            br#"{"jsonrpc":"2.0","method":1e400}"#,
             br#"{"jsonrpc":"2.0","id":1,"error":{"code":1},"result":[]}"#,
             br#"[1,2,3]"#,
             br#"true"#,
@@ -329,7 +414,7 @@ mod tests {
         };
         assert!(envelope.jsonrpc_is_2_0);
         assert_eq!(envelope.id, Some(Value::from("7")));
-        assert_eq!(envelope.method, Some(Value::from("m")));
+        assert_eq!(envelope.method, Some(Field::Str("m".into())));
         assert_eq!(envelope.params, Some(serde_json::json!({"k": 1})));
         assert!(!envelope.has_result && !envelope.has_error);
     }

@@ -7,12 +7,13 @@
 //! id that is not a string or an integer, params that are not an object, a target of the wrong
 //! type. Responses and notifications invoke nothing and are recognised as such.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::json::{Shape, parse_envelope};
+use super::json::{Field, Shape, parse_envelope};
 
 /// JSON-RPC: invalid JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -171,17 +172,69 @@ impl CompletionReference {
 }
 
 /// One classified JSON-RPC request.
+///
+/// The `name` and `arguments` of a `tools/call` or `prompts/get` are moved into [`Target`]
+/// rather than copied: a request's arguments can be large, and every allowed call would
+/// otherwise pay for a deep copy. [`McpRequest::param`] reads the other params;
+/// [`McpRequest::params`] puts the whole object back together for the rare reader that needs
+/// it (the continuation binding, a rewritten body, a held task).
 #[derive(Clone, Debug)]
 pub(crate) struct McpRequest {
     pub id: Value,
-    pub method: String,
-    pub params: Map<String, Value>,
+    /// The method: a `'static` name for the methods MCP defines, so that it is neither
+    /// allocated nor copied on the way to the policy.
+    pub method: Cow<'static, str>,
+    /// The params, less what `moved` says is in `target`.
+    rest: Map<String, Value>,
+    moved: Moved,
     pub target: Target,
 }
 
+/// Which params classification moved into the target.
+#[derive(Clone, Copy, Debug, Default)]
+struct Moved {
+    /// `name`, a string, is the target's name.
+    name: bool,
+    /// `arguments`, an object, is the target's arguments.
+    arguments: bool,
+}
+
 impl McpRequest {
+    /// A top-level param other than the `name` and `arguments` of a tool or prompt call (read
+    /// those from [`McpRequest::target`]).
+    pub fn param(&self, key: &str) -> Option<&Value> {
+        debug_assert!(
+            !(self.moved.name && key == "name" || self.moved.arguments && key == "arguments"),
+            "params.{key} is in the target"
+        );
+        self.rest.get(key)
+    }
+
+    /// `params._meta`, when it is an object (classification refuses any other type).
     pub fn meta(&self) -> Option<&Map<String, Value>> {
-        self.params.get("_meta").and_then(Value::as_object)
+        self.param("_meta").and_then(Value::as_object)
+    }
+
+    /// The whole params object, as the client sent it.
+    pub fn params(&self) -> Cow<'_, Map<String, Value>> {
+        if !self.moved.name && !self.moved.arguments {
+            return Cow::Borrowed(&self.rest);
+        }
+        let mut params = self.rest.clone();
+        let (name, arguments) = match &self.target {
+            Target::Tool { name, arguments } | Target::Prompt { name, arguments } => {
+                (name, arguments)
+            }
+            // Only tool and prompt calls move anything.
+            _ => return Cow::Owned(params),
+        };
+        if self.moved.name {
+            params.insert("name".to_owned(), Value::String(name.clone()));
+        }
+        if self.moved.arguments {
+            params.insert("arguments".to_owned(), Value::Object(Map::clone(arguments)));
+        }
+        Cow::Owned(params)
     }
 }
 
@@ -239,8 +292,8 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
                 ProtocolError::invalid_request("the method is missing").with_id(id.as_ref())
             );
         }
-        Some(Value::String(method)) if !is_response => method,
-        Some(Value::String(_)) => {
+        Some(Field::Str(method)) if !is_response => method,
+        Some(Field::Str(_)) => {
             return Err(ProtocolError::invalid_request(
                 "a request cannot carry a result or an error",
             )
@@ -263,7 +316,7 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             "a request needs an id: only notifications/* methods may omit it",
         ));
     };
-    let params = match envelope.params {
+    let mut params = match envelope.params {
         None => Map::new(),
         Some(Value::Object(params)) => params,
         Some(_) => {
@@ -291,13 +344,100 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             )));
         }
     }
-    let target = target_of(&method, &params).map_err(refuse)?;
+    let method = known_method(method);
+    let (target, moved) = match &*method {
+        "tools/call" | "prompts/get" => call_target(&method, &mut params).map_err(refuse)?,
+        _ => (
+            target_of(&method, &params).map_err(refuse)?,
+            Moved::default(),
+        ),
+    };
     Ok(Message::Request(McpRequest {
         id,
         method,
-        params,
+        rest: params,
+        moved,
         target,
     }))
+}
+
+/// The methods MCP defines that a client sends, by their `'static` names.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "tasks/result",
+    "tasks/list",
+];
+
+/// `method` as a `'static` name when MCP defines it, or as sent.
+fn known_method(method: Cow<'_, str>) -> Cow<'static, str> {
+    match KNOWN_METHODS.iter().find(|known| **known == method) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(method.into_owned()),
+    }
+}
+
+/// The target of a `tools/call` or `prompts/get`: its `name` and `arguments` are moved out of
+/// `params`, not copied. An absent or `null` `arguments` stays where it is (the target gets
+/// an empty map), so that [`McpRequest::params`] gives back exactly what was sent.
+fn call_target(
+    method: &str,
+    params: &mut Map<String, Value>,
+) -> Result<(Target, Moved), &'static str> {
+    let is_tool = method == "tools/call";
+    let name_missing = if is_tool {
+        "tools/call needs a string params.name"
+    } else {
+        "prompts/get needs a string params.name"
+    };
+    // Checked before anything moves: a refusal leaves `params` as it was.
+    string_param(params, "name", name_missing)?;
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => None,
+        Some(Value::Object(arguments)) => Some(arguments),
+        Some(_) => return Err("params.arguments must be an object"),
+    };
+    if !is_tool && !arguments.is_none_or(|a| a.values().all(Value::is_string)) {
+        return Err("prompt arguments must be strings");
+    }
+    let moved = Moved {
+        name: true,
+        arguments: arguments.is_some(),
+    };
+    let Some(Value::String(name)) = params.remove("name") else {
+        return Err(name_missing);
+    };
+    let arguments = match params.remove("arguments") {
+        Some(Value::Object(arguments)) if moved.arguments => arguments,
+        other => {
+            // Absent or `null`: put back as it was.
+            if let Some(value) = other {
+                params.insert("arguments".to_owned(), value);
+            }
+            Map::new()
+        }
+    };
+    let arguments = Arc::new(arguments);
+    let target = if is_tool {
+        Target::Tool { name, arguments }
+    } else {
+        Target::Prompt { name, arguments }
+    };
+    Ok((target, moved))
 }
 
 fn string_param<'a>(
@@ -308,39 +448,12 @@ fn string_param<'a>(
     params.get(key).and_then(Value::as_str).ok_or(message)
 }
 
-fn object_param(
-    params: &Map<String, Value>,
-    key: &str,
-    message: &'static str,
-) -> Result<Arc<Map<String, Value>>, &'static str> {
-    match params.get(key) {
-        None | Some(Value::Null) => Ok(Arc::new(Map::new())),
-        Some(Value::Object(map)) => Ok(Arc::new(map.clone())),
-        Some(_) => Err(message),
-    }
-}
-
+/// The target of any other method, read from `params` (nothing is moved).
 fn target_of(method: &str, params: &Map<String, Value>) -> Result<Target, &'static str> {
     Ok(match method {
-        "tools/call" => Target::Tool {
-            name: string_param(params, "name", "tools/call needs a string params.name")?.to_owned(),
-            arguments: object_param(params, "arguments", "params.arguments must be an object")?,
-        },
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" => Target::Resource {
             uri: string_param(params, "uri", "this method needs a string params.uri")?.to_owned(),
         },
-        "prompts/get" => {
-            let arguments =
-                object_param(params, "arguments", "params.arguments must be an object")?;
-            if !arguments.values().all(Value::is_string) {
-                return Err("prompt arguments must be strings");
-            }
-            Target::Prompt {
-                name: string_param(params, "name", "prompts/get needs a string params.name")?
-                    .to_owned(),
-                arguments,
-            }
-        }
         "completion/complete" => {
             let reference = params
                 .get("ref")
@@ -507,6 +620,8 @@ mod tests {
                 Just(r#""arguments":{"a":1}"#.to_owned()),
                 Just(r#""arguments":{"a":1,"a":2}"#.to_owned()),
                 Just(r#""arguments":[1]"#.to_owned()),
+                Just(r#""arguments":null"#.to_owned()),
+                Just(r#""arguments":{"q":"text"}"#.to_owned()),
                 Just(r#""_meta":{}"#.to_owned()),
                 Just(r#""n":1e400"#.to_owned()),
                 Just(r#""n":-0.0"#.to_owned()),
@@ -527,8 +642,26 @@ mod tests {
                     prop_assert_eq!(&plain["method"], &json!(request.method));
                     let Target::Tool { name, arguments } = &request.target else { panic!() };
                     prop_assert_eq!(&plain["params"]["name"], &json!(name));
-                    let plain_arguments = plain["params"].get("arguments").cloned().unwrap_or(json!({}));
+                    // An absent or null `arguments` is an empty one.
+                    let plain_arguments = plain["params"].get("arguments").filter(|a| !a.is_null()).cloned().unwrap_or(json!({}));
                     prop_assert_eq!(plain_arguments, Value::Object((**arguments).clone()));
+                    prop_assert_eq!(Value::Object(request.params().into_owned()), plain["params"].clone());
+                }
+            }
+
+            /// The params a tool or prompt call is put back together from (for the
+            /// continuation binding, a rewritten body, a held task) are exactly those sent,
+            /// whatever classification moved into the target.
+            #[test]
+            fn whole_params_are_given_back_exactly(
+                parts in proptest::collection::vec(fragment(), 0..5),
+                method in prop_oneof![Just("tools/call"), Just("prompts/get"), Just("resources/list")],
+            ) {
+                let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{{}}}}}"#, parts.join(","));
+                if let Ok(Message::Request(request)) = classify(body.as_bytes()) {
+                    let plain: Value = serde_json::from_slice(body.as_bytes()).expect("plain parse");
+                    prop_assert_eq!(Value::Object(request.params().into_owned()), plain["params"].clone());
+                    prop_assert_eq!(request.param("_meta"), plain["params"].get("_meta"));
                 }
             }
 

@@ -7,6 +7,7 @@
 //! mistake for facts), not the echoed `authorizationContextId` (a client echo is never
 //! authority), and not the gateway's own continuation state.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
@@ -47,7 +48,7 @@ pub struct Evaluation(Arc<EvaluationData>);
 #[derive(Debug)]
 struct EvaluationData {
     principal: Principal,
-    method: String,
+    method: Cow<'static, str>,
     target: Target,
     protocol: ProtocolContext,
     phase: Phase,
@@ -59,7 +60,7 @@ struct EvaluationData {
 impl Evaluation {
     pub(crate) fn new(
         principal: Principal,
-        method: String,
+        method: Cow<'static, str>,
         target: Target,
         protocol: ProtocolContext,
         phase: Phase,
@@ -88,7 +89,7 @@ impl Evaluation {
     ) -> Self {
         Self(Arc::new(EvaluationData {
             principal,
-            method: "tools/call".to_owned(),
+            method: Cow::Borrowed("tools/call"),
             target,
             protocol,
             phase: Phase::Approval,
