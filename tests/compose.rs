@@ -26,7 +26,7 @@ use mcp_gate::denial::ENVELOPE_KEY;
 use mcp_gate::{Decision, Evaluation, Gate, Issuer, Principal, StaticKeys};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
-use tower::{ServiceBuilder, ServiceExt};
+use tower::{Service, ServiceBuilder, ServiceExt};
 use tower_http::cors::CorsLayer;
 use tower_http::timeout::TimeoutLayer;
 use tower_http::trace::TraceLayer;
@@ -275,6 +275,104 @@ async fn route_layer_guards_only_the_mcp_route() {
 
 const BROWSER_ORIGIN: &str = "http://app.example";
 const TIMEOUT: Duration = Duration::from_secs(1);
+
+/// An inner service that counts its clones and says, in each answer, whether the instance
+/// that answered was readied by `poll_ready` first.
+struct Counted {
+    clones: Arc<AtomicUsize>,
+    ready: bool,
+}
+
+impl Clone for Counted {
+    fn clone(&self) -> Self {
+        self.clones.fetch_add(1, Ordering::SeqCst);
+        Self {
+            clones: self.clones.clone(),
+            ready: false,
+        }
+    }
+}
+
+impl tower::Service<http::Request<Body>> for Counted {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Infallible>> {
+        self.ready = true;
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Body>) -> Self::Future {
+        let result = json!({"content": [{"type": "text", "text": json!({"ready": self.ready}).to_string()}]});
+        let body = json!({"jsonrpc": "2.0", "id": 7, "result": result}).to_string();
+        std::future::ready(Ok(http::Response::new(Body::from(body))))
+    }
+}
+
+#[tokio::test]
+async fn each_request_gets_one_readied_clone_of_the_inner_service() {
+    let local = Local::new();
+    let clones = Arc::new(AtomicUsize::new(0));
+    let service = tower::Layer::layer(
+        &local.gate.layer(),
+        Counted {
+            clones: clones.clone(),
+            ready: false,
+        },
+    );
+    let token = local.token();
+    // As axum serves a route: a clone of the service per request, readied, then called.
+    for round in 1..=3 {
+        let response = service
+            .clone()
+            .oneshot(tools_call("/mcp", Some(&token), "echo"))
+            .await
+            .expect("infallible");
+        let bytes = axum::body::to_bytes(Body::new(response.into_body()), 1 << 20)
+            .await
+            .expect("body");
+        let answer: Value = serde_json::from_slice(&bytes).expect("JSON");
+        let text = answer["result"]["content"][0]["text"]
+            .as_str()
+            .expect("text");
+        assert_eq!(
+            text, r#"{"ready":true}"#,
+            "the call went to the readied clone"
+        );
+        // One copy of the inner service per request: cloning the gate's service shares it.
+        assert_eq!(clones.load(Ordering::SeqCst), round);
+    }
+    // A refusal does not reach the inner service, and the readied clone is kept for the next
+    // call on the same service.
+    let mut held = service.clone();
+    let refused = held
+        .ready()
+        .await
+        .expect("ready")
+        .call(tools_call("/mcp", None, "echo"))
+        .await
+        .expect("infallible");
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let allowed = held
+        .ready()
+        .await
+        .expect("ready")
+        .call(tools_call("/mcp", Some(&token), "echo"))
+        .await
+        .expect("infallible");
+    assert_eq!(allowed.status(), StatusCode::OK);
+    assert_eq!(clones.load(Ordering::SeqCst), 4);
+    // The inner service is still there to be read, and to be taken back.
+    assert!(
+        !held.get_ref().ready,
+        "the shared service is never readied or called"
+    );
+    assert!(!held.into_inner().ready);
+}
 
 #[tokio::test]
 async fn service_builder_with_trace_cors_and_timeout() {

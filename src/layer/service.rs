@@ -1,5 +1,7 @@
 //! [`GateService`]: the middleware itself.
 
+use std::fmt;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -13,31 +15,68 @@ use crate::auth::authenticator::FirstStep;
 use crate::gate::Gate;
 
 /// Authenticates and authorizes each request, then forwards it to `S` or answers it.
-#[derive(Clone, Debug)]
+///
+/// Each request is sent to its own clone of `S`, made and readied in `poll_ready` and moved
+/// into the request's future by `call` (the layer reads the body and asks the policy before
+/// the inner service sees the request, so it needs a service it owns for as long as that
+/// takes). Cloning a `GateService` does not clone `S`: the service the layer was given is
+/// shared. A router that clones its routes for every request (axum does) then pays for one
+/// copy of `S` per request, not one per clone of the route.
 pub struct GateService<S> {
-    inner: S,
+    /// The inner service as it was given: never called, only cloned.
+    shared: Arc<S>,
+    /// The clone `poll_ready` readied, for the next `call`.
+    ready: Option<S>,
     gate: Gate,
+}
+
+impl<S> Clone for GateService<S> {
+    /// Another handle on the same inner service; readiness is not cloned.
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            ready: None,
+            gate: self.gate.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for GateService<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GateService")
+            .field("inner", &self.shared)
+            .field("gate", &self.gate)
+            .finish()
+    }
 }
 
 impl<S> GateService<S> {
     /// Wraps `inner` with `gate`.
     pub fn new(inner: S, gate: Gate) -> Self {
-        Self { inner, gate }
+        Self {
+            shared: Arc::new(inner),
+            ready: None,
+            gate,
+        }
     }
 
     /// The inner service.
     pub fn get_ref(&self) -> &S {
-        &self.inner
+        &self.shared
     }
+}
 
-    /// The inner service, mutably.
+impl<S: Clone> GateService<S> {
+    /// The inner service, mutably. Other clones of this `GateService` keep the service as it
+    /// was (it is copied if they share it), and a clone readied for the next call is dropped.
     pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
+        self.ready = None;
+        Arc::make_mut(&mut self.shared)
     }
 
-    /// Unwraps the inner service.
+    /// Unwraps the inner service (a copy of it, if other clones still share it).
     pub fn into_inner(self) -> S {
-        self.inner
+        Arc::unwrap_or_clone(self.shared)
     }
 }
 
@@ -57,7 +96,10 @@ where
     type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        let shared = &self.shared;
+        self.ready
+            .get_or_insert_with(|| S::clone(shared))
+            .poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
@@ -69,26 +111,28 @@ where
             .first_step(&parts.headers, &parts.uri);
         let identity = match step {
             FirstStep::Decided(Err(error)) => {
+                // The readied clone stays for the next call.
                 return ResponseFuture::refused(self.gate.refuse(&error, &parts));
-            }
-            // A cached token on a request without a body to classify: no await at all.
-            FirstStep::Decided(Ok(principal)) if parts.method != Method::POST => {
-                admit(&mut parts, principal);
-                return ResponseFuture::forwarded(
-                    self.inner.call(Request::from_parts(parts, body)),
-                );
             }
             FirstStep::Decided(Ok(principal)) => Identity::Known(principal),
             FirstStep::Verify { token, key } => {
                 Identity::Unverified(Box::new((token.to_owned(), key)))
             }
         };
+        // The readied clone; a caller that skipped `poll_ready` gets one that was not readied,
+        // and the inner service's own answer to that.
+        let mut inner = self.ready.take().unwrap_or_else(|| S::clone(&self.shared));
+        let identity = match identity {
+            // A cached token on a request without a body to classify: no await at all.
+            Identity::Known(principal) if parts.method != Method::POST => {
+                admit(&mut parts, principal);
+                return ResponseFuture::forwarded(inner.call(Request::from_parts(parts, body)));
+            }
+            identity => identity,
+        };
         // Boxed: the parts travel through two futures, and a pointer is cheaper to carry.
         let parts = Box::new(parts);
         let gate = self.gate.clone();
-        // The ready service goes into the future; a fresh clone takes its place.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
         let future = after_authentication(gate, inner, parts, body, identity);
         ResponseFuture::pending(Box::pin(future))
     }
