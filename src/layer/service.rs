@@ -22,6 +22,10 @@ use crate::gate::Gate;
 /// takes). Cloning a `GateService` does not clone `S`: the service the layer was given is
 /// shared. A router that clones its routes for every request (axum does) then pays for one
 /// copy of `S` per request, not one per clone of the route.
+///
+/// Because the inner service is shared, `GateService<S>` is `Send` when `S` is `Send` and
+/// `Sync`. Every service axum routes is both; a `tower::util::BoxCloneService` is not `Sync`,
+/// and `tower::util::BoxCloneSyncService` is the one to box an inner service with.
 pub struct GateService<S> {
     /// The inner service as it was given: never called, only cloned.
     shared: Arc<S>,
