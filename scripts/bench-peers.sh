@@ -48,7 +48,7 @@ setting() { # NAME DEFAULT MIN MAX: an integer setting from the environment
 }
 seconds=$(setting BENCH_SECONDS 10 1 600)
 warmup=$(setting BENCH_WARMUP 2 0 60)
-rounds=$(setting BENCH_ROUNDS 3 1 20)
+rounds=$(setting BENCH_ROUNDS 3 1 50)
 connections=$(setting BENCH_CONNECTIONS 32 1 1024)
 threads=$(setting BENCH_THREADS 2 1 64)
 port=$(setting BENCH_PORT 18931 1024 65535)
