@@ -248,7 +248,7 @@ impl Binding<'_> {
     }
 
     fn request_digest(&self, key: &[u8]) -> String {
-        let mut params = self.params.clone().into_owned();
+        let mut params = Map::clone(&self.params);
         for name in ["_meta", "inputResponses", "requestState"] {
             params.remove(name);
         }

@@ -94,6 +94,33 @@ impl<'de> Visitor<'de> for StrictVisitor {
     }
 }
 
+/// The visits of a visitor that keeps nothing of a scalar: booleans, integers, floats and
+/// `null` all become `$other`, a float only once it is known to be in range (as
+/// [`StrictVisitor`] checks it).
+macro_rules! scalars_become {
+    ($other:expr, $value:ty) => {
+        fn visit_bool<E>(self, _: bool) -> Result<$value, E> {
+            Ok($other)
+        }
+
+        fn visit_i64<E>(self, _: i64) -> Result<$value, E> {
+            Ok($other)
+        }
+
+        fn visit_u64<E>(self, _: u64) -> Result<$value, E> {
+            Ok($other)
+        }
+
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$value, E> {
+            StrictVisitor.visit_f64(v).map(|_| $other)
+        }
+
+        fn visit_unit<E>(self) -> Result<$value, E> {
+            Ok($other)
+        }
+    };
+}
+
 /// The top level of a JSON-RPC message, read in the same strict pass as everything below it,
 /// but without building a tree for the envelope itself: only `id`, `method` and `params` are
 /// kept, and `jsonrpc`, `result` and `error` are reduced to what classification asks of them.
@@ -137,27 +164,9 @@ impl<'de> Visitor<'de> for ShapeVisitor {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Shape<'de>, E> {
-        Ok(Shape::Other)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Shape<'de>, E> {
-        Ok(Shape::Other)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Shape<'de>, E> {
-        Ok(Shape::Other)
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Shape<'de>, E> {
-        StrictVisitor.visit_f64(v).map(|_| Shape::Other)
-    }
+    scalars_become!(Shape::Other, Shape<'de>);
 
     fn visit_str<E>(self, _: &str) -> Result<Shape<'de>, E> {
-        Ok(Shape::Other)
-    }
-
-    fn visit_unit<E>(self) -> Result<Shape<'de>, E> {
         Ok(Shape::Other)
     }
 
@@ -266,25 +275,7 @@ impl<'de> Visitor<'de> for FieldVisitor {
         Ok(Field::Str(v.into()))
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Field<'de>, E> {
-        Ok(Field::Other)
-    }
-
-    fn visit_i64<E>(self, _: i64) -> Result<Field<'de>, E> {
-        Ok(Field::Other)
-    }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Field<'de>, E> {
-        Ok(Field::Other)
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Field<'de>, E> {
-        StrictVisitor.visit_f64(v).map(|_| Field::Other)
-    }
-
-    fn visit_unit<E>(self) -> Result<Field<'de>, E> {
-        Ok(Field::Other)
-    }
+    scalars_become!(Field::Other, Field<'de>);
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<'de>, A::Error> {
         StrictVisitor.visit_seq(seq).map(|_| Field::Other)
