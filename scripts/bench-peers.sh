@@ -406,12 +406,12 @@ ratio b/d b d 5 10 "mcp-gate vs the TS SDK's bearer middleware"
 ratio c/b c b 2 - "a denial vs an allowed call through the gate"
 [[ $configs != *e* ]] || ratio e/d e d - - "mcp-gate without its token cache vs the TS SDK"
 if [[ $configs == *a* && $configs == *b* && $rounds -gt 1 ]]; then
-  printf 'b/a per round:'
-  for round in $(seq "$rounds"); do
-    awk -F'\t' -v r="$round" '$2 == r && $1 == "a" {a = $3} $2 == r && $1 == "b" {b = $3}
-      END {if (a > 0 && b > 0) printf " %.2f", b / a}' "$results"
-  done
-  echo
+  awk -F'\t' -v rounds="$rounds" '$1 == "a" {a[$2] = $3} $1 == "b" {b[$2] = $3}
+    END {
+      printf "b/a per round:"
+      for (r = 1; r <= rounds; r++) if (a[r] > 0 && b[r] > 0) printf " %.2f", b[r] / a[r]
+      printf "\n"
+    }' "$results"
 fi
 spread() { # CONFIG: the lowest and highest throughput of one configuration over the rounds
   awk -F'\t' -v c="$1" '$1 == c {if (lo == "" || $3 < lo) lo = $3; if ($3 > hi) hi = $3}

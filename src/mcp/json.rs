@@ -121,6 +121,24 @@ macro_rules! scalars_become {
     };
 }
 
+/// The string visits of a visitor that keeps a string as a `Cow`: borrowed from the body when it
+/// has no escapes, owned otherwise. `$wrap` turns the `Cow` into the visitor's value.
+macro_rules! strings_become {
+    ($wrap:expr, $value:ty) => {
+        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<$value, E> {
+            Ok($wrap(v.into()))
+        }
+
+        fn visit_str<E>(self, v: &str) -> Result<$value, E> {
+            Ok($wrap(v.to_owned().into()))
+        }
+
+        fn visit_string<E>(self, v: String) -> Result<$value, E> {
+            Ok($wrap(v.into()))
+        }
+    };
+}
+
 /// The top level of a JSON-RPC message, read in the same strict pass as everything below it,
 /// but without building a tree for the envelope itself: only `id`, `method` and `params` are
 /// kept, and `jsonrpc`, `result` and `error` are reduced to what classification asks of them.
@@ -263,17 +281,7 @@ impl<'de> Visitor<'de> for FieldVisitor {
         f.write_str("a JSON value")
     }
 
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Field<'de>, E> {
-        Ok(Field::Str(v.into()))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Field<'de>, E> {
-        Ok(Field::Str(v.to_owned().into()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Field<'de>, E> {
-        Ok(Field::Str(v.into()))
-    }
+    strings_become!(Field::Str, Field<'de>);
 
     scalars_become!(Field::Other, Field<'de>);
 
@@ -305,17 +313,7 @@ impl<'de> Visitor<'de> for KeyVisitor {
         f.write_str("an object key")
     }
 
-    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-        Ok(Key(v.into()))
-    }
-
-    fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-        Ok(Key(v.to_owned().into()))
-    }
-
-    fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
-        Ok(Key(v.into()))
-    }
+    strings_become!(Key, Key<'de>);
 }
 
 #[cfg(test)]
