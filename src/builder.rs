@@ -16,7 +16,6 @@ use crate::denial::render::{CredentialDelivery, DEFAULT_DENIAL_CODE, DenialSetti
 use crate::denial::{Family, Revision};
 use crate::error::ConfigError;
 use crate::gate::{Gate, GateInner, McpSettings};
-use crate::mcp::era::SessionStore;
 use crate::policy::Policy;
 use crate::resource::{METADATA_WELL_KNOWN, ResourceUri};
 
@@ -110,6 +109,16 @@ impl std::fmt::Debug for ReplaySlot {
     }
 }
 
+/// A session store, kept opaque in `Debug` output.
+#[derive(Clone)]
+struct SessionStoreSlot(Arc<dyn crate::mcp::SessionStore>);
+
+impl std::fmt::Debug for SessionStoreSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<session store>")
+    }
+}
+
 /// A task store, kept opaque in `Debug` output.
 #[derive(Clone)]
 struct TaskStoreSlot(Option<Arc<dyn crate::tasks::TaskStore>>);
@@ -186,6 +195,9 @@ pub struct GateBuilder {
     body_timeout: Duration,
     session_capacity: u64,
     session_idle: Duration,
+    sessions_per_owner: u64,
+    session_store: Option<SessionStoreSlot>,
+    evaluate_unknown_methods: bool,
     continuation_keys: Option<crate::continuation::Keyring>,
     continuation_ttl: Duration,
     replay: Option<ReplaySlot>,
@@ -232,6 +244,9 @@ impl Default for GateBuilder {
             body_timeout: Duration::from_secs(30),
             session_capacity: 10_000,
             session_idle: Duration::from_secs(3600),
+            sessions_per_owner: 100,
+            session_store: None,
+            evaluate_unknown_methods: false,
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
             replay: Some(ReplaySlot(Arc::new(
@@ -418,11 +433,39 @@ impl GateBuilder {
         self
     }
 
-    /// Bounds of the legacy session store: at most `capacity` sessions, each forgotten after
-    /// `idle` without use (defaults 10,000 and one hour).
+    /// Bounds of the in-memory legacy session store: at most `capacity` sessions, each
+    /// forgotten after `idle` without a request (defaults 10,000 and one hour). When the store
+    /// is full a new session is refused (`503`); no session is evicted to make room.
     pub fn legacy_sessions(mut self, capacity: u64, idle: Duration) -> Self {
         self.session_capacity = capacity;
         self.session_idle = idle;
+        self
+    }
+
+    /// At most `quota` open legacy sessions per owner (issuer, subject, client id) in the
+    /// in-memory store (default 100). Over quota, a new session is refused (`429`) and no
+    /// other owner is affected.
+    pub fn legacy_sessions_per_owner(mut self, quota: u64) -> Self {
+        self.sessions_per_owner = quota;
+        self
+    }
+
+    /// Keeps legacy session bindings in `store` instead of the in-memory store (whose bounds
+    /// [`legacy_sessions`](Self::legacy_sessions) and
+    /// [`legacy_sessions_per_owner`](Self::legacy_sessions_per_owner) then do not apply).
+    pub fn session_store(mut self, store: impl crate::mcp::SessionStore) -> Self {
+        self.session_store = Some(SessionStoreSlot(Arc::new(store)));
+        self
+    }
+
+    /// Hands methods in no row of the [method table](crate::mcp::METHODS) to `evaluate`, with
+    /// [`Target::Other`](crate::mcp::Target::Other) carrying the method and its params, instead
+    /// of answering them `-32601` without forwarding (the default). For servers that add
+    /// methods of their own. A policy that allows them must name them: the presets that name
+    /// what they allow ([`allowlist`](crate::policy::allowlist),
+    /// [`scopes_per_tool`](crate::policy::scopes_per_tool)) do not allow them.
+    pub fn evaluate_unknown_methods(mut self) -> Self {
+        self.evaluate_unknown_methods = true;
         self
     }
 
@@ -598,9 +641,10 @@ impl GateBuilder {
                 reason: "at least 10 ms and at most the task lifetime",
             });
         }
-        if self.max_body_bytes == 0 || self.session_capacity == 0 {
+        if self.max_body_bytes == 0 || self.session_capacity == 0 || self.sessions_per_owner == 0
+        {
             return Err(ConfigError::InvalidOption {
-                field: "max_body_bytes / legacy_sessions",
+                field: "max_body_bytes / legacy_sessions / legacy_sessions_per_owner",
                 reason: "must be positive",
             });
         }
@@ -754,7 +798,15 @@ impl GateBuilder {
                 policy,
                 evaluate_timeout: self.evaluate_timeout,
                 denial,
-                sessions: SessionStore::new(self.session_capacity, self.session_idle),
+                sessions: match &self.session_store {
+                    Some(slot) => slot.0.clone(),
+                    None => Arc::new(crate::mcp::MemorySessionStore::new(
+                        usize::try_from(self.session_capacity).unwrap_or(usize::MAX),
+                        usize::try_from(self.sessions_per_owner).unwrap_or(usize::MAX),
+                        self.session_idle,
+                    )),
+                },
+                evaluate_unknown_methods: self.evaluate_unknown_methods,
                 state: crate::continuation::StateCodec {
                     keys: match self.continuation_keys.clone() {
                         Some(keys) => keys,

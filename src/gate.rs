@@ -59,7 +59,10 @@ pub(crate) struct McpSettings {
     pub policy: Arc<dyn crate::policy::Policy>,
     pub evaluate_timeout: std::time::Duration,
     pub denial: crate::denial::render::DenialSettings,
-    pub sessions: crate::mcp::era::SessionStore,
+    /// Legacy session bindings.
+    pub sessions: Arc<dyn crate::mcp::SessionStore>,
+    /// Whether methods outside the method table go to `evaluate` instead of `-32601`.
+    pub evaluate_unknown_methods: bool,
     pub state: crate::continuation::StateCodec,
     pub max_rounds: u32,
     pub development_mode: bool,

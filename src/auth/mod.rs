@@ -14,6 +14,7 @@ pub(crate) mod jwks;
 pub(crate) mod jwt;
 pub(crate) mod keys;
 pub(crate) mod metadata;
+mod owner;
 mod principal;
 mod rejection;
 pub(crate) mod scope;
@@ -32,6 +33,7 @@ pub use metadata::ProtectedResourceMetadata;
 pub use principal::MissingPrincipal;
 #[cfg(test)]
 pub(crate) use principal::PrincipalParts;
+pub use owner::Owner;
 pub use principal::{Principal, TokenKind};
 pub use rejection::{AuthError, InvalidRequest, InvalidToken};
 pub use scope::{ScopeHierarchy, ScopeSet};

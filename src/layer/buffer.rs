@@ -62,16 +62,21 @@ where
 /// the close. HTTP/2 streams are independent, and the header is not allowed there.
 pub(crate) fn close_if_unread<B>(response: &mut Response<B>, request: &Parts) {
     let http1 = matches!(request.version, Version::HTTP_10 | Version::HTTP_11);
-    let has_body = request.headers.contains_key(header::TRANSFER_ENCODING)
-        || request
-            .headers
-            .get(header::CONTENT_LENGTH)
-            .is_some_and(|length| length.as_bytes() != b"0");
-    if http1 && has_body {
+    if http1 && declares_body(request) {
         response
             .headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
     }
+}
+
+/// Whether the request says a body follows: a `Transfer-Encoding`, or a `Content-Length`
+/// other than `0`.
+pub(crate) fn declares_body(request: &Parts) -> bool {
+    request.headers.contains_key(header::TRANSFER_ENCODING)
+        || request
+            .headers
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|length| length.as_bytes() != b"0")
 }
 
 /// Why [`collect`] stopped.

@@ -1,5 +1,7 @@
-//! Discovery filtering: `tools/list`, `prompts/list`, `resources/list` and
-//! `resources/templates/list` answers are filtered per caller.
+//! Discovery filtering: the answers of every listing method of the
+//! [method table](crate::mcp::METHODS) (`tools/list`, `prompts/list`, `resources/list`,
+//! `resources/templates/list`, `resources/directory/read`, `skills/list`) are filtered per
+//! caller.
 //!
 //! Each entry of the inner server's page is shown to `evaluate` in the discovery phase, and
 //! entries it does not allow are removed before the client sees the page. Pagination cursors
@@ -16,36 +18,26 @@ use http_body_util::{BodyExt, Limited};
 use serde_json::{Map, Value};
 
 use super::pipeline::BoxError;
-use crate::mcp::Target;
+use crate::mcp::{EntryKind, Listing, Target};
 
-/// The member of a list result that holds the entries.
-pub(crate) fn entries_key(method: &str) -> Option<&'static str> {
-    match method {
-        "tools/list" => Some("tools"),
-        "prompts/list" => Some("prompts"),
-        "resources/list" => Some("resources"),
-        "resources/templates/list" => Some("resourceTemplates"),
-        _ => None,
-    }
-}
-
-/// What `evaluate` is shown for one list entry.
-pub(crate) fn entry_target(method: &str, entry: &Value) -> Option<Target> {
-    let text = |key: &str| entry.get(key).and_then(Value::as_str).map(str::to_owned);
-    Some(match method {
-        "tools/list" => Target::Tool {
-            name: text("name")?,
+/// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
+/// listing holds, or `None` when the entry does not name itself as it must.
+pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
+    let name = entry
+        .get(listing.entry.name_field())
+        .and_then(Value::as_str)?
+        .to_owned();
+    Some(match listing.entry {
+        EntryKind::Tool => Target::Tool {
+            name,
             arguments: Default::default(),
         },
-        "prompts/list" => Target::Prompt {
-            name: text("name")?,
+        EntryKind::Prompt => Target::Prompt {
+            name,
             arguments: Default::default(),
         },
-        "resources/list" => Target::Resource { uri: text("uri")? },
-        "resources/templates/list" => Target::Resource {
-            uri: text("uriTemplate")?,
-        },
-        _ => return None,
+        EntryKind::Resource | EntryKind::ResourceTemplate => Target::Resource { uri: name },
+        EntryKind::Skill => Target::Skill { uri: name },
     })
 }
 
@@ -185,20 +177,44 @@ mod tests {
         assert_eq!(again[1].other, [": comment"]);
     }
 
+    fn listing(method: &str) -> Listing {
+        match crate::mcp::method_class(method) {
+            crate::mcp::MethodClass::Listing(listing) => listing,
+            other => panic!("{method} is {other:?}"),
+        }
+    }
+
     #[test]
     fn targets_of_entries() {
         let tool = serde_json::json!({"name": "echo"});
         assert_eq!(
-            entry_target("tools/list", &tool)
+            entry_target(listing("tools/list"), &tool)
                 .and_then(|t| t.name().map(str::to_owned))
                 .as_deref(),
             Some("echo")
         );
         let template = serde_json::json!({"uriTemplate": "file:///{path}"});
         assert!(matches!(
-            entry_target("resources/templates/list", &template),
+            entry_target(listing("resources/templates/list"), &template),
             Some(Target::Resource { .. })
         ));
-        assert!(entry_target("tools/list", &serde_json::json!({"title": "no name"})).is_none());
+        let skill = serde_json::json!({"uri": "skill://a/SKILL.md", "frontmatter": {"name": "a"}});
+        assert_eq!(
+            entry_target(listing("skills/list"), &skill),
+            Some(Target::Skill {
+                uri: "skill://a/SKILL.md".into()
+            })
+        );
+        let child = serde_json::json!({"uri": "demo://secret", "name": "secret"});
+        assert_eq!(
+            entry_target(listing("resources/directory/read"), &child),
+            Some(Target::Resource {
+                uri: "demo://secret".into()
+            })
+        );
+        assert!(
+            entry_target(listing("tools/list"), &serde_json::json!({"title": "no name"}))
+                .is_none()
+        );
     }
 }

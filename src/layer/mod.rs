@@ -42,7 +42,9 @@ mod future;
 mod interaction;
 mod pipeline;
 mod service;
+mod sessions;
 pub(crate) mod tasks;
+mod verbs;
 
 pub use body::GateBody;
 pub use future::ResponseFuture;

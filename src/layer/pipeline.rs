@@ -7,11 +7,11 @@ use http::{Method, Request, Response, StatusCode, header};
 use tower_service::Service;
 
 use super::body::GateBody;
-use super::buffer::{close_if_unread, read_body};
+use super::buffer::{close_if_unread, declares_body, read_body};
 use super::conceal::{concealable, probe, restore};
-use super::discovery::{
-    ListAnswer, entries_key, entry_target, read_answer, read_raw, result_of, write_sse,
-};
+use super::discovery::{ListAnswer, entry_target, read_answer, read_raw, result_of, write_sse};
+use super::sessions;
+use super::verbs::Verb;
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
@@ -24,30 +24,16 @@ use crate::denial::Family;
 use crate::denial::new_context_id;
 use crate::denial::render::{Denial, DenialContext, json_rpc};
 use crate::gate::Gate;
-use crate::mcp::era::protocol_context;
-use crate::mcp::request::{McpRequest, Message, classify};
-use crate::mcp::{INTERNAL_ERROR, ProtocolContext, ProtocolError};
+use crate::mcp::era::{SESSION_HEADER, protocol_context};
+use crate::mcp::request::{McpRequest, Message, classify, listen_uris};
+use crate::mcp::{
+    EntryKind, Era, INTERNAL_ERROR, Listing as ListingClass, METHOD_NOT_FOUND, MethodClass, ProtocolContext,
+    ProtocolError, Target, method_class,
+};
 use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
 
 /// The bounds every request and response body of the layer meets.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-/// Methods `evaluate` guards. Everything else passes after authentication.
-pub(crate) fn is_guarded(method: &str) -> bool {
-    matches!(
-        method,
-        "tools/call"
-            | "resources/read"
-            | "resources/subscribe"
-            | "resources/unsubscribe"
-            | "prompts/get"
-            | "completion/complete"
-            | "tasks/get"
-            | "tasks/update"
-            | "tasks/cancel"
-            | "tasks/result"
-    )
-}
 
 /// Hands the request to the inner service: the principal goes in, the token goes out.
 pub(crate) fn admit(parts: &mut Parts, principal: Principal) {
@@ -90,6 +76,7 @@ pub(crate) async fn after_authentication<S, ReqBody, ResBody>(
     mut parts: Box<Parts>,
     body: ReqBody,
     identity: Identity,
+    verb: Verb,
 ) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
@@ -113,16 +100,63 @@ where
         }
     };
     admit(&mut parts, principal.clone());
-    if parts.method != Method::POST {
-        // GET (the SSE stream) and DELETE (end of session) carry no operation.
-        return forwarded(start(&mut inner, *parts, body).await);
+    // A request that names a session goes on only if the session is the caller's.
+    let session = if parts.headers.contains_key(SESSION_HEADER) {
+        match Box::pin(sessions::bound_session(&gate, &parts, &principal)).await {
+            Ok(session) => session.map(Box::new),
+            Err(mut response) => {
+                close_if_unread(&mut response, &parts);
+                return Ok(local(response));
+            }
+        }
+    } else {
+        None
+    };
+    match verb {
+        Verb::Post => {}
+        Verb::Bodyless => {
+            return Box::pin(bodyless(&gate, inner, *parts, session.as_deref())).await;
+        }
     }
-    match decide(&gate, &mut inner, parts, body, principal).await? {
+    match decide(&gate, &mut inner, parts, body, principal, session).await? {
         Next::Forward(parts, bytes) => {
             forwarded(start(&mut inner, *parts, ReqBody::from(bytes)).await)
         }
         Next::Done(response) => Ok(response),
     }
+}
+
+/// GET (the event stream), DELETE (the end of a legacy session) and OPTIONS: they carry no
+/// operation, so they go on without a body; one that declares a body is refused, never
+/// forwarded unread. A `DELETE` the inner server accepted unbinds the session.
+async fn bodyless<S, ReqBody, ResBody>(
+    gate: &Gate,
+    mut inner: S,
+    parts: Parts,
+    session: Option<&sessions::BoundSession>,
+) -> Result<Response<GateBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: From<Bytes>,
+{
+    if declares_body(&parts) {
+        return Ok(local(bodyless_refusal(&parts)));
+    }
+    let ends_session = parts.method == Method::DELETE;
+    let response = start(&mut inner, parts, ReqBody::from(Bytes::new())).await?;
+    if let Some(session) = session.filter(|_| ends_session && response.status().is_success()) {
+        sessions::unbind(gate, session).await;
+    }
+    Ok(response.map(GateBody::inner))
+}
+
+/// The answer to a GET, DELETE or OPTIONS that declares a body.
+pub(crate) fn bodyless_refusal(parts: &Parts) -> Response<Bytes> {
+    let mut response = refusal(&ProtocolError::invalid_request(
+        "GET, DELETE and OPTIONS requests carry no body; operations are POSTed",
+    ));
+    close_if_unread(&mut response, parts);
+    response
 }
 
 /// Starts the inner service's call. A plain function, so that the caller's future holds the
@@ -155,6 +189,7 @@ async fn decide<S, ReqBody, ResBody>(
     mut parts: Box<Parts>,
     body: ReqBody,
     principal: Principal,
+    session: Option<Box<sessions::BoundSession>>,
 ) -> Result<Next<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
@@ -188,52 +223,58 @@ where
         // Boxed: it lives across every await below, and a pointer keeps the future small.
         Ok(Message::Request(request)) => Box::new(request),
     };
-    let owner = (principal.issuer(), principal.subject());
-    let protocol = match protocol_context(&request, &parts.headers, &settings.sessions, owner) {
+    let protocol = match protocol_context(
+        &request,
+        &parts.headers,
+        session.as_deref().map(|s| &s.record),
+    ) {
         Ok(protocol) => protocol,
         Err(error) => return done(refusal(&error)),
     };
-    if request.method == "initialize" {
-        let call = Box::pin(start(inner, *parts, ReqBody::from(bytes)));
-        let response = call.await?;
-        if let Some(session) = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-        {
-            let owner = (owner.0.to_owned(), owner.1.map(str::to_owned));
-            settings.sessions.remember(session, owner, &request);
+    let mut request = request;
+    match method_class(&request.method) {
+        MethodClass::Lifecycle if request.method == "initialize" => {
+            let run = Box::pin(initialize(gate, inner, *parts, bytes, &principal, &request));
+            return Ok(Next::Done(run.await?));
         }
-        return Ok(Next::Done(response.map(GateBody::inner)));
-    }
-    if let Some(key) = entries_key(&request.method) {
-        let listing = Listing {
-            gate,
-            principal: &principal,
-            request: &request,
-            protocol: &protocol,
-            key,
-        };
-        let run = Box::pin(listing.run(inner, *parts, bytes));
-        return Ok(Next::Done(run.await?));
-    }
-    if !is_guarded(&request.method) {
-        return Ok(Next::Forward(parts, bytes));
-    }
-    if request.method.starts_with("tasks/") {
-        let route = Box::pin(tasks::route(gate, &principal, &request, &protocol));
-        match route.await {
-            TaskRoute::NotOurs => {}
-            TaskRoute::Answer(response) => return done(response),
-            TaskRoute::Run(record) => {
-                // The readied service goes to the task; a clone stays behind, unused.
-                let ready = std::mem::replace(inner, inner.clone());
-                let run = Box::pin(tasks::run(
-                    gate, ready, *parts, &principal, &request, *record,
-                ));
-                return done(run.await);
+        MethodClass::Lifecycle => return Ok(Next::Forward(parts, bytes)),
+        MethodClass::Listing(class) => {
+            let listing = Listing {
+                gate,
+                principal: &principal,
+                request: &request,
+                protocol: &protocol,
+                class,
+            };
+            let run = Box::pin(listing.run(inner, *parts, bytes));
+            return Ok(Next::Done(run.await?));
+        }
+        MethodClass::Tasks => {
+            let route = Box::pin(tasks::route(gate, &principal, &request, &protocol));
+            match route.await {
+                TaskRoute::NotOurs => {}
+                TaskRoute::Answer(response) => return done(response),
+                TaskRoute::Run(record) => {
+                    // The readied service goes to the task; a clone stays behind, unused.
+                    let ready = std::mem::replace(inner, inner.clone());
+                    let run = Box::pin(tasks::run(
+                        gate, ready, *parts, &principal, &request, *record,
+                    ));
+                    return done(run.await);
+                }
             }
         }
+        MethodClass::Guarded => {}
+        MethodClass::Unknown if settings.evaluate_unknown_methods => {
+            let params = std::sync::Arc::new(request.params().into_owned());
+            request.target = Target::Other {
+                method: request.method.to_string(),
+                params,
+            };
+        }
+        // Unknown, and nobody asked to judge it: answered as a server answers a method it does
+        // not have, never forwarded and never shown to a policy that might allow by default.
+        MethodClass::Unknown => return done(method_not_found(&request, &protocol)),
     }
     let resource = gate.inner.resource.as_str();
     // A retry of the layer's own round trip: the state must verify before anything else.
@@ -252,6 +293,19 @@ where
         },
         None => None,
     };
+    if request.method == "subscriptions/listen" {
+        let listen = Box::pin(judge_listen(
+            gate,
+            &principal,
+            &request,
+            &protocol,
+            continuation.as_deref(),
+        ));
+        return match listen.await {
+            None => Ok(Next::Forward(parts, bytes)),
+            Some(response) => done(response),
+        };
+    }
     let answer = continuation
         .as_deref()
         .map(|payload| answered(payload, &request));
@@ -303,6 +357,115 @@ where
             Ok(Next::Done(answer.await?))
         }
     }
+}
+
+/// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
+/// session the layer cannot bind (the store is full, the owner is over quota, the store is
+/// down) is refused, and ended at the inner server so that it does not linger.
+async fn initialize<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: Parts,
+    bytes: Bytes,
+    principal: &Principal,
+    request: &McpRequest,
+) -> Result<Response<GateBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: From<Bytes>,
+{
+    let uri = parts.uri.clone();
+    let response = start(inner, parts, ReqBody::from(bytes)).await?;
+    let Some(session_id) = response
+        .headers()
+        .get(SESSION_HEADER)
+        .filter(|_| response.status().is_success())
+        .cloned()
+    else {
+        return Ok(response.map(GateBody::inner));
+    };
+    match sessions::bind(gate, &session_id, principal, request).await {
+        Ok(()) => Ok(response.map(GateBody::inner)),
+        Err(refused) => {
+            drop(response);
+            let mut end = Request::new(ReqBody::from(Bytes::new()));
+            *end.method_mut() = Method::DELETE;
+            *end.uri_mut() = uri;
+            end.headers_mut().insert(SESSION_HEADER, session_id);
+            end.extensions_mut().insert(principal.clone());
+            let mut again = inner.clone();
+            if std::future::poll_fn(|cx| again.poll_ready(cx)).await.is_ok() {
+                // Best effort: the session is unusable through the layer either way.
+                let _ = again.call(end).await;
+            }
+            Ok(local(refused))
+        }
+    }
+}
+
+/// A method in no row of the method table, answered as a server answers a method it does not
+/// have: `-32601`, with HTTP 404 on a 2026-07-28 request and 200 on a legacy one.
+fn method_not_found(request: &McpRequest, protocol: &ProtocolContext) -> Response<Bytes> {
+    let status = match protocol.era {
+        Era::Modern => StatusCode::NOT_FOUND,
+        Era::Legacy => StatusCode::OK,
+    };
+    refusal(&ProtocolError::new(status, METHOD_NOT_FOUND, "Method not found").with_id(Some(&request.id)))
+}
+
+/// `subscriptions/listen`: every resource URI it asks updates for is shown to `evaluate` as a
+/// resource subscription (or, naming none, the listen itself with no target). All allowed:
+/// `None`, forward it. Any other answer refuses the whole listen, rendered for the first URI
+/// not allowed: a stream that silently carried fewer subscriptions than asked for would look
+/// like a server that never sends updates.
+async fn judge_listen(
+    gate: &Gate,
+    principal: &Principal,
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+    continuation: Option<&Payload>,
+) -> Option<Response<Bytes>> {
+    let settings = &gate.inner.mcp;
+    let params = request.params();
+    let targets: Vec<Target> = match listen_uris(&params) {
+        Ok(uris) if uris.is_empty() => vec![Target::None],
+        Ok(uris) => uris
+            .into_iter()
+            .map(|uri| Target::Resource {
+                uri: uri.to_owned(),
+            })
+            .collect(),
+        // Classification checked the shape; a request that changed since cannot go on.
+        Err(_) => return Some(internal_error(request)),
+    };
+    for target in targets {
+        let evaluation = Evaluation::new(
+            principal.clone(),
+            request.method.clone(),
+            target.clone(),
+            protocol.clone(),
+            Phase::Invocation,
+            None,
+            None,
+        );
+        let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
+        let mut one = request.clone();
+        one.target = target;
+        let turn = Turn {
+            gate,
+            principal,
+            request: &one,
+            protocol,
+            continuation,
+        };
+        match turn.respond(decision, None) {
+            Verdict::Forward => {}
+            Verdict::Answer(response) => return Some(response),
+            // Neither a held task nor concealment applies to a listen.
+            Verdict::Hold(_) | Verdict::Conceal(_) => return Some(internal_error(request)),
+        }
+    }
+    None
 }
 
 /// Answers for a hidden component as the inner server answers for one that does not exist:
@@ -552,7 +715,7 @@ struct Listing<'a> {
     principal: &'a Principal,
     request: &'a McpRequest,
     protocol: &'a ProtocolContext,
-    key: &'static str,
+    class: ListingClass,
 }
 
 impl Listing<'_> {
@@ -642,7 +805,7 @@ impl Listing<'_> {
         let Some(result) = result_of(message, &self.request.id) else {
             return Ok(());
         };
-        let Some(serde_json::Value::Array(entries)) = result.get_mut(self.key) else {
+        let Some(serde_json::Value::Array(entries)) = result.get_mut(self.class.entries) else {
             return Ok(());
         };
         let listed = entries.len();
@@ -653,7 +816,7 @@ impl Listing<'_> {
                 entry
                     .get("name")
                     .and_then(serde_json::Value::as_str)
-                    .filter(|_| self.key == "tools"),
+                    .filter(|_| self.class.entry == EntryKind::Tool),
                 &annotations,
             ) {
                 settings
@@ -661,7 +824,7 @@ impl Listing<'_> {
                     .remember(name, annotations.clone());
             }
             // An entry the layer cannot name is hidden: it cannot be shown to the policy.
-            let Some(target) = entry_target(&self.request.method, &entry) else {
+            let Some(target) = entry_target(self.class, &entry) else {
                 continue;
             };
             let evaluation = Evaluation::new(
@@ -671,7 +834,7 @@ impl Listing<'_> {
                 self.protocol.clone(),
                 Phase::Discovery,
                 None,
-                annotations.filter(|_| self.key == "tools"),
+                annotations.filter(|_| self.class.entry == EntryKind::Tool),
             );
             match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
                 Ok(Decision::Allow) => kept.push(entry),

@@ -5,12 +5,15 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Response};
+use http::{Request, Response, header};
 use tower_service::Service;
 
 use super::body::GateBody;
 use super::future::ResponseFuture;
-use super::pipeline::{BoxError, Identity, admit, after_authentication};
+use super::buffer::{close_if_unread, declares_body};
+use super::pipeline::{BoxError, Identity, admit, after_authentication, bodyless_refusal};
+use super::verbs::{Door, Verb, door, not_allowed};
+use crate::mcp::era::SESSION_HEADER;
 use crate::auth::authenticator::FirstStep;
 use crate::gate::Gate;
 
@@ -108,6 +111,23 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
+        let verb = match door(&parts.method, &parts.headers) {
+            Door::Authenticate(verb) => verb,
+            Door::NotAllowed => {
+                let mut response = not_allowed(&parts.method);
+                close_if_unread(&mut response, &parts);
+                return ResponseFuture::refused(response);
+            }
+            Door::Preflight => {
+                if declares_body(&parts) {
+                    return ResponseFuture::refused(bodyless_refusal(&parts));
+                }
+                parts.headers.remove(header::AUTHORIZATION);
+                let mut inner = self.ready.take().unwrap_or_else(|| S::clone(&self.shared));
+                let request = Request::from_parts(parts, ReqBody::from(Bytes::new()));
+                return ResponseFuture::forwarded(inner.call(request));
+            }
+        };
         let step = self
             .gate
             .inner
@@ -127,17 +147,22 @@ where
         // and the inner service's own answer to that.
         let mut inner = self.ready.take().unwrap_or_else(|| S::clone(&self.shared));
         let identity = match identity {
-            // A cached token on a request without a body to classify: no await at all.
-            Identity::Known(principal) if parts.method != Method::POST => {
+            // A cached token on a request with no body and no session to check: no await.
+            Identity::Known(principal)
+                if verb == Verb::Bodyless
+                    && !parts.headers.contains_key(SESSION_HEADER)
+                    && !declares_body(&parts) =>
+            {
                 admit(&mut parts, principal);
-                return ResponseFuture::forwarded(inner.call(Request::from_parts(parts, body)));
+                let request = Request::from_parts(parts, ReqBody::from(Bytes::new()));
+                return ResponseFuture::forwarded(inner.call(request));
             }
             identity => identity,
         };
         // Boxed: the parts travel through two futures, and a pointer is cheaper to carry.
         let parts = Box::new(parts);
         let gate = self.gate.clone();
-        let future = after_authentication(gate, inner, parts, body, identity);
+        let future = after_authentication(gate, inner, parts, body, identity, verb);
         ResponseFuture::pending(Box::pin(future))
     }
 }

@@ -63,11 +63,7 @@ impl TaskSettings {
 
 /// The owner key of a principal.
 fn owner_of(principal: &Principal) -> TaskOwner {
-    TaskOwner::new(
-        principal.issuer(),
-        principal.subject().map(str::to_owned),
-        principal.client_id().map(str::to_owned),
-    )
+    TaskOwner::of(principal)
 }
 
 /// Whether a `task` remediation can become a task: a modern `tools/call` that declared the

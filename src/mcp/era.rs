@@ -9,17 +9,17 @@
 //!   acting on the body can never disagree about what is being called.
 //! - **Legacy** sessions (2025-11-25 and earlier) declare capabilities once, in `initialize`.
 //!   The layer remembers them under the `Mcp-Session-Id` the inner server hands out, bound to
-//!   the principal that initialised the session, in a bounded store whose entries expire.
-//!   Mirrored headers on legacy requests are ignored: the body decides.
+//!   the principal that initialised the session ([`sessions`](super::sessions)); a request
+//!   bearing an id bound to someone else never gets this far. Mirrored headers on legacy
+//!   requests are ignored: the body decides.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
-use moka::sync::Cache;
 use serde_json::{Map, Value, json};
 
 use super::request::{HEADER_MISMATCH, McpRequest, ProtocolError, Target, UNSUPPORTED_VERSION};
+use super::sessions::SessionRecord;
 
 /// `_meta` key of the protocol version on modern requests.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -91,85 +91,23 @@ pub struct ProtocolContext {
     pub capabilities: ClientCapabilities,
 }
 
-#[derive(Debug)]
-struct LegacySession {
-    owner: (String, Option<String>),
-    protocol_version: Option<String>,
-    capabilities: ClientCapabilities,
-}
-
-/// Remembers what legacy clients declared in `initialize`, per `Mcp-Session-Id`.
-pub(crate) struct SessionStore {
-    sessions: Cache<String, Arc<LegacySession>>,
-}
-
-impl SessionStore {
-    pub fn new(capacity: u64, idle: Duration) -> Self {
-        Self {
-            sessions: Cache::builder()
-                .max_capacity(capacity)
-                .time_to_idle(idle)
-                .build(),
-        }
-    }
-
-    /// Records an `initialize` whose response carried `session_id`.
-    pub fn remember(
-        &self,
-        session_id: &str,
-        owner: (String, Option<String>),
-        initialize: &McpRequest,
-    ) {
-        let protocol_version = initialize
-            .param("protocolVersion")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let capabilities = initialize
-            .param("capabilities")
-            .and_then(Value::as_object)
-            .cloned()
-            .unwrap_or_default();
-        self.sessions.insert(
-            session_id.to_owned(),
-            Arc::new(LegacySession {
-                owner,
-                protocol_version,
-                capabilities: ClientCapabilities::from_object(capabilities),
-            }),
-        );
-    }
-
-    fn lookup(&self, session_id: &str, owner: SessionOwner<'_>) -> Option<Arc<LegacySession>> {
-        self.sessions
-            .get(session_id)
-            .filter(|s| s.owner.0 == owner.0 && s.owner.1.as_deref() == owner.1)
-    }
-}
-
-const SESSION_HEADER: &str = "mcp-session-id";
-
-/// Who opened a legacy session: issuer and subject.
-pub(crate) type SessionOwner<'a> = (&'a str, Option<&'a str>);
+/// The header that names a legacy session.
+pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Works out the era, version and capabilities of a request.
 pub(crate) fn protocol_context(
     request: &McpRequest,
     headers: &HeaderMap,
-    sessions: &SessionStore,
-    owner: SessionOwner<'_>,
+    session: Option<&SessionRecord>,
 ) -> Result<ProtocolContext, ProtocolError> {
     let id = Some(&request.id);
     let meta = request.meta();
     let Some(version) = meta.and_then(|m| m.get(META_PROTOCOL_VERSION)) else {
-        let session = single_header(headers, SESSION_HEADER)
-            .ok()
-            .flatten()
-            .and_then(|sid| sessions.lookup(sid, owner));
         return Ok(match session {
             Some(session) => ProtocolContext {
                 era: Era::Legacy,
                 protocol_version: session.protocol_version.clone(),
-                capabilities: session.capabilities.clone(),
+                capabilities: ClientCapabilities::from_object(session.capabilities.clone()),
             },
             None => ProtocolContext {
                 era: Era::Legacy,
@@ -214,7 +152,7 @@ pub(crate) fn protocol_context(
 }
 
 /// One header value as text; two values or a non-text value is an error.
-fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
+pub(crate) fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
     let mut values = headers.get_all(name).iter();
     let first = values.next();
     if values.next().is_some() {
@@ -275,15 +213,6 @@ mod tests {
     }
 
     const MODERN: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{"url":{}}}}}}"#;
-    const OWNER: (&str, Option<&str>) = ("iss", Some("sub"));
-
-    fn owner() -> (String, Option<String>) {
-        (OWNER.0.into(), OWNER.1.map(Into::into))
-    }
-
-    fn store() -> SessionStore {
-        SessionStore::new(100, Duration::from_secs(60))
-    }
 
     #[test]
     fn modern_request_with_matching_headers() {
@@ -292,7 +221,7 @@ mod tests {
             ("mcp-method", "tools/call"),
             ("mcp-name", "echo"),
         ]);
-        let ctx = protocol_context(&request(MODERN), &h, &store(), OWNER).unwrap();
+        let ctx = protocol_context(&request(MODERN), &h, None).unwrap();
         assert_eq!(ctx.era, Era::Modern);
         assert!(ctx.capabilities.url_elicitation());
         assert!(!ctx.capabilities.form_elicitation());
@@ -324,7 +253,7 @@ mod tests {
                 ("mcp-name", "echo"),
             ]),
         ] {
-            let error = protocol_context(&request(MODERN), &h, &store(), OWNER).unwrap_err();
+            let error = protocol_context(&request(MODERN), &h, None).unwrap_err();
             assert_eq!(error.code, HEADER_MISMATCH, "{h:?}");
         }
     }
@@ -333,28 +262,27 @@ mod tests {
     fn unknown_modern_version_is_refused_with_the_supported_list() {
         let body = MODERN.replace("2026-07-28", "2099-01-01");
         let error =
-            protocol_context(&request(&body), &HeaderMap::new(), &store(), OWNER).unwrap_err();
+            protocol_context(&request(&body), &HeaderMap::new(), None).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_VERSION);
         assert_eq!(error.data.unwrap()["supported"], json!(["2026-07-28"]));
     }
 
     #[test]
-    fn legacy_capabilities_come_from_the_owners_session() {
-        let sessions = store();
-        let init = request(
-            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}}}}"#,
-        );
-        sessions.remember("s1", owner(), &init);
+    fn legacy_capabilities_come_from_the_session() {
+        let mut capabilities = Map::new();
+        capabilities.insert("elicitation".into(), json!({}));
+        let session = SessionRecord::new(crate::auth::Owner::new("iss", None, None))
+            .protocol_version("2025-11-25")
+            .capabilities(capabilities);
         let call =
             request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo"}}"#);
         let h = headers(&[("mcp-session-id", "s1"), ("mcp-name", "ignored-on-legacy")]);
-        let ctx = protocol_context(&call, &h, &sessions, OWNER).unwrap();
+        let ctx = protocol_context(&call, &h, Some(&session)).unwrap();
         assert_eq!(ctx.era, Era::Legacy);
         assert_eq!(ctx.protocol_version.as_deref(), Some("2025-11-25"));
         assert!(ctx.capabilities.form_elicitation());
-        // Another principal presenting the same session id gets no capabilities.
-        let other = ("iss", Some("someone-else"));
-        let ctx = protocol_context(&call, &h, &sessions, other).unwrap();
+        // Without a session: nothing declared.
+        let ctx = protocol_context(&call, &h, None).unwrap();
         assert_eq!(ctx.capabilities, ClientCapabilities::default());
     }
 }

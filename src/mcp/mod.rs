@@ -7,13 +7,19 @@
 pub(crate) mod annotations;
 pub(crate) mod era;
 mod json;
+mod methods;
 pub(crate) mod request;
+pub(crate) mod sessions;
 
 pub use era::{
     ClientCapabilities, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS,
     ProtocolContext, TASKS_EXTENSION,
 };
+pub use methods::{EntryKind, Listing, METHODS, MethodClass, MethodRow, method_class};
+pub use sessions::{
+    MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
+};
 pub use request::{
     CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
-    MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
+    METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
 };

@@ -127,7 +127,21 @@ pub enum Target {
         /// The task id.
         task_id: String,
     },
-    /// Methods without a target (`ping`, lists, `initialize`, ...).
+    /// `skills/get`, and each entry of `skills/list` (Skills extension).
+    Skill {
+        /// The URI of the skill's `SKILL.md`.
+        uri: String,
+    },
+    /// A method in no row of the [method table](super::METHODS), shown to `evaluate` only
+    /// when the application opted in (`GateBuilder::evaluate_unknown_methods`).
+    Other {
+        /// The method, as sent.
+        method: String,
+        /// Its params, as sent.
+        params: Arc<Map<String, Value>>,
+    },
+    /// Methods without a target (`logging/setLevel`, `tasks/list`, a `subscriptions/listen`
+    /// that names no resource).
     None,
 }
 
@@ -137,10 +151,10 @@ impl Target {
     pub fn name(&self) -> Option<&str> {
         match self {
             Target::Tool { name, .. } | Target::Prompt { name, .. } => Some(name),
-            Target::Resource { uri } => Some(uri),
+            Target::Resource { uri } | Target::Skill { uri } => Some(uri),
             Target::Task { task_id } => Some(task_id),
             Target::Completion { reference, .. } => Some(reference.name()),
-            Target::None => None,
+            Target::Other { .. } | Target::None => None,
         }
     }
 }
@@ -361,31 +375,9 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
     }))
 }
 
-/// The methods MCP defines that a client sends, by their `'static` names.
-const KNOWN_METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "tools/list",
-    "tools/call",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "resources/subscribe",
-    "resources/unsubscribe",
-    "prompts/list",
-    "prompts/get",
-    "completion/complete",
-    "logging/setLevel",
-    "tasks/get",
-    "tasks/update",
-    "tasks/cancel",
-    "tasks/result",
-    "tasks/list",
-];
-
-/// `method` as a `'static` name when MCP defines it, or as sent.
+/// `method` as a `'static` name when the method table has it, or as sent.
 fn known_method(method: Cow<'_, str>) -> Cow<'static, str> {
-    match KNOWN_METHODS.iter().find(|known| **known == method) {
+    match super::methods::static_name(&method) {
         Some(known) => Cow::Borrowed(known),
         None => Cow::Owned(method.into_owned()),
     }
@@ -483,8 +475,38 @@ fn target_of(method: &str, params: &Map<String, Value>) -> Result<Target, &'stat
             task_id: string_param(params, "taskId", "task methods need a string params.taskId")?
                 .to_owned(),
         },
+        "skills/get" => Target::Skill {
+            uri: string_param(params, "uri", "skills/get needs a string params.uri")?.to_owned(),
+        },
+        "resources/directory/read" => {
+            string_param(params, "uri", "this method needs a string params.uri")?;
+            Target::None
+        }
+        "subscriptions/listen" => {
+            listen_uris(params)?;
+            Target::None
+        }
         _ => Target::None,
     })
+}
+
+/// The resource URIs a `subscriptions/listen` asks updates for
+/// (`params.notifications.resourceSubscriptions`), checked for shape: `notifications` an
+/// object, `resourceSubscriptions` absent or an array of strings.
+pub(crate) fn listen_uris(params: &Map<String, Value>) -> Result<Vec<&str>, &'static str> {
+    const SHAPE: &str = "subscriptions/listen needs params.notifications, an object whose resourceSubscriptions is an array of strings";
+    let notifications = params
+        .get("notifications")
+        .and_then(Value::as_object)
+        .ok_or(SHAPE)?;
+    match notifications.get("resourceSubscriptions") {
+        None => Ok(Vec::new()),
+        Some(Value::Array(uris)) => uris
+            .iter()
+            .map(|uri| uri.as_str().ok_or(SHAPE))
+            .collect(),
+        Some(_) => Err(SHAPE),
+    }
 }
 
 #[cfg(test)]

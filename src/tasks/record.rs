@@ -101,32 +101,9 @@ impl From<TaskId> for String {
 }
 
 /// Who a task belongs to: the principal that made the held call. Only the owner may read,
-/// poll or cancel it; the store keeps the key, the caller compares it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TaskOwner {
-    /// The token's issuer.
-    pub issuer: String,
-    /// The token's `sub`, if it had one.
-    pub subject: Option<String>,
-    /// The token's `client_id`, if it had one.
-    pub client_id: Option<String>,
-}
-
-impl TaskOwner {
-    /// An owner key.
-    pub fn new(
-        issuer: impl Into<String>,
-        subject: Option<String>,
-        client_id: Option<String>,
-    ) -> Self {
-        Self {
-            issuer: issuer.into(),
-            subject,
-            client_id,
-        }
-    }
-}
+/// poll or cancel it; the store keeps the key, the caller compares it. The same
+/// [`Owner`](crate::auth::Owner) triple binds legacy sessions and continuation states.
+pub type TaskOwner = crate::auth::Owner;
 
 /// Where a task is in its life. Statuses only move forward ([`can_become`](Self::can_become)).
 ///

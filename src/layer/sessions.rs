@@ -1,0 +1,137 @@
+//! Legacy sessions at the door: a request bearing an `Mcp-Session-Id` goes on only when the
+//! id is bound to its caller; `initialize` binds the id the inner server hands out; a `DELETE`
+//! the inner server accepted unbinds it. See [`crate::mcp::SessionStore`] for the threat.
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{HeaderValue, Response, StatusCode, header};
+use serde_json::Value;
+
+use super::pipeline::refusal;
+use crate::auth::{Owner, Principal};
+use crate::denial::render::json_rpc;
+use crate::gate::Gate;
+use crate::mcp::era::{SESSION_HEADER, single_header};
+use crate::mcp::request::McpRequest;
+use crate::mcp::{INTERNAL_ERROR, ProtocolError, SessionRecord, SessionStoreError};
+
+/// JSON-RPC code of the fixed answer to a session that is not the caller's (the code MCP SDKs
+/// use for "session not found").
+pub(crate) const SESSION_NOT_FOUND: i64 = -32001;
+
+/// A session bound to the caller.
+pub(crate) struct BoundSession {
+    pub id: String,
+    pub record: SessionRecord,
+}
+
+/// The one answer for a session id that is not bound to the caller, whoever holds it: the
+/// same status and bytes whether the id belongs to someone else or to no one.
+pub(crate) fn not_found() -> Response<Bytes> {
+    let error = ProtocolError::new(
+        StatusCode::NOT_FOUND,
+        SESSION_NOT_FOUND,
+        "Session not found",
+    );
+    tracing::info!(target: "mcp_gate::request", status = 404, code = SESSION_NOT_FOUND, "request refused: the session is not bound to the caller");
+    json_rpc(StatusCode::NOT_FOUND, error.to_json(), false)
+}
+
+/// The session the request names, if it names one and the caller holds it; otherwise the
+/// answer to send instead. Without an `Mcp-Session-Id` nothing is looked up.
+pub(crate) async fn bound_session(
+    gate: &Gate,
+    parts: &Parts,
+    principal: &Principal,
+) -> Result<Option<BoundSession>, Response<Bytes>> {
+    let id = match single_header(&parts.headers, SESSION_HEADER) {
+        Ok(None) => return Ok(None),
+        Ok(Some(id)) => id,
+        // Two ids, or one that is not text: no session can be bound to that.
+        Err(()) => return Err(not_found()),
+    };
+    match gate.inner.mcp.sessions.get(id).await {
+        Ok(Some(record)) if record.owner.is(principal) => Ok(Some(BoundSession {
+            id: id.to_owned(),
+            record,
+        })),
+        Ok(_) => Err(not_found()),
+        Err(error) => {
+            tracing::error!(target: "mcp_gate::request", error = %error, "session store failed; refusing");
+            Err(store_refusal(&error, None))
+        }
+    }
+}
+
+/// Binds the session the inner server opened in answer to `initialize`, with what the client
+/// declared. The refusal, when the binding cannot be kept, to send instead of the answer.
+pub(crate) async fn bind(
+    gate: &Gate,
+    session_id: &HeaderValue,
+    principal: &Principal,
+    initialize: &McpRequest,
+) -> Result<(), Response<Bytes>> {
+    let Ok(id) = session_id.to_str() else {
+        tracing::error!(target: "mcp_gate::request", "the inner server's session id is not text; refusing the session");
+        return Err(store_refusal(
+            &SessionStoreError::Unavailable("unreadable session id".into()),
+            Some(&initialize.id),
+        ));
+    };
+    let mut record = SessionRecord::new(Owner::of(principal)).capabilities(
+        initialize
+            .param("capabilities")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default(),
+    );
+    if let Some(version) = initialize.param("protocolVersion").and_then(Value::as_str) {
+        record = record.protocol_version(version);
+    }
+    match gate.inner.mcp.sessions.bind(id, record).await {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            tracing::warn!(target: "mcp_gate::request", error = %error, "new session refused");
+            Err(store_refusal(&error, Some(&initialize.id)))
+        }
+    }
+}
+
+/// Forgets a session its owner ended.
+pub(crate) async fn unbind(gate: &Gate, session: &BoundSession) {
+    if let Err(error) = gate
+        .inner
+        .mcp
+        .sessions
+        .unbind(&session.id, &session.record.owner)
+        .await
+    {
+        // The binding stays until it expires; only its owner can use it meanwhile.
+        tracing::warn!(target: "mcp_gate::request", error = %error, "could not unbind an ended session");
+    }
+}
+
+/// The answer when the session store refuses or fails.
+fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Bytes> {
+    let (status, message) = match error {
+        SessionStoreError::OwnerQuota { .. } => (
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many open sessions for this principal: end one (DELETE) or wait for one to expire",
+        ),
+        SessionStoreError::Full { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server holds as many sessions as it may: retry later",
+        ),
+        SessionStoreError::Unavailable(_) | SessionStoreError::Taken => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the session store is unavailable: retry later",
+        ),
+    };
+    let mut response = refusal(&ProtocolError::new(status, INTERNAL_ERROR, message).with_id(id));
+    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    response
+}
