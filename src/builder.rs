@@ -641,8 +641,7 @@ impl GateBuilder {
                 reason: "at least 10 ms and at most the task lifetime",
             });
         }
-        if self.max_body_bytes == 0 || self.session_capacity == 0 || self.sessions_per_owner == 0
-        {
+        if self.max_body_bytes == 0 || self.session_capacity == 0 || self.sessions_per_owner == 0 {
             return Err(ConfigError::InvalidOption {
                 field: "max_body_bytes / legacy_sessions / legacy_sessions_per_owner",
                 reason: "must be positive",

@@ -63,6 +63,11 @@
 //! the header. Each refusal is logged as one `tracing` event (target `mcp_gate::auth`, fields
 //! `status`, `error`, `reason`, `method`), never with the token or the body.
 //!
+//! Only POST carries an operation: GET, DELETE and OPTIONS go on without a body, a CORS
+//! preflight without a token, and any other HTTP method gets 405. A request bearing an
+//! `Mcp-Session-Id` goes on only when that legacy session is bound to the caller (one fixed 404
+//! otherwise; see [`mcp::SessionStore`]).
+//!
 //! After authentication, for each POST:
 //!
 //! 6. **Body**: read whole, at most 4 MiB, within 30 s (413 / 408).
@@ -70,9 +75,11 @@
 //!    batches and wrong types are refused with their own JSON-RPC error).
 //! 8. **Era**: modern requests carry their version and capabilities in `_meta`, and their
 //!    `Mcp-*` headers must match the body; legacy sessions keep what `initialize` declared.
-//! 9. **Policy** ([`policy`]): the application's `evaluate` callback decides every guarded
-//!    operation, and every entry of a list in the discovery phase. A panic, an error or a
-//!    timeout is an internal error, never an allow.
+//! 9. **Policy** ([`policy`]): the [method table](mcp::METHODS) puts every method in one
+//!    class; the application's `evaluate` callback decides every guarded operation, and every
+//!    entry of a listing in the discovery phase. A method in no row is refused (`-32601`) unless
+//!    the application opted in to judge it. A panic, an error or a timeout is an internal
+//!    error, never an allow.
 //! 10. **Answer**: the request goes to the inner service unchanged, or the layer answers with a
 //!     SEP-2643 denial in the pinned [`Revision`] ([`denial`]), a URL approval or confirmation
 //!     round trip with signed state ([`continuation`]), a durable approval task ([`tasks`]),
@@ -82,7 +89,7 @@
 //!
 //! Not covered: token revocation for cached JWTs (entries live at most `token_cache_max_age`,
 //! default 5 min), DPoP and mTLS-bound tokens, and task notifications (owners poll their
-//! tasks; `subscriptions/listen` is not served by the layer).
+//! tasks; `subscriptions/listen` is judged and forwarded to the inner server, which serves it).
 //!
 //! ## Feature flags
 //!

@@ -2114,6 +2114,15 @@ fn check_jsonrpc(stack: &Stack, body: &[u8], headers: &HeaderMap) -> Result<(), 
                 context()
             );
         }
+        StatusCode::NOT_FOUND => {
+            // A modern request for a method in no row of the method table.
+            prop_assert_eq!(
+                reply.rpc_error().map(|e| e.0),
+                Some(-32601),
+                "{}",
+                context()
+            );
+        }
         other => return Err(fail(format!("status {other}: {}", context()))),
     }
     Ok(())

@@ -29,11 +29,11 @@ pub use jwks::KeyRefresh;
 pub use jwt::TypPolicy;
 pub use keys::StaticKeys;
 pub use metadata::ProtectedResourceMetadata;
+pub use owner::Owner;
 #[cfg(feature = "axum")]
 pub use principal::MissingPrincipal;
 #[cfg(test)]
 pub(crate) use principal::PrincipalParts;
-pub use owner::Owner;
 pub use principal::{Principal, TokenKind};
 pub use rejection::{AuthError, InvalidRequest, InvalidToken};
 pub use scope::{ScopeHierarchy, ScopeSet};

@@ -213,8 +213,11 @@ mod tests {
             })
         );
         assert!(
-            entry_target(listing("tools/list"), &serde_json::json!({"title": "no name"}))
-                .is_none()
+            entry_target(
+                listing("tools/list"),
+                &serde_json::json!({"title": "no name"})
+            )
+            .is_none()
         );
     }
 }

@@ -10,13 +10,13 @@ use super::body::GateBody;
 use super::buffer::{close_if_unread, declares_body, read_body};
 use super::conceal::{concealable, probe, restore};
 use super::discovery::{ListAnswer, entry_target, read_answer, read_raw, result_of, write_sse};
-use super::sessions;
-use super::verbs::Verb;
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
 };
+use super::sessions;
 use super::tasks::{self, TaskRoute};
+use super::verbs::Verb;
 use crate::auth::Principal;
 use crate::auth::token_cache::TokenDigest;
 use crate::continuation::Payload;
@@ -27,8 +27,8 @@ use crate::gate::Gate;
 use crate::mcp::era::{SESSION_HEADER, protocol_context};
 use crate::mcp::request::{McpRequest, Message, classify, listen_uris};
 use crate::mcp::{
-    EntryKind, Era, INTERNAL_ERROR, Listing as ListingClass, METHOD_NOT_FOUND, MethodClass, ProtocolContext,
-    ProtocolError, Target, method_class,
+    EntryKind, Era, INTERNAL_ERROR, Listing as ListingClass, METHOD_NOT_FOUND, MethodClass,
+    ProtocolContext, ProtocolError, Target, method_class,
 };
 use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
 
@@ -394,7 +394,10 @@ where
             end.headers_mut().insert(SESSION_HEADER, session_id);
             end.extensions_mut().insert(principal.clone());
             let mut again = inner.clone();
-            if std::future::poll_fn(|cx| again.poll_ready(cx)).await.is_ok() {
+            if std::future::poll_fn(|cx| again.poll_ready(cx))
+                .await
+                .is_ok()
+            {
                 // Best effort: the session is unusable through the layer either way.
                 let _ = again.call(end).await;
             }
@@ -410,7 +413,10 @@ fn method_not_found(request: &McpRequest, protocol: &ProtocolContext) -> Respons
         Era::Modern => StatusCode::NOT_FOUND,
         Era::Legacy => StatusCode::OK,
     };
-    refusal(&ProtocolError::new(status, METHOD_NOT_FOUND, "Method not found").with_id(Some(&request.id)))
+    refusal(
+        &ProtocolError::new(status, METHOD_NOT_FOUND, "Method not found")
+            .with_id(Some(&request.id)),
+    )
 }
 
 /// `subscriptions/listen`: every resource URI it asks updates for is shown to `evaluate` as a

@@ -9,13 +9,13 @@ use http::{Request, Response, header};
 use tower_service::Service;
 
 use super::body::GateBody;
-use super::future::ResponseFuture;
 use super::buffer::{close_if_unread, declares_body};
+use super::future::ResponseFuture;
 use super::pipeline::{BoxError, Identity, admit, after_authentication, bodyless_refusal};
 use super::verbs::{Door, Verb, door, not_allowed};
-use crate::mcp::era::SESSION_HEADER;
 use crate::auth::authenticator::FirstStep;
 use crate::gate::Gate;
+use crate::mcp::era::SESSION_HEADER;
 
 /// Authenticates and authorizes each request, then forwards it to `S` or answers it.
 ///

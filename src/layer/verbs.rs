@@ -75,19 +75,36 @@ mod tests {
     fn only_the_named_methods_get_in() {
         let none = HeaderMap::new();
         let mut preflight = HeaderMap::new();
-        preflight.insert(header::ORIGIN, HeaderValue::from_static("https://app.example"));
+        preflight.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://app.example"),
+        );
         preflight.insert(
             header::ACCESS_CONTROL_REQUEST_METHOD,
             HeaderValue::from_static("POST"),
         );
         assert_eq!(door(&Method::POST, &none), Door::Authenticate(Verb::Post));
-        assert_eq!(door(&Method::GET, &none), Door::Authenticate(Verb::Bodyless));
-        assert_eq!(door(&Method::DELETE, &none), Door::Authenticate(Verb::Bodyless));
-        assert_eq!(door(&Method::OPTIONS, &none), Door::Authenticate(Verb::Bodyless));
+        assert_eq!(
+            door(&Method::GET, &none),
+            Door::Authenticate(Verb::Bodyless)
+        );
+        assert_eq!(
+            door(&Method::DELETE, &none),
+            Door::Authenticate(Verb::Bodyless)
+        );
+        assert_eq!(
+            door(&Method::OPTIONS, &none),
+            Door::Authenticate(Verb::Bodyless)
+        );
         assert_eq!(door(&Method::OPTIONS, &preflight), Door::Preflight);
         // A preflight header on another method changes nothing.
-        assert_eq!(door(&Method::GET, &preflight), Door::Authenticate(Verb::Bodyless));
-        for method in ["PUT", "PATCH", "HEAD", "TRACE", "CONNECT", "PROPFIND", "post"] {
+        assert_eq!(
+            door(&Method::GET, &preflight),
+            Door::Authenticate(Verb::Bodyless)
+        );
+        for method in [
+            "PUT", "PATCH", "HEAD", "TRACE", "CONNECT", "PROPFIND", "post",
+        ] {
             let method = Method::from_bytes(method.as_bytes()).unwrap();
             assert_eq!(door(&method, &preflight), Door::NotAllowed, "{method}");
         }

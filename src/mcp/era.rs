@@ -261,8 +261,7 @@ mod tests {
     #[test]
     fn unknown_modern_version_is_refused_with_the_supported_list() {
         let body = MODERN.replace("2026-07-28", "2099-01-01");
-        let error =
-            protocol_context(&request(&body), &HeaderMap::new(), None).unwrap_err();
+        let error = protocol_context(&request(&body), &HeaderMap::new(), None).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_VERSION);
         assert_eq!(error.data.unwrap()["supported"], json!(["2026-07-28"]));
     }

@@ -181,7 +181,12 @@ pub const METHODS: &[MethodRow] = &[
         "`Target::Prompt` with the arguments",
         "",
     ),
-    row("resources/read", MethodClass::Guarded, "`Target::Resource`", ""),
+    row(
+        "resources/read",
+        MethodClass::Guarded,
+        "`Target::Resource`",
+        "",
+    ),
     row(
         "resources/subscribe",
         MethodClass::Guarded,
@@ -321,7 +326,13 @@ mod tests {
 
     #[test]
     fn unknown_is_everything_else() {
-        for method in ["", "tools/call ", "Tools/call", "tools/*", "sampling/createMessage"] {
+        for method in [
+            "",
+            "tools/call ",
+            "Tools/call",
+            "tools/*",
+            "sampling/createMessage",
+        ] {
             assert_eq!(method_class(method), MethodClass::Unknown, "{method:?}");
         }
     }

@@ -16,10 +16,10 @@ pub use era::{
     ProtocolContext, TASKS_EXTENSION,
 };
 pub use methods::{EntryKind, Listing, METHODS, MethodClass, MethodRow, method_class};
-pub use sessions::{
-    MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
-};
 pub use request::{
     CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
+};
+pub use sessions::{
+    MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
 };

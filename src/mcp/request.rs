@@ -501,10 +501,7 @@ pub(crate) fn listen_uris(params: &Map<String, Value>) -> Result<Vec<&str>, &'st
         .ok_or(SHAPE)?;
     match notifications.get("resourceSubscriptions") {
         None => Ok(Vec::new()),
-        Some(Value::Array(uris)) => uris
-            .iter()
-            .map(|uri| uri.as_str().ok_or(SHAPE))
-            .collect(),
+        Some(Value::Array(uris)) => uris.iter().map(|uri| uri.as_str().ok_or(SHAPE)).collect(),
         Some(_) => Err(SHAPE),
     }
 }

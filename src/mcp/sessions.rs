@@ -54,7 +54,9 @@ pub type SessionFuture<'a, T> =
 #[non_exhaustive]
 pub enum SessionStoreError {
     /// The store holds as many sessions as it may; the new session is refused.
-    #[error("the session store is full ({capacity} sessions); new sessions are refused until some end or expire")]
+    #[error(
+        "the session store is full ({capacity} sessions); new sessions are refused until some end or expire"
+    )]
     Full {
         /// The store's capacity.
         capacity: usize,
