@@ -28,7 +28,7 @@ use crate::mcp::era::{SESSION_HEADER, protocol_context};
 use crate::mcp::request::{McpRequest, Message, classify, listen_uris};
 use crate::mcp::{
     EntryKind, Era, INTERNAL_ERROR, Listing as ListingClass, METHOD_NOT_FOUND, MethodClass,
-    ProtocolContext, ProtocolError, Target, method_class,
+    ProtocolContext, ProtocolError, Target,
 };
 use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
 
@@ -232,7 +232,7 @@ where
         Err(error) => return done(refusal(&error)),
     };
     let mut request = request;
-    match method_class(&request.method) {
+    match request.class {
         MethodClass::Lifecycle if request.method == "initialize" => {
             let run = Box::pin(initialize(gate, inner, *parts, bytes, &principal, &request));
             return Ok(Next::Done(run.await?));

@@ -257,19 +257,13 @@ pub const METHODS: &[MethodRow] = &[
 
 /// The class of `method`: its row in [`METHODS`], or [`MethodClass::Unknown`].
 pub fn method_class(method: &str) -> MethodClass {
-    METHODS
-        .iter()
-        .find(|row| row.method == method)
-        .map_or(MethodClass::Unknown, |row| row.class)
+    row_of(method).map_or(MethodClass::Unknown, |row| row.class)
 }
 
-/// The method as a `'static` name when the table has it, so that a known method is neither
-/// allocated nor copied on its way to the policy.
-pub(crate) fn static_name(method: &str) -> Option<&'static str> {
-    METHODS
-        .iter()
-        .find(|row| row.method == method)
-        .map(|row| row.method)
+/// The row of `method`, if the table has one: its `'static` name (so that a known method is
+/// neither allocated nor copied on its way to the policy) and its class.
+pub(crate) fn row_of(method: &str) -> Option<&'static MethodRow> {
+    METHODS.iter().find(|row| row.method == method)
 }
 
 /// The table as the Markdown page `docs/methods.md` shows it.

@@ -14,6 +14,7 @@ use http::StatusCode;
 use serde_json::{Map, Value};
 
 use super::json::{Field, Shape, parse_envelope};
+use super::methods::MethodClass;
 
 /// JSON-RPC: invalid JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -198,6 +199,8 @@ pub(crate) struct McpRequest {
     /// The method: a `'static` name for the methods MCP defines, so that it is neither
     /// allocated nor copied on the way to the policy.
     pub method: Cow<'static, str>,
+    /// The method's class in the method table, looked up once.
+    pub class: MethodClass,
     /// The params, less what `moved` says is in `target`.
     rest: Map<String, Value>,
     moved: Moved,
@@ -358,7 +361,7 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             )));
         }
     }
-    let method = known_method(method);
+    let (method, class) = known_method(method);
     let (target, moved) = match &*method {
         "tools/call" | "prompts/get" => call_target(&method, &mut params).map_err(refuse)?,
         _ => (
@@ -369,17 +372,18 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
     Ok(Message::Request(McpRequest {
         id,
         method,
+        class,
         rest: params,
         moved,
         target,
     }))
 }
 
-/// `method` as a `'static` name when the method table has it, or as sent.
-fn known_method(method: Cow<'_, str>) -> Cow<'static, str> {
-    match super::methods::static_name(&method) {
-        Some(known) => Cow::Borrowed(known),
-        None => Cow::Owned(method.into_owned()),
+/// `method` as a `'static` name when the method table has it, or as sent; and its class.
+fn known_method(method: Cow<'_, str>) -> (Cow<'static, str>, MethodClass) {
+    match super::methods::row_of(&method) {
+        Some(row) => (Cow::Borrowed(row.method), row.class),
+        None => (Cow::Owned(method.into_owned()), MethodClass::Unknown),
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod modern;
 pub mod peers;
+pub mod surface;
 pub mod tokens;
 
 #[cfg(feature = "redis")]
