@@ -642,3 +642,64 @@ async fn a_cors_preflight_goes_without_a_token_and_nothing_else_does() {
     assert_eq!(get.status, 401, "{get:?}");
     assert_eq!(setup.reached(), ["OPTIONS"]);
 }
+
+/// The official Python SDK (2026-07-28) through the layer: its `Client.listen` for a hidden
+/// resource surfaces the refusal and nothing reaches the server; for the public one the
+/// server's acknowledgement comes back.
+#[tokio::test]
+async fn python_sdk_listen_is_judged_per_resource() {
+    let setup = Setup::start(|b| b).await;
+    let alice = setup.token(ALICE, CLIENT);
+    let run = run_client(
+        Sdk::Python,
+        &setup.server.url,
+        &[
+            "--token",
+            &alice,
+            "--no-list",
+            "--listen",
+            PUBLIC,
+            "--listen",
+            SECRET,
+        ],
+    )
+    .await;
+    let listen = run
+        .steps
+        .iter()
+        .find(|s| s["step"] == "listen")
+        .unwrap_or_else(|| panic!("no listen step: {:?} {}", run.steps, run.stderr));
+    assert_eq!(listen["ok"], false, "{listen}");
+    assert!(
+        !setup
+            .reached()
+            .iter()
+            .any(|r| r == "POST subscriptions/listen"),
+        "{:?}",
+        setup.reached()
+    );
+
+    let run = run_client(
+        Sdk::Python,
+        &setup.server.url,
+        &["--token", &alice, "--no-list", "--listen", PUBLIC],
+    )
+    .await;
+    let listen = run
+        .steps
+        .iter()
+        .find(|s| s["step"] == "listen")
+        .unwrap_or_else(|| panic!("no listen step: {:?} {}", run.steps, run.stderr));
+    assert_eq!(listen["ok"], true, "{listen} {}", run.stderr);
+    assert_eq!(
+        listen["honored"]["resourceSubscriptions"],
+        json!([PUBLIC]),
+        "{listen}"
+    );
+    assert!(
+        setup
+            .reached()
+            .iter()
+            .any(|r| r == "POST subscriptions/listen")
+    );
+}

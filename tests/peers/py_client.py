@@ -113,6 +113,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tasks", action="store_true", help="declare io.modelcontextprotocol/tasks and follow tasks")
     p.add_argument("--wait-task", action="store_true", help="read one stdin line after a task is created")
     p.add_argument("--cancel-task", action="store_true", help="send tasks/cancel after the first tasks/get")
+    p.add_argument("--listen", action="append", default=[], metavar="URI",
+                   help="open one subscriptions/listen for these resource URIs, report the ack, close it")
     a = p.parse_args()
     if (a.wait_task or a.cancel_task) and not a.tasks:
         p.error("--wait-task and --cancel-task need --tasks")
@@ -402,6 +404,15 @@ async def run(a: argparse.Namespace) -> bool:
                             all_ok = False
                     except Exception as e:  # noqa: BLE001
                         fail({"step": "call", "name": name}, e)
+                if a.listen:
+                    log.last_mcp_status = None
+                    try:
+                        with anyio.fail_after(10):
+                            async with client.listen(resource_subscriptions=a.listen) as sub:
+                                honored = sub.honored.model_dump(by_alias=True, exclude_none=True, mode="json")
+                                out({"step": "listen", "ok": True, "honored": honored})
+                    except Exception as e:  # noqa: BLE001
+                        fail({"step": "listen"}, e)
                 steps_done = True
     except Exception as e:  # noqa: BLE001 - ExceptionGroup included
         if not connected:
