@@ -643,6 +643,20 @@ async fn a_cors_preflight_goes_without_a_token_and_nothing_else_does() {
     assert_eq!(setup.reached(), ["OPTIONS"]);
 }
 
+/// The step the Python SDK client reports for one `Client.listen` of `uris`.
+async fn python_listen(setup: &Setup, token: &str, uris: &[&str]) -> Value {
+    let mut args = vec!["--token", token, "--no-list"];
+    for uri in uris {
+        args.extend(["--listen", uri]);
+    }
+    let run = run_client(Sdk::Python, &setup.server.url, &args).await;
+    run.steps
+        .iter()
+        .find(|s| s["step"] == "listen")
+        .cloned()
+        .unwrap_or_else(|| panic!("no listen step: {:?} {}", run.steps, run.stderr))
+}
+
 /// The official Python SDK (2026-07-28) through the layer: its `Client.listen` for a hidden
 /// resource surfaces the refusal and nothing reaches the server; for the public one the
 /// server's acknowledgement comes back.
@@ -650,56 +664,23 @@ async fn a_cors_preflight_goes_without_a_token_and_nothing_else_does() {
 async fn python_sdk_listen_is_judged_per_resource() {
     let setup = Setup::start(|b| b).await;
     let alice = setup.token(ALICE, CLIENT);
-    let run = run_client(
-        Sdk::Python,
-        &setup.server.url,
-        &[
-            "--token",
-            &alice,
-            "--no-list",
-            "--listen",
-            PUBLIC,
-            "--listen",
-            SECRET,
-        ],
-    )
-    .await;
-    let listen = run
-        .steps
-        .iter()
-        .find(|s| s["step"] == "listen")
-        .unwrap_or_else(|| panic!("no listen step: {:?} {}", run.steps, run.stderr));
-    assert_eq!(listen["ok"], false, "{listen}");
-    assert!(
-        !setup
-            .reached()
-            .iter()
-            .any(|r| r == "POST subscriptions/listen"),
-        "{:?}",
-        setup.reached()
-    );
-
-    let run = run_client(
-        Sdk::Python,
-        &setup.server.url,
-        &["--token", &alice, "--no-list", "--listen", PUBLIC],
-    )
-    .await;
-    let listen = run
-        .steps
-        .iter()
-        .find(|s| s["step"] == "listen")
-        .unwrap_or_else(|| panic!("no listen step: {:?} {}", run.steps, run.stderr));
-    assert_eq!(listen["ok"], true, "{listen} {}", run.stderr);
-    assert_eq!(
-        listen["honored"]["resourceSubscriptions"],
-        json!([PUBLIC]),
-        "{listen}"
-    );
-    assert!(
+    let listened = |setup: &Setup| {
         setup
             .reached()
             .iter()
             .any(|r| r == "POST subscriptions/listen")
+    };
+
+    let refused = python_listen(&setup, &alice, &[PUBLIC, SECRET]).await;
+    assert_eq!(refused["ok"], false, "{refused}");
+    assert!(!listened(&setup), "{:?}", setup.reached());
+
+    let acknowledged = python_listen(&setup, &alice, &[PUBLIC]).await;
+    assert_eq!(acknowledged["ok"], true, "{acknowledged}");
+    assert_eq!(
+        acknowledged["honored"]["resourceSubscriptions"],
+        json!([PUBLIC]),
+        "{acknowledged}"
     );
+    assert!(listened(&setup), "{:?}", setup.reached());
 }
