@@ -215,6 +215,9 @@ pub(crate) struct Binding<'a> {
     pub subject: Option<&'a str>,
     pub client_id: Option<&'a str>,
     pub resource: &'a str,
+    /// Whether the request is modern: part of what a state is bound to, so that a state
+    /// issued in one era is never accepted in the other, whatever version either names.
+    pub modern: bool,
     pub protocol_version: Option<&'a str>,
     pub method: &'a str,
     pub params: std::borrow::Cow<'a, Map<String, Value>>,
@@ -236,13 +239,18 @@ fn digest_parts(key: &[u8], label: &str, parts: &[&str]) -> String {
 
 impl Binding<'_> {
     fn principal_digest(&self, key: &[u8]) -> String {
+        // Each optional part is preceded by whether it is present, so that an absent subject
+        // and a subject of any value (even empty, even NUL) never digest alike.
+        let presence = |part: Option<&str>| if part.is_some() { "1" } else { "0" };
         digest_parts(
             key,
             "who",
             &[
                 self.issuer,
-                self.subject.unwrap_or("\u{0}"),
-                self.client_id.unwrap_or("\u{0}"),
+                presence(self.subject),
+                self.subject.unwrap_or(""),
+                presence(self.client_id),
+                self.client_id.unwrap_or(""),
             ],
         )
     }
@@ -259,7 +267,9 @@ impl Binding<'_> {
             "what",
             &[
                 self.resource,
-                self.protocol_version.unwrap_or("\u{0}"),
+                if self.modern { "modern" } else { "legacy" },
+                if self.protocol_version.is_some() { "1" } else { "0" },
+                self.protocol_version.unwrap_or(""),
                 self.method,
                 &canonical,
             ],
@@ -561,6 +571,7 @@ mod tests {
             subject: Some(&f.subject),
             client_id: Some(&f.client),
             resource: &f.resource,
+            modern: true,
             protocol_version: Some(&f.version),
             method: &f.method,
             params: std::borrow::Cow::Borrowed(&f.params),
@@ -645,6 +656,46 @@ mod tests {
             change(&mut f);
             assert_eq!(codec.verify(&state, &binding(&f)).unwrap_err(), expected);
         }
+    }
+
+    /// An absent subject or client id never digests like any present value, NUL included,
+    /// and a state issued to a modern request is never accepted on a legacy one.
+    #[test]
+    fn absent_parts_and_the_era_are_part_of_the_binding() {
+        let codec = codec(keys());
+        let f = fields();
+        let mut anonymous = binding(&f);
+        anonymous.subject = None;
+        let state = codec
+            .issue(&anonymous, Interaction::Url, "mcp-gate/approval", 1, None, None)
+            .unwrap();
+        for subject in ["\u{0}", "", "0"] {
+            let mut other = binding(&f);
+            other.subject = Some(subject);
+            assert_eq!(
+                codec.verify(&state, &other).unwrap_err(),
+                StateError::OtherPrincipal,
+                "{subject:?}"
+            );
+        }
+        let mut no_client = binding(&f);
+        no_client.client_id = None;
+        let mut empty_client = binding(&f);
+        empty_client.client_id = Some("");
+        let state = codec
+            .issue(&no_client, Interaction::Url, "mcp-gate/approval", 1, None, None)
+            .unwrap();
+        assert_eq!(
+            codec.verify(&state, &empty_client).unwrap_err(),
+            StateError::OtherPrincipal
+        );
+        let state = issue(&codec, &f);
+        let mut legacy = binding(&f);
+        legacy.modern = false;
+        assert_eq!(
+            codec.verify(&state, &legacy).unwrap_err(),
+            StateError::OtherRequest
+        );
     }
 
     #[test]

@@ -538,6 +538,13 @@ fn expected_carrier(carrier: &Carrier, valid: &str) -> AuthExpect {
         Some(at) => (&text[..at], &text[at + 1..]),
         None => (text, ""),
     };
+    // `Bearer` glued to a separator (a tab, a comma) is a bearer credential written wrongly.
+    if scheme.len() > 6 && scheme[..6].eq_ignore_ascii_case("bearer") {
+        let next = scheme.as_bytes()[6];
+        if !(next.is_ascii_alphanumeric() || b"-._~+/=".contains(&next)) {
+            return request(InvalidRequest::MalformedAuthorizationHeader);
+        }
+    }
     if !scheme.eq_ignore_ascii_case("bearer") {
         return Refuse(AuthError::UnsupportedScheme);
     }

@@ -59,11 +59,7 @@ impl Authenticator {
     }
 
     async fn verify_uncached(&self, token: &str) -> Result<(Principal, Duration), AuthError> {
-        if let Some(jwt) = self
-            .jwt
-            .as_ref()
-            .filter(|_| JwtVerifier::looks_like_jwt(token))
-        {
+        if let Some(jwt) = self.jwt.as_ref().filter(|_| self.is_jwt(token)) {
             let principal = jwt.verify(token, &self.hierarchy).await?;
             return Ok((principal, self.cache_max_age));
         }
@@ -79,6 +75,21 @@ impl Authenticator {
                 InvalidToken::Unverifiable
             },
         ))
+    }
+
+    /// Whether `token` goes to JWT verification: three dot-separated parts, and, when
+    /// introspection is configured too, a header that decodes as a JWT header. An opaque token
+    /// that happens to hold two dots (`v2.local.…`) is then introspected rather than refused as
+    /// a malformed JWT.
+    fn is_jwt(&self, token: &str) -> bool {
+        if !JwtVerifier::looks_like_jwt(token) {
+            return false;
+        }
+        #[cfg(feature = "introspection")]
+        if self.introspector.is_some() {
+            return jsonwebtoken::decode_header(token).is_ok();
+        }
+        true
     }
 
     /// The endpoint-wide scope check: every required scope, directly or through the hierarchy.

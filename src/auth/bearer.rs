@@ -53,7 +53,15 @@ pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, Au
     if !is_visible(scheme) {
         return Err(malformed);
     }
-    if !scheme.eq_ignore_ascii_case(b"bearer") {
+    // `Bearer` followed by anything but a space (a tab, say) is a bearer credential written
+    // wrongly, not another scheme: RFC 7235 separates the scheme from its value with spaces.
+    if scheme.len() > BEARER.len() && scheme[..BEARER.len()].eq_ignore_ascii_case(BEARER) {
+        let next = scheme[BEARER.len()];
+        if !is_b64token_byte(next) && next != b'=' {
+            return Err(malformed);
+        }
+    }
+    if !scheme.eq_ignore_ascii_case(BEARER) {
         return Err(if is_visible(rest) {
             AuthError::UnsupportedScheme
         } else {
@@ -68,6 +76,9 @@ pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, Au
     // A b64token is ASCII: this cannot fail, and is refused rather than trusted if it did.
     std::str::from_utf8(token).map_err(|_| malformed)
 }
+
+/// The scheme, as compared (case-insensitively).
+const BEARER: &[u8] = b"bearer";
 
 /// What `HeaderValue::to_str` accepts: visible ASCII, space and tab.
 fn is_visible(bytes: &[u8]) -> bool {
@@ -163,6 +174,10 @@ mod tests {
             b"Bearer ====",
             b"Bearer a\"b",
             b"Bearer \xc3\xa9",
+            b"Bearer\ttoken",
+            b"bearer\t\ttoken",
+            b"Bearer\t",
+            b"Bearer,token",
         ] {
             assert_eq!(extract(&with_auth(value)), Err(MALFORMED), "{value:?}");
         }

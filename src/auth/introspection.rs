@@ -246,6 +246,38 @@ impl Introspector {
     }
 }
 
+/// The answer with its `exp`, `iat` and `nbf` in whole seconds. A NumericDate may have a
+/// fraction (RFC 7519 §2), which the JWT path accepts but the `oauth2` crate's reader does not;
+/// the fraction is dropped (`exp` rounded down, so never later than the issuer said). Anything
+/// that is not a JSON object with such numbers is returned as it came, for the reader to judge.
+fn whole_second_times(body: Vec<u8>) -> Vec<u8> {
+    let Ok(Value::Object(mut answer)) = serde_json::from_slice::<Value>(&body) else {
+        return body;
+    };
+    let mut changed = false;
+    for claim in ["exp", "iat", "nbf"] {
+        let Some(Value::Number(number)) = answer.get(claim) else {
+            continue;
+        };
+        if number.is_i64() || number.is_u64() {
+            continue;
+        }
+        match number.as_f64().map(f64::floor) {
+            // Within the range a timestamp can have; anything else is left for the reader to
+            // refuse.
+            Some(seconds) if (0.0..=9.0e15).contains(&seconds) => {
+                answer.insert(claim.into(), Value::from(seconds as u64));
+                changed = true;
+            }
+            _ => {}
+        }
+    }
+    if !changed {
+        return body;
+    }
+    serde_json::to_vec(&Value::Object(answer)).unwrap_or(body)
+}
+
 async fn send(
     http: &reqwest::Client,
     request: HttpRequest,
@@ -257,7 +289,7 @@ async fn send(
         .map_err(|_| FetchError::Invalid("introspection timed out"))??;
     let status = response.status();
     let content_type = response.headers().get(http::header::CONTENT_TYPE).cloned();
-    let body = read_bounded(response, MAX_ANSWER_BYTES).await?;
+    let body = whole_second_times(read_bounded(response, MAX_ANSWER_BYTES).await?);
     let mut answer = HttpResponse::new(body);
     *answer.status_mut() = status;
     if let Some(value) = content_type {
@@ -266,4 +298,39 @@ async fn send(
             .insert(http::header::CONTENT_TYPE, value);
     }
     Ok(answer)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn times(body: &str) -> Value {
+        serde_json::from_slice(&whole_second_times(body.as_bytes().to_vec())).unwrap()
+    }
+
+    #[test]
+    fn fractional_times_become_whole_seconds() {
+        let answer = times(r#"{"active":true,"exp":1700000000.75,"iat":1699999000.2,"nbf":5}"#);
+        assert_eq!(answer["exp"], 1_700_000_000u64);
+        assert_eq!(answer["iat"], 1_699_999_000u64);
+        assert_eq!(answer["nbf"], 5);
+        assert_eq!(answer["active"], true);
+    }
+
+    #[test]
+    fn other_answers_are_left_to_the_reader() {
+        for body in [
+            r#"{"active":true,"exp":-1.5}"#,
+            r#"{"active":true,"exp":"soon"}"#,
+            r#"{"active":true,"exp":1e300}"#,
+            r#"[1.5]"#,
+            "not json",
+        ] {
+            assert_eq!(
+                whole_second_times(body.as_bytes().to_vec()),
+                body.as_bytes(),
+                "{body}"
+            );
+        }
+    }
 }

@@ -31,13 +31,22 @@ pub enum TypPolicy {
 
 impl TypPolicy {
     fn accepts(self, typ: Option<&str>) -> bool {
-        let is_at = |t: &str| {
-            t.eq_ignore_ascii_case("at+jwt") || t.eq_ignore_ascii_case("application/at+jwt")
+        // RFC 7515 §4.1.9: a `typ` without a `/` stands for `application/<typ>`, and media
+        // types compare case-insensitively, so `JWT` and `application/jwt` are one type.
+        let media_type = |t: &str| -> Option<&'static str> {
+            let short = match t.get(..12) {
+                Some(prefix) if prefix.eq_ignore_ascii_case("application/") => &t[12..],
+                _ if t.contains('/') => return None,
+                _ => t,
+            };
+            ["at+jwt", "jwt"]
+                .into_iter()
+                .find(|known| short.eq_ignore_ascii_case(known))
         };
-        match (self, typ) {
+        match (self, typ.map(media_type)) {
             (Self::AccessTokenOrJwt, None) => true,
-            (Self::AccessTokenOrJwt, Some(t)) => is_at(t) || t.eq_ignore_ascii_case("jwt"),
-            (Self::AccessTokenOnly, Some(t)) => is_at(t),
+            (Self::AccessTokenOrJwt, Some(found)) => found.is_some(),
+            (Self::AccessTokenOnly, Some(found)) => found == Some("at+jwt"),
             (Self::AccessTokenOnly, None) => false,
         }
     }
@@ -170,11 +179,17 @@ mod tests {
             Some("AT+JWT"),
             Some("application/at+jwt"),
             Some("JWT"),
+            Some("application/jwt"),
+            Some("Application/JWT"),
         ] {
             assert!(lax.accepts(typ), "{typ:?}");
         }
         assert!(!lax.accepts(Some("id_token+jwt")));
         assert!(!lax.accepts(Some("dpop+jwt")));
+        for odd in ["text/jwt", "application/", "application/jwt/x", "jwt ", "", "application/dpop+jwt"] {
+            assert!(!lax.accepts(Some(odd)), "{odd:?}");
+        }
+        assert!(TypPolicy::AccessTokenOnly.accepts(Some("Application/At+Jwt")));
         let strict = TypPolicy::AccessTokenOnly;
         assert!(strict.accepts(Some("at+jwt")));
         assert!(!strict.accepts(Some("JWT")));

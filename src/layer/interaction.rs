@@ -29,6 +29,7 @@ pub(crate) fn binding<'a>(
         subject: principal.subject(),
         client_id: principal.client_id(),
         resource,
+        modern: protocol.era == Era::Modern,
         protocol_version: protocol.protocol_version.as_deref(),
         method: &request.method,
         params: request.params(),

@@ -109,12 +109,11 @@ pub(crate) fn protocol_context(
                 protocol_version: session.protocol_version.clone(),
                 capabilities: ClientCapabilities::from_object(session.capabilities.clone()),
             },
+            // No session: nothing the client declared earlier applies, and a version named
+            // in this request's own params is the client's word, not how the request was made.
             None => ProtocolContext {
                 era: Era::Legacy,
-                protocol_version: request
-                    .param("protocolVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
+                protocol_version: None,
                 capabilities: ClientCapabilities::default(),
             },
         });
