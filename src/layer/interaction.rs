@@ -133,9 +133,39 @@ pub(crate) fn app_round_trip(
             request
                 .param("inputResponses")
                 .and_then(Value::as_object)
-                .cloned(),
+                .map(|responses| {
+                    let mut own = responses.clone();
+                    own.retain(|key, _| !key.starts_with(INPUT_KEY_PREFIX));
+                    own
+                })
+                .filter(|own| !own.is_empty()),
         ),
     }
+}
+
+/// Whether the request carries an input response under one of the layer's own keys, which
+/// only the layer may read.
+pub(crate) fn carries_layer_inputs(request: &McpRequest) -> bool {
+    request
+        .param("inputResponses")
+        .and_then(Value::as_object)
+        .is_some_and(|responses| responses.keys().any(|k| k.starts_with(INPUT_KEY_PREFIX)))
+}
+
+/// The request's body without the layer's own input responses (and without `inputResponses`
+/// when nothing else is left in it), for a request that is forwarded without a round trip of
+/// the layer's.
+pub(crate) fn without_layer_inputs(request: &McpRequest) -> Bytes {
+    let mut params = request.params().into_owned();
+    if let Some(Value::Object(responses)) = params.get_mut("inputResponses") {
+        responses.retain(|key, _| !key.starts_with(INPUT_KEY_PREFIX));
+        if responses.is_empty() {
+            params.remove("inputResponses");
+        }
+    }
+    let message =
+        json!({"jsonrpc": "2.0", "id": request.id, "method": request.method, "params": params});
+    Bytes::from(message.to_string())
 }
 
 /// The body an allowed retry is forwarded with: the layer's state and input keys removed, the

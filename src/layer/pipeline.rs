@@ -12,7 +12,8 @@ use super::conceal::{concealable, probe, restore};
 use super::discovery::{ListAnswer, entry_target, read_answer, read_raw, result_of, write_sse};
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
-    check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
+    carries_layer_inputs, check_approval_url, confirmation_request, forwarded_body, gateway_state,
+    url_request, without_layer_inputs,
 };
 use super::sessions;
 use super::tasks::{self, TaskRoute};
@@ -234,10 +235,14 @@ where
     let mut request = request;
     match request.class {
         MethodClass::Lifecycle if request.method == "initialize" => {
-            let run = Box::pin(initialize(gate, inner, *parts, bytes, &principal, &request));
+            let body = scrubbed(&mut parts, &request, bytes);
+            let run = Box::pin(initialize(gate, inner, *parts, body, &principal, &request));
             return Ok(Next::Done(run.await?));
         }
-        MethodClass::Lifecycle => return Ok(Next::Forward(parts, bytes)),
+        MethodClass::Lifecycle => {
+            let body = scrubbed(&mut parts, &request, bytes);
+            return Ok(Next::Forward(parts, body));
+        }
         MethodClass::Listing(class) => {
             let listing = Listing {
                 gate,
@@ -246,7 +251,8 @@ where
                 protocol: &protocol,
                 class,
             };
-            let run = Box::pin(listing.run(inner, *parts, bytes));
+            let body = scrubbed(&mut parts, &request, bytes);
+            let run = Box::pin(listing.run(inner, *parts, body));
             return Ok(Next::Done(run.await?));
         }
         MethodClass::Tasks => {
@@ -302,7 +308,10 @@ where
             continuation.as_deref(),
         ));
         return match listen.await {
-            None => Ok(Next::Forward(parts, bytes)),
+            None => {
+                let body = scrubbed(&mut parts, &request, bytes);
+                Ok(Next::Forward(parts, body))
+            }
             Some(response) => done(response),
         };
     }
@@ -337,7 +346,7 @@ where
                     parts.headers.remove(header::CONTENT_LENGTH);
                     forwarded_body(&request, payload)
                 }
-                None => bytes,
+                None => scrubbed(&mut parts, &request, bytes),
             };
             Ok(Next::Forward(parts, body))
         }
@@ -357,6 +366,17 @@ where
             Ok(Next::Done(answer.await?))
         }
     }
+}
+
+/// The body to forward for a request the layer did not answer with a round trip of its own:
+/// as sent, unless it carries input responses under the layer's keys, which never reach the
+/// inner service.
+fn scrubbed(parts: &mut Parts, request: &McpRequest, bytes: Bytes) -> Bytes {
+    if !carries_layer_inputs(request) {
+        return bytes;
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    without_layer_inputs(request)
 }
 
 /// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
