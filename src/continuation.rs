@@ -268,7 +268,11 @@ impl Binding<'_> {
             &[
                 self.resource,
                 if self.modern { "modern" } else { "legacy" },
-                if self.protocol_version.is_some() { "1" } else { "0" },
+                if self.protocol_version.is_some() {
+                    "1"
+                } else {
+                    "0"
+                },
                 self.protocol_version.unwrap_or(""),
                 self.method,
                 &canonical,
@@ -667,7 +671,14 @@ mod tests {
         let mut anonymous = binding(&f);
         anonymous.subject = None;
         let state = codec
-            .issue(&anonymous, Interaction::Url, "mcp-gate/approval", 1, None, None)
+            .issue(
+                &anonymous,
+                Interaction::Url,
+                "mcp-gate/approval",
+                1,
+                None,
+                None,
+            )
             .unwrap();
         for subject in ["\u{0}", "", "0"] {
             let mut other = binding(&f);
@@ -683,7 +694,14 @@ mod tests {
         let mut empty_client = binding(&f);
         empty_client.client_id = Some("");
         let state = codec
-            .issue(&no_client, Interaction::Url, "mcp-gate/approval", 1, None, None)
+            .issue(
+                &no_client,
+                Interaction::Url,
+                "mcp-gate/approval",
+                1,
+                None,
+                None,
+            )
             .unwrap();
         assert_eq!(
             codec.verify(&state, &empty_client).unwrap_err(),

@@ -1106,8 +1106,9 @@ impl HeaderCase {
         if crit {
             return Ok(CriticalHeader);
         }
+        // RFC 7515 4.1.9: `jwt` and `application/jwt` name one media type.
         let access_token_type = typ.is_none_or(|t| {
-            ["at+jwt", "application/at+jwt", "jwt"]
+            ["at+jwt", "application/at+jwt", "jwt", "application/jwt"]
                 .iter()
                 .any(|ok| t.eq_ignore_ascii_case(ok))
         });
@@ -2030,6 +2031,41 @@ fn check_jsonrpc(stack: &Stack, body: &[u8], headers: &HeaderMap) -> Result<(), 
     };
     if reached {
         let forwarded = stack.last_body();
+        // The layer's own input responses (`mcp-gate/*`) never reach the inner service: a body
+        // that carries them is forwarded without them, and otherwise byte for byte.
+        let layer_inputs = read.as_ref().is_some_and(|m| {
+            m["method"].is_string()
+                && m.get("id").is_some()
+                && m["params"]["inputResponses"]
+                    .as_object()
+                    .is_some_and(|r| r.keys().any(|k| k.starts_with("mcp-gate/")))
+        });
+        if layer_inputs {
+            // A rewritten message carries the four JSON-RPC members only.
+            let original = read.clone().unwrap_or_default();
+            let mut expected = json!({
+                "jsonrpc": original["jsonrpc"], "id": original["id"],
+                "method": original["method"], "params": original["params"],
+            });
+            let responses = expected["params"]["inputResponses"]
+                .as_object_mut()
+                .unwrap();
+            responses.retain(|k, _| !k.starts_with("mcp-gate/"));
+            if responses.is_empty() {
+                expected["params"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("inputResponses");
+            }
+            let got = forwarded.as_deref().and_then(strict);
+            prop_assert_eq!(
+                got,
+                Some(expected),
+                "not forwarded without the layer's keys: {}",
+                context()
+            );
+            return Ok(());
+        }
         prop_assert_eq!(
             forwarded.as_deref(),
             Some(body),
@@ -3098,6 +3134,112 @@ proptest! {
                 prop_assert_eq!(reply.rpc_error().map(|e| e.0), Some(code), "{:?}: {}", case, reply.describe());
                 prop_assert_eq!(&reply.json["id"], &json!(RPC_ID));
             }
+        }
+    }
+}
+
+// =============================================================================================
+// SEP-2243: wrapped header values
+// =============================================================================================
+
+/// How a client following SEP-2243 (rmcp's does) writes a value into `Mcp-Name`: as it is when
+/// it can travel as plain header text, otherwise `=?base64?<standard base64>?=`. Written here
+/// from the SEP's rule.
+fn sep2243_wrap(value: &str) -> String {
+    let edge = |c: Option<char>| matches!(c, Some(' ' | '\t'));
+    let needs = edge(value.chars().next())
+        || edge(value.chars().last())
+        || value.chars().any(|c| !(' '..='~').contains(&c))
+        || (value.starts_with("=?base64?") && value.ends_with("?="));
+    if needs {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    } else {
+        value.to_owned()
+    }
+}
+
+/// How the receiving server reads it back: `None` for a wrapper that does not decode.
+fn sep2243_read(header: &str) -> Option<String> {
+    match header
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    {
+        Some(inner) => base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok()),
+        None => Some(header.to_owned()),
+    }
+}
+
+/// Tool names that stress the wrapping: non-ASCII, edge whitespace, wrapper look-alikes.
+fn sep2243_name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z_]{1,12}",
+        "[ \t]?[a-zé名前\u{1F600}_ -]{1,10}[ \t]?",
+        "[a-zA-Z0-9+/=?]{0,12}".prop_map(|inner| format!("=?base64?{inner}?=")),
+        select(vec![
+            "café",
+            " echo",
+            "echo\t",
+            "名前",
+            "demo://naïve",
+            "=?base64?ZWNobw==?=",
+            "echo"
+        ])
+        .prop_map(str::to_owned),
+    ]
+    .prop_filter("a tool the test policy treats specially", |name| {
+        !["secret", "guarded", "deploy"].contains(&name.as_str())
+    })
+}
+
+/// What the test puts in `Mcp-Name` for a body naming `name`.
+fn sep2243_header(name: String) -> impl Strategy<Value = String> {
+    let wrapped = sep2243_wrap(&name);
+    prop_oneof![
+        4 => Just(wrapped.clone()),
+        // Always wrapped, even when plain text would do: servers read both alike.
+        1 => Just(format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(&name))),
+        // The plain text, where it can be a header at all.
+        1 => Just(name.clone()),
+        // Another name, wrapped as a client would.
+        1 => sep2243_name().prop_map(|other| sep2243_wrap(&other)),
+        // A damaged wrapper.
+        1 => Just(wrapped.replacen('=', "", 1)),
+        1 => Just(format!("{}x?=", wrapped.trim_end_matches("?="))),
+    ]
+}
+
+static SEP2243: LazyLock<Stack> = LazyLock::new(Stack::new);
+
+proptest! {
+    #![proptest_config(config(CASES))]
+
+    /// A modern `tools/call` goes on exactly when the server would read `Mcp-Name` as the body's
+    /// name; otherwise `-32020` and the inner handler never runs.
+    #[test]
+    fn sep2243_names_are_read_as_the_server_reads_them(
+        (name, header) in sep2243_name().prop_flat_map(|name| (Just(name.clone()), sep2243_header(name)))
+    ) {
+        let stack = &*SEP2243;
+        let Ok(value) = HeaderValue::from_str(&header) else {
+            // Not header text at all: no client can send it.
+            return Ok(());
+        };
+        let mut headers = mirrored("tools/call", None);
+        headers.insert("mcp-name", value);
+        let body = modern_body("tools/call", json!({"name": name, "arguments": {}}), json!({}));
+        let (reply, reached) = stack.post_counted(&stack.alice, &headers, body);
+        // A header that is not plain header text (raw UTF-8) cannot be read as text at all.
+        let agrees = header_text_ok(&header) && sep2243_read(&header).as_deref() == Some(name.as_str());
+        prop_assert_eq!(reached, agrees, "{:?} / {:?}: {}", name, header, reply.describe());
+        if !agrees {
+            prop_assert_eq!(reply.status, StatusCode::BAD_REQUEST);
+            prop_assert_eq!(reply.rpc_error().map(|e| e.0), Some(-32020), "{:?} / {:?}", name, header);
         }
     }
 }

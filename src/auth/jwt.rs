@@ -186,7 +186,14 @@ mod tests {
         }
         assert!(!lax.accepts(Some("id_token+jwt")));
         assert!(!lax.accepts(Some("dpop+jwt")));
-        for odd in ["text/jwt", "application/", "application/jwt/x", "jwt ", "", "application/dpop+jwt"] {
+        for odd in [
+            "text/jwt",
+            "application/",
+            "application/jwt/x",
+            "jwt ",
+            "",
+            "application/dpop+jwt",
+        ] {
             assert!(!lax.accepts(Some(odd)), "{odd:?}");
         }
         assert!(TypPolicy::AccessTokenOnly.accepts(Some("Application/At+Jwt")));

@@ -186,8 +186,35 @@ fn check_mirrored_headers(
         Target::Tool { .. } | Target::Prompt { .. } | Target::Resource { .. } | Target::Task { .. }
     );
     match request.target.name() {
-        Some(name) if named => expect("mcp-name", name),
+        Some(name) if named => match single_header(headers, "mcp-name") {
+            Ok(Some(found)) if decode_header_text(found).as_deref() == Some(name) => Ok(()),
+            _ => Err(mismatch("mcp-name")),
+        },
         _ => Ok(()),
+    }
+}
+
+/// Where SEP-2243 wraps a header value that cannot travel as plain header text (non-ASCII,
+/// leading or trailing whitespace, or text that itself looks like the wrapper).
+const BASE64_OPEN: &str = "=?base64?";
+const BASE64_CLOSE: &str = "?=";
+
+/// A mirrored header value as SEP-2243 carries it: `=?base64?<standard base64 of UTF-8>?=`
+/// is decoded, anything else is the value itself. A wrapper that does not decode to UTF-8 is
+/// `None`, which matches no body value. A body value that looks like the wrapper therefore
+/// matches only its own wrapped form, as the receiving server reads it.
+pub(crate) fn decode_header_text(value: &str) -> Option<std::borrow::Cow<'_, str>> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix(BASE64_OPEN)
+        .and_then(|rest| rest.strip_suffix(BASE64_CLOSE))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .map(std::borrow::Cow::Owned),
+        None => Some(std::borrow::Cow::Borrowed(value)),
     }
 }
 
@@ -255,6 +282,51 @@ mod tests {
             let error = protocol_context(&request(MODERN), &h, None).unwrap_err();
             assert_eq!(error.code, HEADER_MISMATCH, "{h:?}");
         }
+    }
+
+    #[test]
+    fn wrapped_names_are_decoded_before_they_are_compared() {
+        assert_eq!(decode_header_text("echo").as_deref(), Some("echo"));
+        assert_eq!(
+            decode_header_text("=?base64?Y2Fmw6k=?=").as_deref(),
+            Some("caf\u{e9}")
+        );
+        assert_eq!(
+            decode_header_text("=?base64?IGVjaG8=?=").as_deref(),
+            Some(" echo")
+        );
+        // Not base64, not UTF-8, or unpadded: no value at all.
+        for odd in ["=?base64?!!?=", "=?base64?/w==?=", "=?base64?Y2Fmw6k?="] {
+            assert_eq!(decode_header_text(odd), None, "{odd}");
+        }
+        // A half wrapper is plain text.
+        assert_eq!(
+            decode_header_text("=?base64?abc").as_deref(),
+            Some("=?base64?abc")
+        );
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"caf\u00e9","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let wrapped = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?Y2Fmw6k=?="),
+        ]);
+        assert!(protocol_context(&request(body), &wrapped, None).is_ok());
+        // A body name that is itself a wrapper matches only its wrapped form.
+        let body = body.replace("caf\\u00e9", "=?base64?ZWNobw==?=");
+        let literal = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?ZWNobw==?="),
+        ]);
+        assert!(body.contains(r#""name":"=?base64?ZWNobw==?=""#), "{body}");
+        let error = protocol_context(&request(&body), &literal, None).unwrap_err();
+        assert_eq!(error.code, HEADER_MISMATCH);
+        let wrapped_wrapper = headers(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?PT9iYXNlNjQ/WldOb2J3PT0/PQ==?="),
+        ]);
+        assert!(protocol_context(&request(&body), &wrapped_wrapper, None).is_ok());
     }
 
     #[test]
