@@ -3245,6 +3245,121 @@ proptest! {
 }
 
 // =============================================================================================
+// Credential challenges: bounded in size, the remedy never lost
+// =============================================================================================
+
+/// A gate whose policy asks for a credential whose `authorization_details` carry the call's
+/// `blob` argument, so the remedy is as large as the request makes it.
+static CREDENTIAL: LazyLock<Stack> = LazyLock::new(|| {
+    Stack::with(|builder| {
+        builder.evaluate(|evaluation: Evaluation| async move {
+            let blob = evaluation
+                .arguments()
+                .and_then(|a| a.get("blob"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            Ok::<_, Infallible>(Decision::credential([
+                json!({"type": "payment", "blob": blob}),
+            ]))
+        })
+    })
+});
+
+/// Every `authorization_details` array anywhere in `value`.
+fn details_in(value: &Value, found: &mut Vec<Value>) {
+    match value {
+        Value::Object(map) => {
+            if let Some(details) = map.get("authorization_details") {
+                found.push(details.clone());
+            }
+            map.values().for_each(|v| details_in(v, found));
+        }
+        Value::Array(items) => items.iter().for_each(|v| details_in(v, found)),
+        _ => {}
+    }
+}
+
+/// The `authorization_remediation` parameter of a challenge, decoded.
+fn challenge_remedy(challenge: &str) -> Option<Value> {
+    let start =
+        challenge.find("authorization_remediation=\"")? + "authorization_remediation=\"".len();
+    let end = start + challenge[start..].find('"')?;
+    let json = URL_SAFE_NO_PAD.decode(&challenge[start..end]).ok()?;
+    serde_json::from_slice(&json).ok()
+}
+
+proptest! {
+    #![proptest_config(config(CASES))]
+
+    /// However large the requested remedy, the challenge header stays under the cap, and the
+    /// remedy reaches the client whole: in the header when it fits; otherwise in the result
+    /// (modern) or in the JSON body of the 401 (legacy).
+    #[test]
+    fn credential_challenges_are_bounded_and_lose_nothing(
+        blob in prop_oneof![
+            3 => "[ -~]{0,200}",
+            2 => (0usize..12_000).prop_map(|n| "x".repeat(n)),
+            1 => r#"[a-zé\u{1F600}"\\]{0,2000}"#,
+        ],
+        modern in any::<bool>(),
+    ) {
+        let stack = &*CREDENTIAL;
+        let params = json!({"name": "pay", "arguments": {"blob": blob}});
+        let (body, headers) = if modern {
+            (modern_body("tools/call", params, json!({})), mirrored("tools/call", Some("pay")))
+        } else {
+            (json!({"jsonrpc": "2.0", "id": RPC_ID, "method": "tools/call", "params": params}).to_string(), HeaderMap::new())
+        };
+        let mut request = Request::post("/mcp")
+            .header(header::AUTHORIZATION, format!("Bearer {}", stack.alice))
+            .header(header::CONTENT_TYPE, "application/json")
+            .header(header::ACCEPT, "application/json, text/event-stream")
+            .body(Body::from(body))
+            .unwrap();
+        request.headers_mut().extend(headers);
+        let (status, challenge, answer) = stack.runtime.block_on(async {
+            let response = stack.app.clone().oneshot(request).await.unwrap();
+            let challenge = response
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .map(|v| v.to_str().unwrap().to_owned());
+            let status = response.status();
+            let bytes = axum::body::to_bytes(response.into_body(), 1 << 24).await.unwrap();
+            (status, challenge, serde_json::from_slice::<Value>(&bytes).unwrap_or(Value::Null))
+        });
+        let expected = json!([{"type": "payment", "blob": blob}]);
+        let cap = mcp_gate::denial::MAX_CHALLENGE_REMEDIATION;
+        if let Some(challenge) = &challenge {
+            prop_assert!(challenge.len() <= cap + 1024, "a {}-byte challenge", challenge.len());
+        }
+        let encoded_len = URL_SAFE_NO_PAD
+            .encode(json!({"authorization_details": expected}).to_string())
+            .len();
+        match challenge.as_deref().and_then(challenge_remedy) {
+            Some(remedy) => {
+                prop_assert_eq!(&remedy["authorization_details"], &expected);
+                prop_assert_eq!(status, StatusCode::UNAUTHORIZED);
+            }
+            None => {
+                // Only a remedy too large for a header leaves it.
+                prop_assert!(encoded_len > cap - 200, "a {encoded_len}-character remedy left the header");
+                let mut found = Vec::new();
+                details_in(&answer, &mut found);
+                if modern {
+                    prop_assert_eq!(status, StatusCode::OK);
+                    prop_assert_eq!(found.first(), Some(&expected), "{}", answer);
+                } else {
+                    prop_assert_eq!(status, StatusCode::UNAUTHORIZED);
+                    let encoded = answer["authorization_remediation"].as_str().unwrap_or_default();
+                    let remedy: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).unwrap_or_default()).unwrap_or(Value::Null);
+                    prop_assert_eq!(&remedy["authorization_details"], &expected);
+                }
+            }
+        }
+    }
+}
+
+// =============================================================================================
 // Metadata path
 // =============================================================================================
 

@@ -13,5 +13,5 @@ pub use envelope::{
 };
 pub(crate) use reference::canonical_json;
 pub use reference::derive_reference;
-pub use render::{CredentialDelivery, DEFAULT_DENIAL_CODE};
+pub use render::{CredentialDelivery, DEFAULT_DENIAL_CODE, MAX_CHALLENGE_REMEDIATION};
 pub use revision::{CURRENT, Family, Revision};

@@ -29,6 +29,12 @@ use crate::policy::{CredentialReference, Remediation};
 /// denial under error-based revisions). Outside the range MCP reserves (`-32020..-32099`).
 pub const DEFAULT_DENIAL_CODE: i64 = -32003;
 
+/// The longest `authorization_remediation` (base64url characters) a `WWW-Authenticate`
+/// challenge carries. Clients and proxies commonly refuse response headers past 8 KiB; a
+/// longer remedy is delivered in the result on modern requests, and only in the JSON body of
+/// the challenge on legacy ones.
+pub const MAX_CHALLENGE_REMEDIATION: usize = 4096;
+
 /// How a credential remedy is delivered over HTTP.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -221,10 +227,14 @@ impl DenialContext<'_> {
             context_id: self.context_id,
             hints: vec![Value::Object(hint)],
         };
+        let encoded = URL_SAFE_NO_PAD.encode(Value::Object(remedy).to_string());
+        let fits_a_header = encoded.len() <= MAX_CHALLENGE_REMEDIATION;
         // Legacy clients get credential remedies by challenge: a result-borne hint is a
-        // modern-era shape.
+        // modern-era shape. A remedy too large for a header goes in the result instead on
+        // modern requests, and only in the body of the challenge on legacy ones.
         let delivery = match (self.settings.credential_delivery, self.protocol.era) {
             (CredentialDelivery::Result, Era::Legacy) => CredentialDelivery::Challenge,
+            (_, Era::Modern) if !fits_a_header => CredentialDelivery::Result,
             (delivery, _) => delivery,
         };
         let response = match delivery {
@@ -232,7 +242,6 @@ impl DenialContext<'_> {
                 json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false)
             }
             delivery => {
-                let encoded = URL_SAFE_NO_PAD.encode(Value::Object(remedy).to_string());
                 let body = if delivery == CredentialDelivery::Both {
                     self.denial_body(&envelope, message)
                 } else {
@@ -249,7 +258,7 @@ impl DenialContext<'_> {
                     scope: None,
                     error: Some(ErrorCode::InsufficientAuthorization),
                     error_description: Some(message),
-                    authorization_remediation: Some(&encoded),
+                    authorization_remediation: Some(encoded.as_str()).filter(|_| fits_a_header),
                 };
                 response
                     .headers_mut()
