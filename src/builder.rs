@@ -198,6 +198,7 @@ pub struct GateBuilder {
     sessions_per_owner: u64,
     session_store: Option<SessionStoreSlot>,
     evaluate_unknown_methods: bool,
+    inner_read_timeout: Duration,
     continuation_keys: Option<crate::continuation::Keyring>,
     continuation_ttl: Duration,
     replay: Option<ReplaySlot>,
@@ -247,6 +248,7 @@ impl Default for GateBuilder {
             sessions_per_owner: 100,
             session_store: None,
             evaluate_unknown_methods: false,
+            inner_read_timeout: Duration::from_secs(30),
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
             replay: Some(ReplaySlot(Arc::new(
@@ -458,6 +460,15 @@ impl GateBuilder {
         self
     }
 
+    /// Longest the layer waits for an inner answer it must read whole before passing it on (a
+    /// list it filters, the answer to a conceal probe; default 30 s). A slower one is refused
+    /// (`-32603`), never passed on unfiltered. Answers the layer passes on as they stream (an
+    /// allowed call, an event stream) have no such limit.
+    pub fn inner_read_timeout(mut self, limit: Duration) -> Self {
+        self.inner_read_timeout = limit;
+        self
+    }
+
     /// Hands methods in no row of the [method table](crate::mcp::METHODS) to `evaluate`, with
     /// [`Target::Other`](crate::mcp::Target::Other) carrying the method and its params, instead
     /// of answering them `-32601` without forwarding (the default). For servers that add
@@ -641,6 +652,12 @@ impl GateBuilder {
                 reason: "at least 10 ms and at most the task lifetime",
             });
         }
+        if self.inner_read_timeout.is_zero() {
+            return Err(ConfigError::InvalidOption {
+                field: "inner_read_timeout",
+                reason: "must be positive",
+            });
+        }
         if self.max_body_bytes == 0 || self.session_capacity == 0 || self.sessions_per_owner == 0 {
             return Err(ConfigError::InvalidOption {
                 field: "max_body_bytes / legacy_sessions / legacy_sessions_per_owner",
@@ -820,6 +837,7 @@ impl GateBuilder {
                 cursor_ttl: Duration::from_secs(3600),
                 conceal: self.conceal,
                 max_list_bytes: 16 * 1024 * 1024,
+                inner_read_timeout: self.inner_read_timeout,
                 tasks: crate::layer::tasks::TaskSettings {
                     store: self
                         .task_store

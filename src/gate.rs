@@ -72,6 +72,8 @@ pub(crate) struct McpSettings {
     /// Conceal mode: refusals answered as the inner server answers unknown components.
     pub conceal: bool,
     pub max_list_bytes: usize,
+    /// Longest the layer waits for an inner answer it must read whole (a list, a probe).
+    pub inner_read_timeout: std::time::Duration,
     /// Durable approval tasks.
     pub tasks: crate::layer::tasks::TaskSettings,
 }

@@ -11,8 +11,10 @@
 //! List-changed notifications are not filtered: they carry no entries, only a hint to list
 //! again, and the next list is filtered.
 
+use std::time::Duration;
+
 use bytes::Bytes;
-use http::{Response, StatusCode, header};
+use http::{Response, header};
 use http_body::Body;
 use http_body_util::{BodyExt, Limited};
 use serde_json::{Map, Value};
@@ -43,11 +45,11 @@ pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
 
 /// An inner answer, read whole.
 pub(crate) enum ListAnswer {
-    /// `application/json`: one JSON-RPC response.
+    /// `application/json`: one JSON-RPC message.
     Json(Value),
     /// `text/event-stream`: events, one of which is the response.
     Sse(Vec<SseEvent>),
-    /// Anything else: passed through as read.
+    /// Not a success: no result, passed through as read.
     Other(Bytes),
 }
 
@@ -58,50 +60,97 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
-/// Reads an inner answer whole, as bytes, up to `max` bytes.
+/// Reads an inner answer whole, as bytes, up to `max` bytes and, when `limit` is set, within
+/// that time.
 pub(crate) async fn read_raw<B>(
     response: Response<B>,
     max: usize,
+    limit: Option<Duration>,
 ) -> Result<(http::response::Parts, Bytes), &'static str>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
     let (parts, body) = response.into_parts();
-    let bytes = Limited::new(body, max)
-        .collect()
-        .await
-        .map_err(|_| "the answer could not be read whole")?
+    let collect = Limited::new(body, max).collect();
+    let collected = match limit {
+        Some(limit) => crate::deadline::within(limit, collect)
+            .await
+            .map_err(|_| "the answer did not arrive in time")?,
+        None => collect.await,
+    };
+    let bytes = collected
+        .map_err(|_| "the answer is too large, or broke off")?
         .to_bytes();
     Ok((parts, bytes))
 }
 
-/// Reads an inner answer up to `max` bytes.
+/// The content type of an answer the layer reads, if it can read it: JSON or an event stream.
+pub(crate) fn readable_type(parts: &http::response::Parts) -> Option<Readable> {
+    let content_type = parts
+        .headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())?;
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => Some(Readable::Json),
+        "text/event-stream" => Some(Readable::EventStream),
+        _ => None,
+    }
+}
+
+/// The two forms of answer the layer reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Readable {
+    Json,
+    EventStream,
+}
+
+/// Reads an inner answer whole (see [`read_raw`]). A success answer must be JSON or an event
+/// stream that the layer can parse; anything else is an error, never passed on unread. An
+/// answer that is not a success (a 404 for an ended session, say) carries no result and is
+/// passed on as it came.
 pub(crate) async fn read_answer<B>(
     response: Response<B>,
     max: usize,
+    limit: Option<Duration>,
 ) -> Result<(http::response::Parts, ListAnswer), &'static str>
 where
     B: Body<Data = Bytes>,
     B::Error: Into<BoxError>,
 {
-    let (parts, bytes) = read_raw(response, max).await?;
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let answer = if parts.status != StatusCode::OK {
-        ListAnswer::Other(bytes)
-    } else if content_type.starts_with("application/json") {
-        ListAnswer::Json(serde_json::from_slice(&bytes).map_err(|_| "the list answer is not JSON")?)
-    } else if content_type.starts_with("text/event-stream") {
-        ListAnswer::Sse(parse_sse(
-            std::str::from_utf8(&bytes).map_err(|_| "the event stream is not UTF-8")?,
-        ))
-    } else {
-        ListAnswer::Other(bytes)
+    let (parts, bytes) = read_raw(response, max, limit).await?;
+    if !parts.status.is_success() {
+        return Ok((parts, ListAnswer::Other(bytes)));
+    }
+    let answer = match readable_type(&parts) {
+        Some(Readable::Json) => {
+            let message: Value =
+                serde_json::from_slice(&bytes).map_err(|_| "the answer is not JSON")?;
+            if !message.is_object() {
+                return Err("the answer is not one JSON-RPC message");
+            }
+            ListAnswer::Json(message)
+        }
+        Some(Readable::EventStream) => {
+            let text = std::str::from_utf8(&bytes).map_err(|_| "the event stream is not UTF-8")?;
+            let events = parse_sse(text);
+            for event in &events {
+                // Events without data (rmcp's priming event) carry no message.
+                if !event.data.is_empty()
+                    && !serde_json::from_str::<Value>(&event.data).is_ok_and(|m| m.is_object())
+                {
+                    return Err("an event of the stream is not one JSON-RPC message");
+                }
+            }
+            ListAnswer::Sse(events)
+        }
+        None => return Err("the answer has a content type the layer cannot read"),
     };
     Ok((parts, answer))
 }
@@ -149,15 +198,26 @@ pub(crate) fn write_sse(events: &[SseEvent]) -> Bytes {
     Bytes::from(out)
 }
 
-/// The list result inside a JSON-RPC response for `id`, if it is one.
+/// The result inside one message of a list answer. `Ok(None)` for a message that is not a
+/// response (a request or notification of the server's, passed on) or an error response; an
+/// error for a response to another id, or a result that is not an object, which the layer
+/// cannot filter and never passes on.
 pub(crate) fn result_of<'a>(
     message: &'a mut Value,
     id: &Value,
-) -> Option<&'a mut Map<String, Value>> {
-    if message.get("id") != Some(id) {
-        return None;
+) -> Result<Option<&'a mut Map<String, Value>>, &'static str> {
+    let is_response = message.get("result").is_some() || message.get("error").is_some();
+    if !is_response {
+        return Ok(None);
     }
-    message.get_mut("result").and_then(Value::as_object_mut)
+    if message.get("id") != Some(id) {
+        return Err("the answer holds a response to another request");
+    }
+    match message.get_mut("result") {
+        None => Ok(None),
+        Some(Value::Object(result)) => Ok(Some(result)),
+        Some(_) => Err("the result is not an object"),
+    }
 }
 
 #[cfg(test)]

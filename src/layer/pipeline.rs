@@ -1,6 +1,8 @@
 //! What happens to an authenticated request, in order: read the body, classify it, work out
 //! its era, ask the policy, then forward it or answer with a denial.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, header};
@@ -8,8 +10,10 @@ use tower_service::Service;
 
 use super::body::GateBody;
 use super::buffer::{close_if_unread, declares_body, read_body};
-use super::conceal::{concealable, probe, restore};
-use super::discovery::{ListAnswer, entry_target, read_answer, read_raw, result_of, write_sse};
+use super::conceal::{Named, concealable, probe, restore};
+use super::discovery::{
+    ListAnswer, entry_target, read_answer, read_raw, readable_type, result_of, write_sse,
+};
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     carries_layer_inputs, check_approval_url, confirmation_request, forwarded_body, gateway_state,
@@ -355,13 +359,13 @@ where
             let hold = Box::pin(tasks::hold(gate, &principal, &request, &protocol, &message));
             done(hold.await)
         }
-        Verdict::Conceal(field) => {
+        Verdict::Conceal(named) => {
             let answer = Box::pin(conceal(
                 inner,
                 *parts,
                 &request,
-                field,
-                settings.max_list_bytes,
+                named,
+                (settings.max_list_bytes, settings.inner_read_timeout),
             ));
             Ok(Next::Done(answer.await?))
         }
@@ -495,13 +499,15 @@ async fn judge_listen(
 }
 
 /// Answers for a hidden component as the inner server answers for one that does not exist:
-/// the call is replayed under a made-up name and the made-up name is put back in the answer.
+/// the call is replayed about a made-up component of the same shape, and the made-up part is
+/// put back in the answer. An answer the layer cannot read whole (too large, too slow, of a
+/// type it cannot read) is refused, never passed on.
 async fn conceal<S, ReqBody, ResBody>(
     inner: &mut S,
     mut parts: Parts,
     request: &McpRequest,
-    field: &'static str,
-    max_bytes: usize,
+    named: Named,
+    (max_bytes, limit): (usize, Duration),
 ) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
@@ -509,27 +515,32 @@ where
     ResBody: http_body::Body<Data = Bytes>,
     ResBody::Error: Into<BoxError>,
 {
-    let Some((probe, made_up)) = probe(request, field) else {
+    let Some(probe) = probe(request, named) else {
         return Ok(local(internal_error(request)));
     };
-    // The tool or prompt name, or the resource URI: what `field` names.
-    let original = request.target.name().unwrap_or_default().to_owned();
     parts.headers.remove(header::CONTENT_LENGTH);
     // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
     if parts.headers.contains_key("mcp-name")
-        && let Ok(value) = http::HeaderValue::from_str(&made_up)
+        && let Ok(value) = http::HeaderValue::from_str(&probe.name)
     {
         parts.headers.insert("mcp-name", value);
     }
-    let response = start(inner, parts, ReqBody::from(probe)).await?;
-    let (mut head, bytes) = match read_raw(response, max_bytes).await {
+    let response = start(inner, parts, ReqBody::from(probe.body.clone())).await?;
+    let unreadable = |problem: &'static str| {
+        tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "conceal probe unreadable; refusing");
+        Ok(local(internal_error(request)))
+    };
+    let (mut head, bytes) = match read_raw(response, max_bytes, Some(limit)).await {
+        Ok((head, _)) if head.status.is_success() && readable_type(&head).is_none() => {
+            return unreadable("the answer has a content type the layer cannot read");
+        }
         Ok(read) => read,
-        Err(_) => return Ok(local(internal_error(request))),
+        Err(problem) => return unreadable(problem),
     };
     head.headers.remove(header::CONTENT_LENGTH);
     Ok(Response::from_parts(
         head,
-        GateBody::local(restore(&bytes, &made_up, &original)),
+        GateBody::local(restore(&bytes, &probe)),
     ))
 }
 
@@ -539,7 +550,7 @@ enum Verdict {
     Answer(Response<Bytes>),
     /// Answer as the inner server answers for a component that does not exist; the field
     /// naming the component.
-    Conceal(&'static str),
+    Conceal(Named),
     /// Hold the call in a durable approval task; the policy's message.
     Hold(String),
 }
@@ -707,7 +718,7 @@ impl Turn<'_> {
             Some(&context_id),
         );
         match concealable(self.request).filter(|_| concealed) {
-            Some(field) => Verdict::Conceal(field),
+            Some(named) => Verdict::Conceal(named),
             None => Verdict::Answer(rendered.response),
         }
     }
@@ -788,7 +799,8 @@ impl Listing<'_> {
         let response = inner
             .call(Request::from_parts(parts, ReqBody::from(body)))
             .await?;
-        let (mut head, answer) = match read_answer(response, settings.max_list_bytes).await {
+        let limit = Some(settings.inner_read_timeout);
+        let (mut head, answer) = match read_answer(response, settings.max_list_bytes, limit).await {
             Ok(read) => read,
             Err(problem) => {
                 tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
@@ -802,16 +814,15 @@ impl Listing<'_> {
             },
             ListAnswer::Sse(mut events) => {
                 for event in &mut events {
+                    // `read_answer` checked that every event with data is one JSON object.
                     let Ok(mut message) = serde_json::from_str::<serde_json::Value>(&event.data)
                     else {
                         continue;
                     };
-                    if message.get("id") == Some(&self.request.id) {
-                        if let Err(response) = self.filter(&mut message, &binding).await {
-                            return Ok(local(response));
-                        }
-                        event.data = message.to_string();
+                    if let Err(response) = self.filter(&mut message, &binding).await {
+                        return Ok(local(response));
                     }
+                    event.data = message.to_string();
                 }
                 write_sse(&events)
             }
@@ -828,11 +839,21 @@ impl Listing<'_> {
         binding: &crate::continuation::Binding<'_>,
     ) -> Result<(), Response<Bytes>> {
         let settings = &self.gate.inner.mcp;
-        let Some(result) = result_of(message, &self.request.id) else {
-            return Ok(());
+        let refuse = |problem: &'static str| {
+            tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
+            internal_error(self.request)
         };
-        let Some(serde_json::Value::Array(entries)) = result.get_mut(self.class.entries) else {
-            return Ok(());
+        let result = match result_of(message, &self.request.id) {
+            Ok(Some(result)) => result,
+            // A message of the server's own, or an error: nothing to filter.
+            Ok(None) => return Ok(()),
+            Err(problem) => return Err(refuse(problem)),
+        };
+        let entries = match result.get_mut(self.class.entries) {
+            Some(serde_json::Value::Array(entries)) => entries,
+            // No entries: nothing is shown.
+            None => return Ok(()),
+            Some(_) => return Err(refuse("the entries of the result are not an array")),
         };
         let listed = entries.len();
         let mut kept = Vec::with_capacity(listed);

@@ -537,7 +537,8 @@ where
         .call(Request::from_parts(parts, ReqBody::from(body)))
         .await
         .map_err(|_| failed("The server failed to run the approved call."))?;
-    let (_, answer) = read_answer(response, max)
+    // A held call may run long (a deploy): its answer is read without a time limit.
+    let (_, answer) = read_answer(response, max, None)
         .await
         .map_err(|_| failed("The server's answer to the approved call could not be read."))?;
     let id = Value::String(task_id.to_string());
