@@ -252,7 +252,7 @@ impl Default for GateBuilder {
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
             replay: Some(ReplaySlot(Arc::new(
-                crate::continuation::MemoryReplayStore::new(100_000),
+                crate::continuation::MemoryReplayStore::new(100_000, 1_000),
             ))),
             max_rounds: 3,
             development_mode: false,
@@ -496,7 +496,9 @@ impl GateBuilder {
 
     /// Where used continuation states are remembered, so each is accepted once. The default
     /// is an in-memory [`MemoryReplayStore`](crate::continuation::MemoryReplayStore) of
-    /// 100,000 entries, which protects one process; give replicas a shared store.
+    /// 100,000 live states, 1,000 per owner, which protects one process and refuses new states
+    /// when full rather than forget a live one; give replicas a shared store
+    /// ([`RedisReplayStore`](crate::continuation::RedisReplayStore), feature `redis`).
     pub fn single_use_state(mut self, store: impl crate::continuation::ReplayStore) -> Self {
         self.replay = Some(ReplaySlot(Arc::new(store)));
         self

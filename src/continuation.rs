@@ -312,8 +312,9 @@ pub(crate) struct Payload {
     pub app_inputs: Option<Map<String, Value>>,
 }
 
-/// Why a state was refused. Each becomes a `-32602` error with HTTP 400.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+/// Why a state was refused. Each becomes a `-32602` error with HTTP 400, except
+/// [`StateError::ReplayStore`] (`-32603`, with 429 or 503).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum StateError {
     /// Not in the layer's format, or unreadable.
@@ -337,57 +338,15 @@ pub enum StateError {
     /// Already used, and single use is on.
     #[error("the request state was already used")]
     Replayed,
+    /// The replay store could not record the use (full, over the owner's quota, or
+    /// unreachable): the state is refused, since its single use cannot be guaranteed.
+    #[error("the request state cannot be accepted now: {0}")]
+    ReplayStore(ReplayError),
 }
 
-/// Remembers used states when single use is on.
-pub trait ReplayStore: Send + Sync + 'static {
-    /// Records `nonce` as used until `expires_at`; returns `false` if it was already used.
-    fn first_use(&self, nonce: &str, expires_at: SystemTime) -> bool;
-}
-
-/// An in-memory [`ReplayStore`] for one process. Each used state is remembered until it
-/// expires; at most `capacity` are kept.
-pub struct MemoryReplayStore {
-    used: moka::sync::Cache<String, std::time::Instant>,
-}
-
-struct UntilStateExpiry;
-
-impl moka::Expiry<String, std::time::Instant> for UntilStateExpiry {
-    fn expire_after_create(
-        &self,
-        _key: &String,
-        until: &std::time::Instant,
-        created_at: std::time::Instant,
-    ) -> Option<Duration> {
-        Some(until.saturating_duration_since(created_at))
-    }
-}
-
-impl MemoryReplayStore {
-    /// A store remembering at most `capacity` used states.
-    pub fn new(capacity: u64) -> Self {
-        Self {
-            used: moka::sync::Cache::builder()
-                .max_capacity(capacity)
-                .expire_after(UntilStateExpiry)
-                .build(),
-        }
-    }
-}
-
-impl ReplayStore for MemoryReplayStore {
-    fn first_use(&self, nonce: &str, expires_at: SystemTime) -> bool {
-        let left = expires_at
-            .duration_since(SystemTime::now())
-            .unwrap_or_default();
-        let until = std::time::Instant::now() + left;
-        self.used
-            .entry(nonce.to_owned())
-            .or_insert(until)
-            .is_fresh()
-    }
-}
+#[cfg(feature = "redis")]
+pub use crate::replay::RedisReplayStore;
+pub use crate::replay::{FirstUse, MemoryReplayStore, ReplayError, ReplayFuture, ReplayStore};
 
 /// Issues and verifies states.
 #[derive(Clone)]
@@ -431,8 +390,8 @@ impl StateCodec {
         Ok(self.keys.seal(DOMAIN, STATE_PREFIX, &payload))
     }
 
-    /// Verifies a state presented on a retry.
-    pub fn verify(&self, state: &str, binding: &Binding<'_>) -> Result<Payload, StateError> {
+    /// Verifies a state presented on a retry, and records its use when single use is on.
+    pub async fn verify(&self, state: &str, binding: &Binding<'_>) -> Result<Payload, StateError> {
         let (secret, json) = self
             .keys
             .open(DOMAIN, STATE_PREFIX, state)
@@ -453,8 +412,15 @@ impl StateCodec {
         }
         if let Some(replay) = &self.replay {
             let expires_at = UNIX_EPOCH + Duration::from_secs(payload.exp);
-            if !replay.first_use(&payload.nonce, expires_at) {
-                return Err(StateError::Replayed);
+            // The owner key is the state's own principal digest: opaque, and the same for
+            // every state of one principal under one key.
+            match replay
+                .first_use(&payload.who, &payload.nonce, expires_at)
+                .await
+            {
+                Ok(FirstUse::Yes) => {}
+                Ok(FirstUse::AlreadyUsed) => return Err(StateError::Replayed),
+                Err(error) => return Err(StateError::ReplayStore(error)),
             }
         }
         Ok(payload)
@@ -531,6 +497,17 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn verify(
+        codec: &StateCodec,
+        state: &str,
+        binding: &Binding<'_>,
+    ) -> Result<Payload, StateError> {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(codec.verify(state, binding))
+    }
 
     fn codec(keys: Keyring) -> StateCodec {
         StateCodec {
@@ -610,7 +587,7 @@ mod tests {
         retry
             .params
             .insert("requestState".into(), json!(state.clone()));
-        let payload = codec.verify(&state, &binding(&retry)).unwrap();
+        let payload = verify(&codec, &state, &binding(&retry)).unwrap();
         assert_eq!(payload.key, "mcp-gate/approval");
         assert_eq!(payload.round, 1);
     }
@@ -658,7 +635,7 @@ mod tests {
         for (change, expected) in cases {
             let mut f = fields();
             change(&mut f);
-            assert_eq!(codec.verify(&state, &binding(&f)).unwrap_err(), expected);
+            assert_eq!(verify(&codec, &state, &binding(&f)).unwrap_err(), expected);
         }
     }
 
@@ -684,7 +661,7 @@ mod tests {
             let mut other = binding(&f);
             other.subject = Some(subject);
             assert_eq!(
-                codec.verify(&state, &other).unwrap_err(),
+                verify(&codec, &state, &other).unwrap_err(),
                 StateError::OtherPrincipal,
                 "{subject:?}"
             );
@@ -704,14 +681,14 @@ mod tests {
             )
             .unwrap();
         assert_eq!(
-            codec.verify(&state, &empty_client).unwrap_err(),
+            verify(&codec, &state, &empty_client).unwrap_err(),
             StateError::OtherPrincipal
         );
         let state = issue(&codec, &f);
         let mut legacy = binding(&f);
         legacy.modern = false;
         assert_eq!(
-            codec.verify(&state, &legacy).unwrap_err(),
+            verify(&codec, &state, &legacy).unwrap_err(),
             StateError::OtherRequest
         );
     }
@@ -725,7 +702,7 @@ mod tests {
         };
         let state = issue(&expired, &f);
         assert_eq!(
-            expired.verify(&state, &binding(&f)).unwrap_err(),
+            verify(&expired, &state, &binding(&f)).unwrap_err(),
             StateError::Expired
         );
 
@@ -738,7 +715,7 @@ mod tests {
                 .unwrap(),
         );
         assert!(
-            rotated.verify(&state, &binding(&f)).is_ok(),
+            verify(&rotated, &state, &binding(&f)).is_ok(),
             "old states verify after a rotation"
         );
         assert!(
@@ -747,12 +724,12 @@ mod tests {
         );
         let dropped = codec(Keyring::new("k2", [2u8; 32]).unwrap());
         assert_eq!(
-            dropped.verify(&state, &binding(&f)).unwrap_err(),
+            verify(&dropped, &state, &binding(&f)).unwrap_err(),
             StateError::UnknownKey
         );
         let impostor = codec(Keyring::new("k1", [3u8; 32]).unwrap());
         assert_eq!(
-            impostor.verify(&state, &binding(&f)).unwrap_err(),
+            verify(&impostor, &state, &binding(&f)).unwrap_err(),
             StateError::Tampered
         );
     }
@@ -761,13 +738,13 @@ mod tests {
     fn single_use_refuses_a_replay() {
         let f = fields();
         let codec = StateCodec {
-            replay: Some(Arc::new(MemoryReplayStore::new(100))),
+            replay: Some(Arc::new(MemoryReplayStore::new(100, 100))),
             ..codec(keys())
         };
         let state = issue(&codec, &f);
-        assert!(codec.verify(&state, &binding(&f)).is_ok());
+        assert!(verify(&codec, &state, &binding(&f)).is_ok());
         assert_eq!(
-            codec.verify(&state, &binding(&f)).unwrap_err(),
+            verify(&codec, &state, &binding(&f)).unwrap_err(),
             StateError::Replayed
         );
     }
@@ -794,7 +771,7 @@ mod tests {
             prop_assume!(bytes[at] != replacement);
             bytes[at] = replacement;
             let changed = String::from_utf8_lossy(&bytes).into_owned();
-            prop_assert!(codec.verify(&changed, &binding(&f)).is_err());
+            prop_assert!(verify(&codec, &changed, &binding(&f)).is_err());
         }
 
         /// Truncations and extensions are refused too.
@@ -806,11 +783,11 @@ mod tests {
             let cut = cut.min(state.len());
             let shorter = &state[..state.len() - cut.min(state.len())];
             if cut > 0 {
-                prop_assert!(codec.verify(shorter, &binding(&f)).is_err());
+                prop_assert!(verify(&codec, shorter, &binding(&f)).is_err());
             }
             if !tail.is_empty() {
                 let longer = format!("{state}{tail}");
-                prop_assert!(codec.verify(&longer, &binding(&f)).is_err());
+                prop_assert!(verify(&codec, &longer, &binding(&f)).is_err());
             }
         }
     }

@@ -119,6 +119,9 @@ mod http_client;
 pub mod layer;
 pub mod mcp;
 pub mod policy;
+#[cfg(feature = "redis")]
+mod redis_client;
+mod replay;
 mod resource;
 pub mod tasks;
 

@@ -24,7 +24,7 @@ use super::tasks::{self, TaskRoute};
 use super::verbs::Verb;
 use crate::auth::Principal;
 use crate::auth::token_cache::TokenDigest;
-use crate::continuation::Payload;
+use crate::continuation::{Payload, ReplayError, StateError};
 use crate::denial::Family;
 use crate::denial::new_context_id;
 use crate::denial::render::{Denial, DenialContext, json_rpc};
@@ -290,17 +290,13 @@ where
     // A retry of the layer's own round trip: the state must verify before anything else.
     // Boxed: it is rare, and large.
     let continuation: Option<Box<Payload>> = match gateway_state(&request) {
-        Some(state) => match settings
-            .state
-            .verify(state, &binding(&principal, resource, &protocol, &request))
-        {
-            Ok(payload) => Some(Box::new(payload)),
-            Err(error) => {
-                let error =
-                    ProtocolError::invalid_params(error.to_string()).with_id(Some(&request.id));
-                return done(refusal(&error));
+        Some(state) => {
+            let binding = binding(&principal, resource, &protocol, &request);
+            match Box::pin(settings.state.verify(state, &binding)).await {
+                Ok(payload) => Some(Box::new(payload)),
+                Err(error) => return done(state_refusal(&error, &request)),
             }
-        },
+        }
         None => None,
     };
     if request.method == "subscriptions/listen" {
@@ -370,6 +366,24 @@ where
             Ok(Next::Done(answer.await?))
         }
     }
+}
+
+/// The answer to a state the layer cannot accept: `-32602` for a state that is wrong, and
+/// `-32603` with 429 or 503 when the replay store could not record its use (the state may be
+/// fine; its single use cannot be guaranteed now).
+fn state_refusal(error: &StateError, request: &McpRequest) -> Response<Bytes> {
+    let error = match error {
+        StateError::ReplayStore(store) => {
+            tracing::warn!(target: "mcp_gate::decision", error = %store, "replay store refused a state");
+            let status = match store {
+                ReplayError::OwnerQuota { .. } => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            ProtocolError::new(status, INTERNAL_ERROR, error.to_string())
+        }
+        other => ProtocolError::invalid_params(other.to_string()),
+    };
+    refusal(&error.with_id(Some(&request.id)))
 }
 
 /// The body to forward for a request the layer did not answer with a round trip of its own:

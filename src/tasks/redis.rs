@@ -2,10 +2,11 @@
 //! gateway.
 
 use std::sync::Arc;
-use std::time::Duration;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{RedisError, Script, Value};
+
+use crate::redis_client::ConnectError;
 
 use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
 use super::store::{
@@ -106,12 +107,7 @@ fn unavailable(e: RedisError) -> StoreError {
 }
 
 fn check_namespace(namespace: &str) -> Result<(), StoreError> {
-    let ok = !namespace.is_empty()
-        && namespace.len() <= 64
-        && namespace
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-    if ok {
+    if crate::redis_client::namespace_ok(namespace) {
         Ok(())
     } else {
         Err(StoreError::Config(
@@ -127,17 +123,14 @@ impl RedisTaskStore {
     /// and namespace. Fails if the URL is unusable or the server does not answer.
     pub async fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
-        // The parser's message could quote the URL, and with it a password: not repeated.
-        let client = redis::Client::open(url)
-            .map_err(|_| StoreError::Config("the Redis URL is not valid".into()))?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(Duration::from_secs(2)))
-            .set_response_timeout(Some(Duration::from_secs(5)))
-            .set_number_of_retries(3)
-            .set_max_delay(Duration::from_secs(1));
-        let connection = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(unavailable)?;
+        let connection = match crate::redis_client::connect(url).await {
+            Ok(connection) => connection,
+            // The parser's message could quote the URL, and with it a password: not repeated.
+            Err(ConnectError::BadUrl) => {
+                return Err(StoreError::Config("the Redis URL is not valid".into()));
+            }
+            Err(ConnectError::Unreachable(e)) => return Err(unavailable(e)),
+        };
         Ok(Self {
             connection,
             namespace: namespace.into(),

@@ -325,6 +325,17 @@ impl Reached {
     }
 }
 
+impl Reached {
+    /// `router` behind this recorder: for a test that serves its own MCP server and wants to
+    /// know what reached it.
+    pub fn around(&self, router: Router) -> Router {
+        let reached = self.clone();
+        router.layer(axum::middleware::from_fn(move |request, next| {
+            reached.clone().record(request, next)
+        }))
+    }
+}
+
 /// The server, its recorder, and the count of `delete_everything` runs.
 #[derive(Clone, Default)]
 pub struct Surface {
