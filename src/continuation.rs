@@ -125,12 +125,82 @@ impl Keyring {
     /// A fresh random key, good for one process: states do not survive a restart and are not
     /// accepted by other replicas.
     pub fn random() -> Result<Self, ConfigError> {
-        let mut secret = Zeroizing::new(vec![0u8; 32]);
-        getrandom::fill(&mut secret).map_err(|_| ConfigError::InvalidOption {
+        let no_randomness = || ConfigError::InvalidOption {
             field: "continuation key",
             reason: "no random source to generate one",
+        };
+        let mut secret = Zeroizing::new(vec![0u8; 32]);
+        getrandom::fill(&mut secret).map_err(|_| no_randomness())?;
+        // A random id too: a state signed by another process's generated key then names a key
+        // this one does not hold (`UnknownKey`), instead of one it holds with other bytes,
+        // which would read as tampering.
+        let mut id = [0u8; 9];
+        getrandom::fill(&mut id).map_err(|_| no_randomness())?;
+        Self::new(
+            format!("gen-{}", URL_SAFE_NO_PAD.encode(id)),
+            secret.to_vec(),
+        )
+    }
+
+    /// A keyring from configuration text: one key per line (or per comma),
+    /// `<id>:<base64url secret>`, the first one signing and every one verifying. Ids are 1 to
+    /// 32 characters of `A-Z a-z 0-9 - _`, unique; secrets decode to at least 32 bytes. Blank
+    /// lines and lines starting with `#` are ignored. To rotate, put the new key first and
+    /// keep the old one listed until the states it signed have expired (the continuation
+    /// lifetime, 10 minutes by default).
+    ///
+    /// ```
+    /// use mcp_gate::continuation::Keyring;
+    ///
+    /// let text = "k2:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY\n\
+    ///             k1:ZmVkY2JhOTg3NjU0MzIxMGZlZGNiYTk4NzY1NDMyMTA";
+    /// let keys = Keyring::from_config(text).unwrap();
+    /// assert_eq!(keys.signing_key_id(), "k2");
+    /// assert!(Keyring::from_config("k1:dG9vLXNob3J0").is_err());
+    /// ```
+    pub fn from_config(text: &str) -> Result<Self, ConfigError> {
+        let invalid = |reason: &'static str| ConfigError::InvalidOption {
+            field: "continuation keys",
+            reason,
+        };
+        let mut keyring: Option<Self> = None;
+        for entry in text
+            .split(['\n', ','])
+            .map(str::trim)
+            .filter(|e| !e.is_empty() && !e.starts_with('#'))
+        {
+            let (kid, secret) = entry
+                .split_once(':')
+                .ok_or_else(|| invalid("each key is <id>:<base64url secret>"))?;
+            let secret = Zeroizing::new(
+                URL_SAFE_NO_PAD
+                    .decode(secret.trim().trim_end_matches('='))
+                    .map_err(|_| invalid("a secret is not base64url"))?,
+            );
+            keyring = Some(match keyring {
+                None => Self::new(kid.trim(), secret.to_vec())?,
+                Some(keys) => keys.with_previous(kid.trim(), secret.to_vec())?,
+            });
+        }
+        keyring.ok_or_else(|| invalid("no key listed"))
+    }
+
+    /// [`Keyring::from_config`] on the value of the environment variable `name`.
+    pub fn from_env(name: &str) -> Result<Self, ConfigError> {
+        let text = std::env::var(name).map_err(|_| ConfigError::InvalidOption {
+            field: "continuation keys",
+            reason: "the environment variable is not set, or not UTF-8",
         })?;
-        Self::new("ephemeral", secret.to_vec())
+        Self::from_config(&text)
+    }
+
+    /// [`Keyring::from_config`] on the contents of the file at `path`.
+    pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|_| ConfigError::InvalidOption {
+            field: "continuation keys",
+            reason: "the key file could not be read as UTF-8 text",
+        })?;
+        Self::from_config(&text)
     }
 
     /// The id of the key that signs.
@@ -690,6 +760,40 @@ mod tests {
         assert_eq!(
             verify(&codec, &state, &legacy).unwrap_err(),
             StateError::OtherRequest
+        );
+    }
+
+    #[test]
+    fn keys_from_configuration() {
+        let secret = URL_SAFE_NO_PAD.encode([7u8; 32]);
+        let text = format!("# rotated 2026-12\n\nnew:{secret}\nold:{secret}==\n");
+        let keys = Keyring::from_config(&text).unwrap();
+        assert_eq!(keys.signing_key_id(), "new");
+        assert!(keys.key("old").is_some());
+        for bad in [
+            String::new(),
+            "# only a comment".to_owned(),
+            format!("no-colon{secret}"),
+            format!("a:{secret},a:{secret}"),
+            "a:not base64!".to_owned(),
+            format!("a:{}", URL_SAFE_NO_PAD.encode([7u8; 31])),
+            format!("bad id:{secret}"),
+        ] {
+            assert!(Keyring::from_config(&bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Two processes with generated keys: a state of one is an unknown key to the other, not
+    /// a forgery.
+    #[test]
+    fn generated_keys_have_their_own_ids() {
+        let (one, other) = (Keyring::random().unwrap(), Keyring::random().unwrap());
+        assert_ne!(one.signing_key_id(), other.signing_key_id());
+        let f = fields();
+        let state = issue(&codec(one), &f);
+        assert_eq!(
+            verify(&codec(other), &state, &binding(&f)).unwrap_err(),
+            StateError::UnknownKey
         );
     }
 

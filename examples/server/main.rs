@@ -5,6 +5,7 @@
 //! cargo run --example server                       # with an embedded development issuer
 //! cargo run --example server -- --issuer https://auth.example.com --resource https://mcp.example.com/mcp
 //! cargo run --example server --features redis -- --redis redis://127.0.0.1:6379/   # shared tasks
+//! MCP_GATE_CONTINUATION_KEYS="k1:<base64url secret>" cargo run --example server   # shared keys
 //! ```
 //!
 //! Calls to `deploy` are held for approval: decide them on the approval console
@@ -52,7 +53,16 @@ struct Options {
     /// Where the approval console listens (loopback only).
     #[arg(long, default_value = "127.0.0.1:8081")]
     console_listen: SocketAddr,
+    /// A file of continuation-state keys, one `<id>:<base64url secret of at least 32 bytes>`
+    /// per line, the first signing. Every replica must hold the same keys. Without it the
+    /// environment variable MCP_GATE_CONTINUATION_KEYS is read (same format); without both,
+    /// each process makes its own random key.
+    #[arg(long)]
+    continuation_keys_file: Option<std::path::PathBuf>,
 }
+
+/// The environment variable the example reads continuation-state keys from.
+const KEYS_VARIABLE: &str = "MCP_GATE_CONTINUATION_KEYS";
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -113,6 +123,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     if let Some(url) = &options.redis {
         builder = builder.task_store(redis_store(url).await?);
+    }
+    let keys = match &options.continuation_keys_file {
+        Some(path) => Some(mcp_gate::continuation::Keyring::from_file(path)?),
+        None if std::env::var_os(KEYS_VARIABLE).is_some() => {
+            Some(mcp_gate::continuation::Keyring::from_env(KEYS_VARIABLE)?)
+        }
+        None => None,
+    };
+    if let Some(keys) = keys {
+        builder = builder.continuation_keys(keys);
     }
     let gate = builder.build()?;
 
