@@ -1,0 +1,237 @@
+//! Single use of confirmation states, under pressure.
+//!
+//! Through the layer in front of the example rmcp server: a confirmed `deploy` runs once per
+//! confirmation, whatever fills the replay store; a full store refuses new states (429 for an
+//! owner over quota, 503 when full) and never accepts a used one again; another owner's
+//! confirmation goes on while one owner is at its quota. Then the Redis store against a real
+//! `redis-server`: two stores (two replicas) share used states, exactly one of many
+//! concurrent first uses wins, and a stopped Redis refuses (never allows) until it is back.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum::Router;
+use common::peers::{GatedServer, Reply};
+use common::tokens::{TestKey, claims};
+use common::tools::{DeployCount, mcp_service_counting};
+use mcp_gate::continuation::MemoryReplayStore;
+use mcp_gate::policy::{Decision, Evaluation};
+use mcp_gate::{Issuer, StaticKeys};
+use serde_json::{Value, json};
+
+const ISSUER: &str = "https://as.example";
+
+struct Rig {
+    server: GatedServer,
+    key: TestKey,
+    deploys: DeployCount,
+}
+
+impl Rig {
+    async fn start(capacity: usize, per_owner: usize) -> Self {
+        let key = TestKey::es256("k1");
+        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
+        let deploys = DeployCount::default();
+        let server = GatedServer::start_with(
+            move |_| {
+                mcp_gate::Gate::builder()
+                    .issuer(Issuer::with_keys(ISSUER, keys))
+                    .single_use_state(MemoryReplayStore::new(capacity, per_owner))
+                    .evaluate(|e: Evaluation| async move {
+                        Ok::<_, std::convert::Infallible>(match e.tool() {
+                            Some("deploy") => Decision::ask("Deploy now?"),
+                            _ => Decision::allow(),
+                        })
+                    })
+            },
+            Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
+        )
+        .await;
+        Self {
+            server,
+            key,
+            deploys,
+        }
+    }
+
+    fn token(&self, subject: &str) -> String {
+        let mut claims = claims(ISSUER, &self.server.url, "mcp:read");
+        claims["sub"] = json!(subject);
+        self.key.mint(&claims)
+    }
+
+    /// A modern `deploy` that declared form elicitation, with extra params.
+    async fn deploy(&self, token: &str, extra: Value) -> Reply {
+        let mut params = json!({"name": "deploy", "arguments": {"env": "prod"},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
+        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
+            params.extend(extra);
+        }
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "deploy"),
+        ];
+        self.server
+            .post(Some(token), &headers, &body.to_string())
+            .await
+    }
+
+    /// The state of a fresh confirmation for `token`.
+    async fn confirmation(&self, token: &str) -> String {
+        let asked = self.deploy(token, json!({})).await;
+        asked.body["result"]["requestState"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no confirmation: {asked:?}"))
+            .to_owned()
+    }
+
+    /// The confirmed retry with `state`.
+    async fn confirm(&self, token: &str, state: &str) -> Reply {
+        self.deploy(
+            token,
+            json!({"requestState": state,
+                   "inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}}}),
+        )
+        .await
+    }
+
+    fn runs(&self) -> u64 {
+        self.deploys.load(Ordering::SeqCst)
+    }
+}
+
+fn ran(reply: &Reply) -> bool {
+    reply.status == 200
+        && reply.body["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("deployed to prod"))
+}
+
+fn error(reply: &Reply) -> (u16, i64, String) {
+    (
+        reply.status,
+        reply.body["error"]["code"].as_i64().unwrap_or_default(),
+        reply.body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_full_replay_store_refuses_new_states_and_never_reaccepts_a_used_one() {
+    // Room for 6 live used states, 3 per owner.
+    let rig = Rig::start(6, 3).await;
+    let alice = rig.token("alice");
+    let mut used = Vec::new();
+    for _ in 0..3 {
+        let state = rig.confirmation(&alice).await;
+        let reply = rig.confirm(&alice, &state).await;
+        assert!(ran(&reply), "{reply:?}");
+        used.push(state);
+    }
+    assert_eq!(rig.runs(), 3);
+    // Alice is at her quota: a fourth confirmation cannot be recorded, so it does not run.
+    let state = rig.confirmation(&alice).await;
+    let reply = rig.confirm(&alice, &state).await;
+    let (status, code, message) = error(&reply);
+    assert_eq!((status, code), (429, -32603), "{message}");
+    assert!(
+        message.contains("this principal has used 3 states"),
+        "{message}"
+    );
+    assert_eq!(rig.runs(), 3);
+
+    // Bob is not affected; then Carol fills the store to its capacity.
+    let bob = rig.token("bob");
+    let state = rig.confirmation(&bob).await;
+    assert!(ran(&rig.confirm(&bob, &state).await));
+    used.push(state);
+    let carol = rig.token("carol");
+    for _ in 0..2 {
+        let state = rig.confirmation(&carol).await;
+        assert!(ran(&rig.confirm(&carol, &state).await));
+        used.push(state);
+    }
+    assert_eq!(rig.runs(), 6);
+    let dave = rig.token("dave");
+    let state = rig.confirmation(&dave).await;
+    let (status, code, message) = error(&rig.confirm(&dave, &state).await);
+    assert_eq!((status, code), (503, -32603), "{message}");
+    assert!(message.contains("the replay store is full"), "{message}");
+
+    // However full the store, every used state is still refused as used, by its owner.
+    let owners = [&alice, &alice, &alice, &bob, &carol, &carol];
+    for (state, owner) in used.iter().zip(owners) {
+        let (status, code, message) = error(&rig.confirm(owner, state).await);
+        assert_eq!((status, code), (400, -32602), "{message}");
+        assert_eq!(message, "the request state was already used");
+    }
+    assert_eq!(rig.runs(), 6, "no confirmed call ran twice");
+}
+
+#[cfg(feature = "redis")]
+mod redis {
+    use std::time::SystemTime;
+
+    use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayError, ReplayStore};
+
+    use super::common::redis_server::RedisServer;
+    use super::*;
+
+    fn later() -> SystemTime {
+        SystemTime::now() + Duration::from_secs(600)
+    }
+
+    #[tokio::test]
+    async fn replicas_share_used_states_and_a_stopped_redis_refuses() {
+        let Some(mut redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        let url = redis.url();
+        let (a, b) = (
+            RedisReplayStore::new(&url, "replay-test").await.unwrap(),
+            RedisReplayStore::new(&url, "replay-test").await.unwrap(),
+        );
+        assert_eq!(a.first_use("alice", "n1", later()).await, Ok(FirstUse::Yes));
+        assert_eq!(
+            b.first_use("alice", "n1", later()).await,
+            Ok(FirstUse::AlreadyUsed)
+        );
+
+        // Many concurrent first uses of one state, on both replicas: exactly one wins.
+        let attempts = (0..40).map(|i| {
+            let store = if i % 2 == 0 { a.clone() } else { b.clone() };
+            tokio::spawn(async move { store.first_use("alice", "race", later()).await })
+        });
+        let mut firsts = 0;
+        for attempt in attempts {
+            if attempt.await.unwrap() == Ok(FirstUse::Yes) {
+                firsts += 1;
+            }
+        }
+        assert_eq!(firsts, 1);
+
+        // The key lives as long as the state: expired states leave nothing behind.
+        let mut raw = redis.raw().await;
+        let ttl: i64 = ::redis::cmd("PTTL")
+            .arg("replay-test:used:n1")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert!((590_000..=600_000).contains(&ttl), "{ttl}");
+
+        // Redis down: refused, never a first use.
+        redis.stop();
+        let down =
+            tokio::time::timeout(Duration::from_secs(30), a.first_use("alice", "n2", later()))
+                .await
+                .expect("an answer within 30 s");
+        assert!(matches!(down, Err(ReplayError::Unavailable(_))), "{down:?}");
+    }
+}
