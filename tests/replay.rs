@@ -235,3 +235,160 @@ mod redis {
         assert!(matches!(down, Err(ReplayError::Unavailable(_))), "{down:?}");
     }
 }
+
+/// Legacy session bindings in Redis: any replica knows who owns a session.
+#[cfg(feature = "redis")]
+mod sessions {
+    use mcp_gate::auth::Owner;
+    use mcp_gate::mcp::{RedisSessionStore, SessionRecord, SessionStore, SessionStoreError};
+
+    use super::common::redis_server::RedisServer;
+    use super::*;
+
+    fn owner(subject: &str) -> Owner {
+        Owner::new(ISSUER, Some(subject.into()), Some("client".into()))
+    }
+
+    #[tokio::test]
+    async fn bindings_are_shared_bounded_per_owner_and_never_taken_over() {
+        let Some(mut redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        let url = redis.url();
+        let store = |capacity, quota| {
+            let url = url.clone();
+            async move {
+                RedisSessionStore::new(
+                    &url,
+                    "sessions-test",
+                    capacity,
+                    quota,
+                    Duration::from_secs(60),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let (a, b) = (store(3, 2).await, store(3, 2).await);
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("elicitation".into(), json!({}));
+        let record = SessionRecord::new(owner("alice"))
+            .protocol_version("2025-11-25")
+            .capabilities(capabilities);
+        a.bind("s1", record.clone()).await.unwrap();
+        // Replica B reads what A bound, capabilities included.
+        assert_eq!(b.get("s1").await.unwrap(), Some(record));
+        assert_eq!(
+            b.bind("s1", SessionRecord::new(owner("mallory"))).await,
+            Err(SessionStoreError::Taken)
+        );
+        a.bind("s2", SessionRecord::new(owner("alice")))
+            .await
+            .unwrap();
+        assert_eq!(
+            b.bind("s3", SessionRecord::new(owner("alice"))).await,
+            Err(SessionStoreError::OwnerQuota { quota: 2 })
+        );
+        b.bind("s4", SessionRecord::new(owner("bob")))
+            .await
+            .unwrap();
+        assert_eq!(
+            a.bind("s5", SessionRecord::new(owner("carol"))).await,
+            Err(SessionStoreError::Full { capacity: 3 })
+        );
+        // Only the owner can end a binding; ending one frees its slot.
+        b.unbind("s1", &owner("mallory")).await.unwrap();
+        assert!(a.get("s1").await.unwrap().is_some());
+        b.unbind("s1", &owner("alice")).await.unwrap();
+        assert_eq!(a.get("s1").await.unwrap(), None);
+        a.bind("s5", SessionRecord::new(owner("carol")))
+            .await
+            .unwrap();
+
+        // Redis down: a lookup fails (the layer answers 503), it never says "no session"
+        // or "someone's session".
+        redis.stop();
+        let down = tokio::time::timeout(Duration::from_secs(30), a.get("s2"))
+            .await
+            .expect("an answer within 30 s");
+        assert!(
+            matches!(down, Err(SessionStoreError::Unavailable(_))),
+            "{down:?}"
+        );
+    }
+
+    /// Two gateway replicas sharing one Redis: a session opened through A is refused to
+    /// another principal on B with the fixed 404, and its owner's DELETE through B unbinds it
+    /// for A as well.
+    #[tokio::test]
+    async fn two_replicas_share_session_bindings() {
+        let Some(redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        let key = TestKey::es256("k1");
+        let service = rmcp::transport::streamable_http_server::StreamableHttpService::new(
+            || Ok(common::tools::DemoServer::default()),
+            std::sync::Arc::new(
+                rmcp::transport::streamable_http_server::session::local::LocalSessionManager::default(),
+            ),
+            rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default(),
+        );
+        let resource = "http://127.0.0.1:9/mcp";
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
+            let store =
+                RedisSessionStore::new(&redis.url(), "replicas", 100, 10, Duration::from_secs(60))
+                    .await
+                    .unwrap();
+            replicas.push(
+                GatedServer::start_replica(
+                    resource,
+                    move |_| {
+                        mcp_gate::Gate::builder()
+                            .issuer(Issuer::with_keys(ISSUER, keys))
+                            .session_store(store)
+                            .evaluate(mcp_gate::policy::allow_all())
+                    },
+                    // One inner rmcp shared by both replicas stands in for sticky routing.
+                    Router::new().nest_service("/mcp", service.clone()),
+                )
+                .await,
+            );
+        }
+        let token = |subject: &str| {
+            let mut claims = claims(ISSUER, resource, "mcp:read");
+            claims["sub"] = json!(subject);
+            key.mint(&claims)
+        };
+        let (alice, bob) = (token("alice"), token("bob"));
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+        let opened = replicas[0].post(Some(&alice), &[], &init.to_string()).await;
+        let session = opened.headers["mcp-session-id"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let headers = [
+            ("mcp-session-id", session.as_str()),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+        let stolen = replicas[1].post(Some(&bob), &headers, &ping).await;
+        assert_eq!(stolen.status, 404, "{stolen:?}");
+        assert_eq!(stolen.body["error"]["code"], -32001);
+        let own = replicas[1].post(Some(&alice), &headers, &ping).await;
+        assert_eq!(own.status, 200, "{own:?}");
+        let ended = reqwest::Client::new()
+            .delete(&replicas[1].url)
+            .bearer_auth(&alice)
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-11-25")
+            .send()
+            .await
+            .unwrap();
+        assert!(ended.status().is_success(), "{}", ended.status());
+        let after = replicas[0].post(Some(&alice), &headers, &ping).await;
+        assert_eq!(after.status, 404, "unbound on every replica: {after:?}");
+    }
+}

@@ -10,6 +10,8 @@ mod json;
 mod methods;
 pub(crate) mod request;
 pub(crate) mod sessions;
+#[cfg(feature = "redis")]
+mod sessions_redis;
 
 pub use era::{
     ClientCapabilities, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS,
@@ -20,6 +22,8 @@ pub use request::{
     CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
 };
+#[cfg(feature = "redis")]
+pub use sessions_redis::RedisSessionStore;
 pub use sessions::{
     MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
 };
