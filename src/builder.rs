@@ -461,7 +461,8 @@ impl GateBuilder {
     }
 
     /// Longest the layer waits for an inner answer it must read whole before passing it on (a
-    /// list it filters, the answer to a conceal probe; default 30 s). A slower one is refused
+    /// list it filters, the answer to a conceal probe; default 30 s), from the call to the
+    /// answer's last byte. A slower one is refused
     /// (`-32603`), never passed on unfiltered. Answers the layer passes on as they stream (an
     /// allowed call, an event stream) have no such limit.
     pub fn inner_read_timeout(mut self, limit: Duration) -> Self {

@@ -546,6 +546,7 @@ async fn broken_lists(headers: http::HeaderMap, body: Bytes) -> Response {
             let stream = futures_util::StreamExt::chain(first, futures_util::stream::pending());
             answer("application/json", Body::from_stream(stream))
         }
+        "no head" => std::future::pending().await,
         other => panic!("no case {other}"),
     }
 }
@@ -620,6 +621,29 @@ async fn unreadable_inner_list_answers_are_refused_never_passed_on() {
             );
         }
     }
+}
+
+/// An inner server that never even starts its answer to a list is waited for no longer than
+/// the configured limit either: `inner_read_timeout` is documented as the longest the layer
+/// waits for an inner answer it must read whole.
+#[tokio::test]
+async fn inner_list_answer_whose_head_never_comes_is_refused_in_time() {
+    let gated = Gated::start(Router::new().route("/mcp", post(broken_lists)), |b| {
+        b.evaluate(policy(judge))
+            .inner_read_timeout(Duration::from_millis(300))
+    })
+    .await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let reply = tokio::time::timeout(
+        Duration::from_secs(5),
+        gated
+            .server
+            .post(Some(&gated.token(ALICE)), &[("x-case", "no head")], body),
+    )
+    .await
+    .expect("an answer within 5 s, with a 300 ms limit");
+    assert_eq!(reply.status, 200, "{reply:?}");
+    assert_eq!(reply.body["error"]["code"], INTERNAL_ERROR, "{reply:?}");
 }
 
 /// 4. `Bearer` glued to its token by a tab is a malformed bearer credential: 400

@@ -539,12 +539,19 @@ where
     {
         parts.headers.insert("mcp-name", value);
     }
-    let response = start(inner, parts, ReqBody::from(probe.body.clone())).await?;
     let unreadable = |problem: &'static str| {
         tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "conceal probe unreadable; refusing");
         Ok(local(internal_error(request)))
     };
-    let (mut head, bytes) = match read_raw(response, max_bytes, Some(limit)).await {
+    // One time limit for the whole answer: its head, then its body.
+    let started = std::time::Instant::now();
+    let call = start(inner, parts, ReqBody::from(probe.body.clone()));
+    let response = match crate::deadline::within(limit, call).await {
+        Ok(response) => response?,
+        Err(_) => return unreadable("the answer did not arrive in time"),
+    };
+    let left = limit.saturating_sub(started.elapsed());
+    let (mut head, bytes) = match read_raw(response, max_bytes, Some(left)).await {
         Ok((head, _)) if head.status.is_success() && readable_type(&head).is_none() => {
             return unreadable("the answer has a content type the layer cannot read");
         }
@@ -810,10 +817,21 @@ impl Listing<'_> {
                 return Ok(protocol_error(&error));
             }
         }
-        let response = inner
-            .call(Request::from_parts(parts, ReqBody::from(body)))
-            .await?;
-        let limit = Some(settings.inner_read_timeout);
+        // One time limit for the whole answer: its head, then its body.
+        let started = std::time::Instant::now();
+        let call = start(inner, parts, ReqBody::from(body));
+        let response = match crate::deadline::within(settings.inner_read_timeout, call).await {
+            Ok(response) => response?,
+            Err(_) => {
+                tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem = "the answer did not arrive in time", "list answer unreadable; refusing");
+                return Ok(local(internal_error(self.request)));
+            }
+        };
+        let limit = Some(
+            settings
+                .inner_read_timeout
+                .saturating_sub(started.elapsed()),
+        );
         let (mut head, answer) = match read_answer(response, settings.max_list_bytes, limit).await {
             Ok(read) => read,
             Err(problem) => {

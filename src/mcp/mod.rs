@@ -22,8 +22,8 @@ pub use request::{
     CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
     METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
 };
-#[cfg(feature = "redis")]
-pub use sessions_redis::RedisSessionStore;
 pub use sessions::{
     MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
 };
+#[cfg(feature = "redis")]
+pub use sessions_redis::RedisSessionStore;

@@ -110,8 +110,7 @@ impl RedisSessionStore {
     ) -> Result<Self, SessionStoreError> {
         if !namespace_ok(namespace) {
             return Err(SessionStoreError::Unavailable(
-                "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'"
-                    .into(),
+                "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'".into(),
             ));
         }
         let connection = connect(url).await.map_err(|e| match e {
@@ -160,8 +159,7 @@ impl SessionStore for RedisSessionStore {
     fn bind<'a>(&'a self, session_id: &'a str, record: SessionRecord) -> SessionFuture<'a, ()> {
         Box::pin(async move {
             let owner = owner_json(&record.owner)?;
-            let record =
-                serde_json::to_string(&record).map_err(|e| unavailable(e.to_string()))?;
+            let record = serde_json::to_string(&record).map_err(|e| unavailable(e.to_string()))?;
             let owner_key = self.owner_key(&owner);
             let mut connection = self.connection.clone();
             let answer: i64 = self
