@@ -199,6 +199,8 @@ pub struct GateBuilder {
     session_store: Option<SessionStoreSlot>,
     evaluate_unknown_methods: bool,
     inner_read_timeout: Duration,
+    tasks_per_owner: u64,
+    max_held_call_bytes: usize,
     continuation_keys: Option<crate::continuation::Keyring>,
     continuation_ttl: Duration,
     replay: Option<ReplaySlot>,
@@ -249,6 +251,8 @@ impl Default for GateBuilder {
             session_store: None,
             evaluate_unknown_methods: false,
             inner_read_timeout: Duration::from_secs(30),
+            tasks_per_owner: 100,
+            max_held_call_bytes: 1024 * 1024,
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
             replay: Some(ReplaySlot(Arc::new(
@@ -546,6 +550,22 @@ impl GateBuilder {
         self
     }
 
+    /// At most `quota` calls of one owner (issuer, subject, client id) waiting for approval at
+    /// once (default 100). Over it, a call the policy would hold gets 429 and is not held;
+    /// other owners are not affected.
+    pub fn tasks_per_owner(mut self, quota: u64) -> Self {
+        self.tasks_per_owner = quota;
+        self
+    }
+
+    /// The largest call, its params as JSON, the layer holds for approval (default 1 MiB).
+    /// A larger one gets 413 and is not held. The in-memory task store also bounds the bytes
+    /// of all held calls together ([`MemoryTaskStore::byte_budget`](crate::tasks::MemoryTaskStore::byte_budget)).
+    pub fn max_held_call_bytes(mut self, bytes: usize) -> Self {
+        self.max_held_call_bytes = bytes;
+        self
+    }
+
     /// How long a held call waits for a decision (default one day; 1 second to 30 days).
     /// An undecided task then expires, and an expired task is never run.
     pub fn task_ttl(mut self, ttl: Duration) -> Self {
@@ -653,6 +673,12 @@ impl GateBuilder {
             return Err(ConfigError::InvalidOption {
                 field: "task_poll_interval",
                 reason: "at least 10 ms and at most the task lifetime",
+            });
+        }
+        if self.tasks_per_owner == 0 || self.max_held_call_bytes == 0 {
+            return Err(ConfigError::InvalidOption {
+                field: "tasks_per_owner / max_held_call_bytes",
+                reason: "must be positive",
             });
         }
         if self.inner_read_timeout.is_zero() {
@@ -850,6 +876,8 @@ impl GateBuilder {
                     ttl_ms: duration_ms(self.task_ttl),
                     poll_interval_ms: duration_ms(self.task_poll_interval),
                     start: self.task_start.clone().map(|slot| slot.0),
+                    per_owner: usize::try_from(self.tasks_per_owner).unwrap_or(usize::MAX),
+                    max_call_bytes: self.max_held_call_bytes,
                 },
             },
         }))

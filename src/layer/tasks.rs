@@ -51,6 +51,10 @@ pub(crate) struct TaskSettings {
     pub ttl_ms: u64,
     pub poll_interval_ms: u64,
     pub start: Option<Arc<dyn TaskStart>>,
+    /// Calls one owner may have waiting for approval at once.
+    pub per_owner: usize,
+    /// The largest call (its params as JSON) the layer holds.
+    pub max_call_bytes: usize,
 }
 
 impl TaskSettings {
@@ -108,7 +112,28 @@ fn internal_failure(message: &str) -> TaskChange {
 
 fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Response<Bytes> {
     tracing::error!(target: "mcp_gate::tasks", method = %request.method, what, error = %failure, "task store failed; refusing");
-    internal_error(request)
+    match failure {
+        // Bounds of the store, said as they are: the caller can retry later.
+        StoreError::Full { .. } | StoreError::OverBudget { .. } | StoreError::Unavailable(_) => {
+            over_limit(
+                request,
+                StatusCode::SERVICE_UNAVAILABLE,
+                failure.to_string(),
+            )
+        }
+        _ => internal_error(request),
+    }
+}
+
+/// A call the layer will not hold because a bound was reached: `-32603` with the status and a
+/// message that says which bound.
+fn over_limit(request: &McpRequest, status: StatusCode, message: String) -> Response<Bytes> {
+    let error = ProtocolError::new(status, INTERNAL_ERROR, message).with_id(Some(&request.id));
+    let mut response = refusal(&error);
+    response
+        .headers_mut()
+        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("30"));
+    response
 }
 
 /// Holds a denied call as a new task and answers with its `CreateTaskResult`, once the task is
@@ -128,10 +153,36 @@ pub(crate) async fn hold(
         protocol.protocol_version.clone().unwrap_or_default(),
         gate.inner.resource.as_str(),
     );
+    let size = call.params_len();
+    if size > tasks.max_call_bytes {
+        let message = format!(
+            "the call is too large to hold for approval ({size} bytes; at most {})",
+            tasks.max_call_bytes
+        );
+        return over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message);
+    }
+    let owner = owner_of(principal);
+    // Store-agnostic and checked before the create: concurrent holds of one owner can pass
+    // it together, so an owner can exceed the quota by at most the holds racing it.
+    match tasks
+        .store
+        .list(Some(&owner), Some(TaskStatus::Working), tasks.per_owner)
+        .await
+    {
+        Ok(waiting) if waiting.len() >= tasks.per_owner => {
+            let message = format!(
+                "this principal has {} calls waiting for approval, as many as one may: wait for a decision, or cancel one",
+                waiting.len()
+            );
+            return over_limit(request, StatusCode::TOO_MANY_REQUESTS, message);
+        }
+        Ok(_) => {}
+        Err(failure) => return store_failed(request, "count", &failure),
+    }
     let (Ok(context_id), Ok(record)) = (
         new_context_id(),
         TaskRecord::new(
-            owner_of(principal),
+            owner,
             call,
             String::new(),
             tasks.ttl_ms,

@@ -15,21 +15,84 @@ use super::store::{
 /// Expired tasks are invisible at once and dropped when space is needed. At most `capacity`
 /// live tasks are held; when full, [`create`](TaskStore::create) fails with
 /// [`StoreError::Full`] rather than evict a task someone may still approve.
+///
+/// The held calls' bytes are bounded too ([`MemoryTaskStore::byte_budget`], 256 MiB by
+/// default): a new task whose call would take the store past it fails with
+/// [`StoreError::OverBudget`].
 pub struct MemoryTaskStore {
-    tasks: Mutex<HashMap<TaskId, TaskRecord>>,
+    tasks: Mutex<Tasks>,
     capacity: usize,
+    byte_budget: usize,
+}
+
+/// The records, with what each one's held call costs in bytes (measured once, when it is
+/// created) and their sum.
+#[derive(Default)]
+struct Tasks {
+    records: HashMap<TaskId, TaskRecord>,
+    sizes: HashMap<TaskId, usize>,
+    bytes: usize,
+}
+
+impl std::ops::Deref for Tasks {
+    type Target = HashMap<TaskId, TaskRecord>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.records
+    }
+}
+
+impl Tasks {
+    fn add(&mut self, record: TaskRecord, size: usize) {
+        self.sizes.insert(record.id.clone(), size);
+        self.bytes = self.bytes.saturating_add(size);
+        self.records.insert(record.id.clone(), record);
+    }
+
+    /// A new version of a stored record (a transition: the held call is unchanged).
+    fn replace(&mut self, record: TaskRecord) {
+        self.records.insert(record.id.clone(), record);
+    }
+
+    fn remove(&mut self, id: &TaskId) {
+        self.records.remove(id);
+        if let Some(size) = self.sizes.remove(id) {
+            self.bytes -= size;
+        }
+    }
+
+    fn forget_expired(&mut self, now: u64) {
+        let expired: Vec<TaskId> = self
+            .records
+            .values()
+            .filter(|r| r.is_expired_at(now))
+            .map(|r| r.id.clone())
+            .collect();
+        for id in expired {
+            self.remove(&id);
+        }
+    }
 }
 
 impl MemoryTaskStore {
     /// The capacity of [`MemoryTaskStore::default`].
     pub const DEFAULT_CAPACITY: usize = 10_000;
+    /// The byte budget of [`MemoryTaskStore::default`]: 256 MiB of held calls.
+    pub const DEFAULT_BYTE_BUDGET: usize = 256 * 1024 * 1024;
 
-    /// A store holding at most `capacity` live tasks.
+    /// A store holding at most `capacity` live tasks, within the default byte budget.
     pub fn new(capacity: usize) -> Self {
         Self {
-            tasks: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Tasks::default()),
             capacity,
+            byte_budget: Self::DEFAULT_BYTE_BUDGET,
         }
+    }
+
+    /// At most `bytes` of held calls (their params as JSON) in live tasks.
+    pub fn byte_budget(mut self, bytes: usize) -> Self {
+        self.byte_budget = bytes;
+        self
     }
 
     /// How many live (unexpired) tasks the store holds.
@@ -48,7 +111,7 @@ impl MemoryTaskStore {
 
     /// The map. No code path panics while holding the lock with the map half-changed (every
     /// check is done before the one insert), so a poisoned lock still guards a sound map.
-    fn lock(&self) -> MutexGuard<'_, HashMap<TaskId, TaskRecord>> {
+    fn lock(&self) -> MutexGuard<'_, Tasks> {
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -61,15 +124,21 @@ impl MemoryTaskStore {
             }
             tasks.remove(&record.id);
         }
-        if tasks.len() >= self.capacity {
-            tasks.retain(|_, r| !r.is_expired_at(now));
-            if tasks.len() >= self.capacity {
-                return Err(StoreError::Full {
-                    capacity: self.capacity,
-                });
-            }
+        let size = record.call.params_len();
+        if tasks.len() >= self.capacity || tasks.bytes.saturating_add(size) > self.byte_budget {
+            tasks.forget_expired(now);
         }
-        tasks.insert(record.id.clone(), record);
+        if tasks.len() >= self.capacity {
+            return Err(StoreError::Full {
+                capacity: self.capacity,
+            });
+        }
+        if tasks.bytes.saturating_add(size) > self.byte_budget {
+            return Err(StoreError::OverBudget {
+                budget: self.byte_budget,
+            });
+        }
+        tasks.add(record, size);
         Ok(())
     }
 
@@ -87,7 +156,7 @@ impl MemoryTaskStore {
         match plan(tasks.get(id).cloned(), from, to, change, now)? {
             Plan::Conflict(current) => Ok(Transition::Conflict(current)),
             Plan::Write(next) => {
-                tasks.insert(id.clone(), next.clone());
+                tasks.replace(next.clone());
                 Ok(Transition::Applied(next))
             }
         }
@@ -253,5 +322,44 @@ mod tests {
         );
         assert!(store.list_now(None, None, 10, t0 + 1000).is_empty());
         assert_eq!(store.list_now(None, None, 10, t0 + 999).len(), 1);
+    }
+
+    #[test]
+    fn the_byte_budget_refuses_and_frees_with_expiry() {
+        let record = |env: &str, ttl_ms: u64| {
+            TaskRecord::new(
+                TaskOwner::new("https://as.example", Some("alice".into()), None),
+                crate::tasks::HeldCall::new(
+                    "tools/call",
+                    json!({"name": "deploy", "arguments": {"env": env}}),
+                    "2026-07-28",
+                    "https://mcp.example/mcp",
+                ),
+                "ctx",
+                ttl_ms,
+                1_000,
+            )
+            .unwrap()
+        };
+        let one = record(&"x".repeat(1_000), 60_000);
+        let size = one.call.params_len();
+        let store = MemoryTaskStore::new(100).byte_budget(2 * size + 10);
+        store.create_now(one, now_ms()).unwrap();
+        store
+            .create_now(record(&"x".repeat(1_000), 50), now_ms())
+            .unwrap();
+        assert_eq!(
+            store.create_now(record(&"x".repeat(1_000), 60_000), now_ms()),
+            Err(StoreError::OverBudget {
+                budget: 2 * size + 10
+            })
+        );
+        // Once the short-lived one has expired, its bytes are free again.
+        assert!(
+            store
+                .create_now(record(&"x".repeat(1_000), 60_000), now_ms() + 100)
+                .is_ok()
+        );
+        assert_eq!(store.lock().bytes, 2 * size);
     }
 }

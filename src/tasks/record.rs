@@ -198,6 +198,11 @@ pub struct HeldCall {
 }
 
 impl HeldCall {
+    /// The size of the held params as JSON, in bytes: what the call costs a store.
+    pub fn params_len(&self) -> usize {
+        serde_json::to_vec(&self.params).map_or(usize::MAX, |json| json.len())
+    }
+
     /// A held call. `params` is stored without its `_meta`, `inputResponses`, `requestState`
     /// and `task` members: client echoes, continuation state and task requests are not kept.
     pub fn new(

@@ -56,6 +56,15 @@ pub enum StoreError {
         /// The store's capacity.
         capacity: usize,
     },
+    /// The memory store's held calls would take more than its byte budget; nothing is evicted
+    /// to make room.
+    #[error(
+        "the task store holds as many bytes of held calls as it may ({budget} bytes); new tasks are refused until some finish or expire"
+    )]
+    OverBudget {
+        /// The store's budget, in bytes.
+        budget: usize,
+    },
     /// A transition the task lifecycle does not allow ([`TaskStatus::can_become`]).
     #[error("a task cannot move from {from} to {to}")]
     InvalidTransition {
