@@ -1,6 +1,8 @@
 //! The one way this crate connects to Redis: one client per store, through a
 //! [`ConnectionManager`] that reconnects after a failure, with bounded connection and response
-//! times so that a call made while Redis is unreachable fails within seconds.
+//! times so that a call made while Redis is unreachable fails within seconds. `rediss://`
+//! (TLS) and `redis+sentinel://` URLs are refused as invalid in this build, and a Redis
+//! Cluster node is refused at connection.
 
 use std::time::Duration;
 
@@ -12,6 +14,9 @@ pub(crate) enum ConnectError {
     BadUrl,
     /// The server did not answer.
     Unreachable(redis::RedisError),
+    /// The server is a Redis Cluster node: this crate's scripts and keys assume one server,
+    /// so it refuses to start rather than half work.
+    Cluster,
 }
 
 /// Connects to the Redis server at `url`.
@@ -22,9 +27,18 @@ pub(crate) async fn connect(url: &str) -> Result<ConnectionManager, ConnectError
         .set_response_timeout(Some(Duration::from_secs(5)))
         .set_number_of_retries(3)
         .set_max_delay(Duration::from_secs(1));
-    ConnectionManager::new_with_config(client, config)
+    let mut connection = ConnectionManager::new_with_config(client, config)
         .await
-        .map_err(ConnectError::Unreachable)
+        .map_err(ConnectError::Unreachable)?;
+    let info: String = redis::cmd("INFO")
+        .arg("cluster")
+        .query_async(&mut connection)
+        .await
+        .map_err(ConnectError::Unreachable)?;
+    if info.lines().any(|line| line.trim() == "cluster_enabled:1") {
+        return Err(ConnectError::Cluster);
+    }
+    Ok(connection)
 }
 
 /// Whether `namespace` may prefix this crate's keys: 1 to 64 characters of

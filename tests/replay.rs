@@ -188,6 +188,50 @@ mod redis {
         SystemTime::now() + Duration::from_secs(600)
     }
 
+    /// `rediss://` and Sentinel URLs are refused when the store is made, with a message that
+    /// does not repeat the URL (it may hold a password); an ACL user limited to the namespace's
+    /// keys works.
+    #[tokio::test]
+    async fn urls_tls_refused_and_acl_users_work() {
+        for url in [
+            "rediss://user:secret@127.0.0.1:1/",
+            "redis+sentinel://127.0.0.1:26379/mymaster",
+            "not a url",
+        ] {
+            let refused = RedisReplayStore::new(url, "ns").await.unwrap_err();
+            assert_eq!(
+                refused,
+                ReplayError::Unavailable("the Redis URL is not valid".into()),
+                "{url}"
+            );
+            let refused = mcp_gate::tasks::RedisTaskStore::new(url, "ns")
+                .await
+                .unwrap_err();
+            assert!(!refused.to_string().contains("secret"), "{refused}");
+        }
+        let Some(redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        let mut raw = redis.raw().await;
+        let _: () = ::redis::cmd("ACL")
+            .arg(&["SETUSER", "gate", "on", ">s3cret", "~acl-test:*", "+@all"][..])
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let url = redis.url().replace("redis://", "redis://gate:s3cret@");
+        let store = RedisReplayStore::new(&url, "acl-test").await.unwrap();
+        assert_eq!(
+            store.first_use("alice", "n", later()).await,
+            Ok(FirstUse::Yes)
+        );
+        // Outside its key pattern the user is refused by Redis: a refusal, never a first use.
+        let outside = RedisReplayStore::new(&url, "other-ns").await.unwrap();
+        assert!(matches!(
+            outside.first_use("alice", "n", later()).await,
+            Err(ReplayError::Unavailable(_))
+        ));
+    }
+
     #[tokio::test]
     async fn replicas_share_used_states_and_a_stopped_redis_refuses() {
         let Some(mut redis) = RedisServer::start_or_skip() else {

@@ -45,9 +45,10 @@ struct Options {
     /// The SEP-2643 revision denials are rendered in: `current` or a 40-hex revision id.
     #[arg(long, default_value = "current")]
     revision: String,
-    /// Keep held calls in this Redis (`redis://127.0.0.1:6379/`), shared by every replica and
-    /// surviving restarts; without it they live in this process's memory. Needs `--features
-    /// redis`.
+    /// Share held calls, used continuation states and legacy session bindings through this
+    /// Redis (`redis://127.0.0.1:6379/`), so that any replica serves any request; without it
+    /// they live in this process's memory. Needs `--features redis`. Replicas also need the
+    /// same continuation keys (`--continuation-keys-file`).
     #[arg(long)]
     redis: Option<String>,
     /// Where the approval console listens (loopback only).
@@ -122,7 +123,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("--console-listen must be a loopback address: anyone reaching the console can approve any held call".into());
     }
     if let Some(url) = &options.redis {
-        builder = builder.task_store(redis_store(url).await?);
+        builder = with_redis(builder, url).await?;
     }
     let keys = match &options.continuation_keys_file {
         Some(path) => Some(mcp_gate::continuation::Keyring::from_file(path)?),
@@ -196,17 +197,34 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The Redis task store, under the namespace `mcp-gate-example`.
+/// Everything replicas share, in the Redis at `url` under the namespace `mcp-gate-example`:
+/// held calls, used continuation states and legacy session bindings.
 #[cfg(feature = "redis")]
-async fn redis_store(
+async fn with_redis(
+    builder: mcp_gate::GateBuilder,
     url: &str,
-) -> Result<mcp_gate::tasks::RedisTaskStore, Box<dyn std::error::Error>> {
-    Ok(mcp_gate::tasks::RedisTaskStore::new(url, "mcp-gate-example").await?)
+) -> Result<mcp_gate::GateBuilder, Box<dyn std::error::Error>> {
+    const NAMESPACE: &str = "mcp-gate-example";
+    let tasks = mcp_gate::tasks::RedisTaskStore::new(url, NAMESPACE).await?;
+    let replay = mcp_gate::continuation::RedisReplayStore::new(url, NAMESPACE).await?;
+    let sessions = mcp_gate::mcp::RedisSessionStore::new(
+        url,
+        NAMESPACE,
+        10_000,
+        100,
+        std::time::Duration::from_secs(3600),
+    )
+    .await?;
+    Ok(builder
+        .task_store(tasks)
+        .single_use_state(replay)
+        .session_store(sessions))
 }
 
 #[cfg(not(feature = "redis"))]
-async fn redis_store(
+async fn with_redis(
+    _builder: mcp_gate::GateBuilder,
     _url: &str,
-) -> Result<mcp_gate::tasks::MemoryTaskStore, Box<dyn std::error::Error>> {
+) -> Result<mcp_gate::GateBuilder, Box<dyn std::error::Error>> {
     Err("--redis needs the example built with `--features redis`".into())
 }

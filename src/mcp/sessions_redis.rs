@@ -117,6 +117,9 @@ impl RedisSessionStore {
             ConnectError::BadUrl => {
                 SessionStoreError::Unavailable("the Redis URL is not valid".into())
             }
+            ConnectError::Cluster => SessionStoreError::Unavailable(
+                "Redis Cluster is not supported: use one server".into(),
+            ),
             ConnectError::Unreachable(e) => unavailable(e),
         })?;
         Ok(Self {

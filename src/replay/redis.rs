@@ -45,6 +45,9 @@ impl RedisReplayStore {
         }
         let connection = connect(url).await.map_err(|e| match e {
             ConnectError::BadUrl => ReplayError::Unavailable("the Redis URL is not valid".into()),
+            ConnectError::Cluster => {
+                ReplayError::Unavailable("Redis Cluster is not supported: use one server".into())
+            }
             ConnectError::Unreachable(e) => ReplayError::Unavailable(format!("redis: {e}")),
         })?;
         Ok(Self {

@@ -129,6 +129,11 @@ impl RedisTaskStore {
             Err(ConnectError::BadUrl) => {
                 return Err(StoreError::Config("the Redis URL is not valid".into()));
             }
+            Err(ConnectError::Cluster) => {
+                return Err(StoreError::Config(
+                    "Redis Cluster is not supported: use one server".into(),
+                ));
+            }
             Err(ConnectError::Unreachable(e)) => return Err(unavailable(e)),
         };
         Ok(Self {
