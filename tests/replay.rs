@@ -280,6 +280,126 @@ mod redis {
     }
 }
 
+/// Redis round trips per request, counted by Redis itself (`INFO commandstats`).
+#[cfg(feature = "redis")]
+mod round_trips {
+    use mcp_gate::continuation::RedisReplayStore;
+    use mcp_gate::mcp::RedisSessionStore;
+    use mcp_gate::tasks::RedisTaskStore;
+
+    use super::common::redis_server::RedisServer;
+    use super::*;
+
+    /// Every command Redis has run, but `INFO` (the counting itself), by name.
+    async fn commands(
+        raw: &mut ::redis::aio::MultiplexedConnection,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let info: String = ::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(raw)
+            .await
+            .unwrap();
+        info.lines()
+            .filter_map(|line| {
+                let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                let calls = rest
+                    .strip_prefix("calls=")?
+                    .split(',')
+                    .next()?
+                    .parse()
+                    .ok()?;
+                (name != "info").then(|| (name.to_owned(), calls))
+            })
+            .collect()
+    }
+
+    fn delta(
+        before: &std::collections::BTreeMap<String, u64>,
+        after: &std::collections::BTreeMap<String, u64>,
+    ) -> u64 {
+        after
+            .iter()
+            .map(|(name, calls)| calls - before.get(name).copied().unwrap_or(0))
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn no_round_trip_for_an_allowed_call_and_one_per_first_use_of_a_state() {
+        let Some(redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        let url = redis.url();
+        let tasks = RedisTaskStore::new(&url, "rt").await.unwrap();
+        let replay = RedisReplayStore::new(&url, "rt").await.unwrap();
+        let sessions = RedisSessionStore::new(&url, "rt", 100, 10, Duration::from_secs(60))
+            .await
+            .unwrap();
+        let key = TestKey::es256("k1");
+        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
+        let deploys = DeployCount::default();
+        let server = GatedServer::start_with(
+            move |_| {
+                mcp_gate::Gate::builder()
+                    .issuer(Issuer::with_keys(ISSUER, keys))
+                    .task_store(tasks)
+                    .single_use_state(replay)
+                    .session_store(sessions)
+                    .evaluate(|e: Evaluation| async move {
+                        Ok::<_, std::convert::Infallible>(match e.tool() {
+                            Some("deploy") => Decision::ask("Deploy now?"),
+                            _ => Decision::allow(),
+                        })
+                    })
+            },
+            Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
+        )
+        .await;
+        let rig = Rig {
+            server,
+            key,
+            deploys,
+        };
+        let alice = rig.token("alice");
+        let mut raw = redis.raw().await;
+        let echo = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "hi"},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}})
+        .to_string();
+        let headers = [
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "echo"),
+        ];
+        // Warm the token cache.
+        rig.server.post(Some(&alice), &headers, &echo).await;
+        let before = commands(&mut raw).await;
+        for _ in 0..20 {
+            let reply = rig.server.post(Some(&alice), &headers, &echo).await;
+            assert_eq!(reply.status, 200, "{reply:?}");
+        }
+        let after = commands(&mut raw).await;
+        let allowed = delta(&before, &after);
+        // A confirmation: the first round needs no state; the confirmed retry one SET.
+        let state = rig.confirmation(&alice).await;
+        let asked = commands(&mut raw).await;
+        let first_round = delta(&after, &asked);
+        assert!(ran(&rig.confirm(&alice, &state).await));
+        let confirmed = commands(&mut raw).await;
+        let retry = delta(&asked, &confirmed);
+        eprintln!(
+            "Redis commands: {allowed} for 20 allowed calls, {first_round} for a confirmation's first round, {retry} for its confirmed retry ({:?})",
+            confirmed
+                .iter()
+                .filter(|(name, calls)| before.get(*name) != Some(*calls))
+                .collect::<Vec<_>>()
+        );
+        assert_eq!(allowed, 0);
+        assert_eq!(first_round, 0);
+        assert_eq!(retry, 1);
+    }
+}
+
 /// Legacy session bindings in Redis: any replica knows who owns a session.
 #[cfg(feature = "redis")]
 mod sessions {
