@@ -368,6 +368,10 @@ pub(crate) struct Payload {
     pub exp: u64,
     /// Random, unique per state (replay detection).
     pub nonce: String,
+    /// When it was issued, in milliseconds since the Unix epoch (0 in states of older builds,
+    /// which a replay store then cannot judge).
+    #[serde(default)]
+    pub iat_ms: u64,
     pub interaction: Interaction,
     /// The wire input key the gateway asked under.
     pub key: String,
@@ -408,6 +412,12 @@ pub enum StateError {
     /// Already used, and single use is on.
     #[error("the request state was already used")]
     Replayed,
+    /// Issued before the replay store's memory began (a restart of the process, or of a
+    /// Redis without persistence): whether it was used cannot be known, so it is refused.
+    #[error(
+        "the request state predates the replay store's memory (a restart); start the call again"
+    )]
+    Unknowable,
     /// The replay store could not record the use (full, over the owner's quota, or
     /// unreachable): the state is refused, since its single use cannot be guaranteed.
     #[error("the request state cannot be accepted now: {0}")]
@@ -416,7 +426,9 @@ pub enum StateError {
 
 #[cfg(feature = "redis")]
 pub use crate::replay::RedisReplayStore;
-pub use crate::replay::{FirstUse, MemoryReplayStore, ReplayError, ReplayFuture, ReplayStore};
+pub use crate::replay::{
+    FirstUse, MemoryReplayStore, ReplayError, ReplayFuture, ReplayStore, StateUse,
+};
 
 /// Issues and verifies states.
 #[derive(Clone)]
@@ -449,6 +461,11 @@ impl StateCodec {
         let payload = Payload {
             exp: now() + self.ttl.as_secs(),
             nonce: URL_SAFE_NO_PAD.encode(nonce),
+            iat_ms: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .ok()
+                .and_then(|d| u64::try_from(d.as_millis()).ok())
+                .unwrap_or(0),
             interaction,
             key: key.to_owned(),
             round,
@@ -484,12 +501,12 @@ impl StateCodec {
             let expires_at = UNIX_EPOCH + Duration::from_secs(payload.exp);
             // The owner key is the state's own principal digest: opaque, and the same for
             // every state of one principal under one key.
-            match replay
-                .first_use(&payload.who, &payload.nonce, expires_at)
-                .await
-            {
+            let issued_at = UNIX_EPOCH + Duration::from_millis(payload.iat_ms);
+            let used = StateUse::new(&payload.who, &payload.nonce, issued_at, expires_at);
+            match replay.first_use(used).await {
                 Ok(FirstUse::Yes) => {}
                 Ok(FirstUse::AlreadyUsed) => return Err(StateError::Replayed),
+                Ok(FirstUse::Unknowable) => return Err(StateError::Unknowable),
                 Err(error) => return Err(StateError::ReplayStore(error)),
             }
         }

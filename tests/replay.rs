@@ -175,17 +175,80 @@ async fn a_full_replay_store_refuses_new_states_and_never_reaccepts_a_used_one()
     assert_eq!(rig.runs(), 6, "no confirmed call ran twice");
 }
 
+/// A restart with keys from configuration: the new process's memory store never saw the
+/// states the old one accepted, so it refuses every state issued before it started (the
+/// confirmation starts again) and none runs twice.
+#[tokio::test]
+async fn a_restarted_process_refuses_states_it_cannot_judge() {
+    let keys = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY";
+    let start = |deploys: DeployCount, key: &TestKey| {
+        let issuer_keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
+        GatedServer::start_replica(
+            "http://127.0.0.1:9/mcp",
+            move |_| {
+                mcp_gate::Gate::builder()
+                    .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+                    .continuation_keys(mcp_gate::continuation::Keyring::from_config(keys).unwrap())
+                    .evaluate(|e: Evaluation| async move {
+                        Ok::<_, std::convert::Infallible>(match e.tool() {
+                            Some("deploy") => Decision::ask("Deploy now?"),
+                            _ => Decision::allow(),
+                        })
+                    })
+            },
+            Router::new().nest_service("/mcp", mcp_service_counting(deploys)),
+        )
+    };
+    let key = TestKey::es256("k1");
+    let deploys = DeployCount::default();
+    let before = Rig {
+        server: start(deploys.clone(), &key).await,
+        key,
+        deploys: deploys.clone(),
+    };
+    let mut claims = claims(ISSUER, "http://127.0.0.1:9/mcp", "mcp:read");
+    claims["sub"] = json!("alice");
+    let alice = before.key.mint(&claims);
+    let state = before.confirmation(&alice).await;
+    assert!(ran(&before.confirm(&alice, &state).await));
+    let pending = before.confirmation(&alice).await;
+    drop(before.server);
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let after = Rig {
+        server: start(deploys.clone(), &before.key).await,
+        key: before.key,
+        deploys,
+    };
+    for old in [&state, &pending] {
+        let (status, code, message) = error(&after.confirm(&alice, old).await);
+        assert_eq!((status, code), (400, -32602), "{message}");
+        assert!(
+            message.contains("predates the replay store's memory"),
+            "{message}"
+        );
+    }
+    assert_eq!(after.runs(), 1, "the confirmed deploy did not run again");
+    let fresh = after.confirmation(&alice).await;
+    assert!(ran(&after.confirm(&alice, &fresh).await));
+    assert_eq!(after.runs(), 2);
+}
+
 #[cfg(feature = "redis")]
 mod redis {
     use std::time::SystemTime;
 
-    use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayError, ReplayStore};
+    use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayError, ReplayStore, StateUse};
 
     use super::common::redis_server::RedisServer;
     use super::*;
 
     fn later() -> SystemTime {
         SystemTime::now() + Duration::from_secs(600)
+    }
+
+    /// A state of `owner` issued now.
+    fn used<'a>(owner: &'a str, nonce: &'a str) -> StateUse<'a> {
+        StateUse::new(owner, nonce, SystemTime::now(), later())
     }
 
     /// `rediss://` and Sentinel URLs are refused when the store is made, with a message that
@@ -220,14 +283,10 @@ mod redis {
             .unwrap();
         let url = redis.url().replace("redis://", "redis://gate:s3cret@");
         let store = RedisReplayStore::new(&url, "acl-test").await.unwrap();
-        assert_eq!(
-            store.first_use("alice", "n", later()).await,
-            Ok(FirstUse::Yes)
-        );
-        // Outside its key pattern the user is refused by Redis: a refusal, never a first use.
-        let outside = RedisReplayStore::new(&url, "other-ns").await.unwrap();
+        assert_eq!(store.first_use(used("alice", "n")).await, Ok(FirstUse::Yes));
+        // Outside its key pattern the user is refused by Redis, when the store is made.
         assert!(matches!(
-            outside.first_use("alice", "n", later()).await,
+            RedisReplayStore::new(&url, "other-ns").await,
             Err(ReplayError::Unavailable(_))
         ));
     }
@@ -242,16 +301,16 @@ mod redis {
             RedisReplayStore::new(&url, "replay-test").await.unwrap(),
             RedisReplayStore::new(&url, "replay-test").await.unwrap(),
         );
-        assert_eq!(a.first_use("alice", "n1", later()).await, Ok(FirstUse::Yes));
+        assert_eq!(a.first_use(used("alice", "n1")).await, Ok(FirstUse::Yes));
         assert_eq!(
-            b.first_use("alice", "n1", later()).await,
+            b.first_use(used("alice", "n1")).await,
             Ok(FirstUse::AlreadyUsed)
         );
 
         // Many concurrent first uses of one state, on both replicas: exactly one wins.
         let attempts = (0..40).map(|i| {
             let store = if i % 2 == 0 { a.clone() } else { b.clone() };
-            tokio::spawn(async move { store.first_use("alice", "race", later()).await })
+            tokio::spawn(async move { store.first_use(used("alice", "race")).await })
         });
         let mut firsts = 0;
         for attempt in attempts {
@@ -270,12 +329,27 @@ mod redis {
             .unwrap();
         assert!((590_000..=600_000).contains(&ttl), "{ttl}");
 
+        // Redis loses its data (a restart without persistence): a state issued before the loss
+        // cannot be judged and is refused, one issued after is judged as usual.
+        let issued_before = SystemTime::now() - Duration::from_millis(50);
+        let _: () = ::redis::cmd("FLUSHALL")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        assert_eq!(
+            a.first_use(StateUse::new("alice", "n1", issued_before, later()))
+                .await,
+            Ok(FirstUse::Unknowable),
+            "a state used before the loss is never accepted again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(b.first_use(used("alice", "fresh")).await, Ok(FirstUse::Yes));
+
         // Redis down: refused, never a first use.
         redis.stop();
-        let down =
-            tokio::time::timeout(Duration::from_secs(30), a.first_use("alice", "n2", later()))
-                .await
-                .expect("an answer within 30 s");
+        let down = tokio::time::timeout(Duration::from_secs(30), a.first_use(used("alice", "n2")))
+            .await
+            .expect("an answer within 30 s");
         assert!(matches!(down, Err(ReplayError::Unavailable(_))), "{down:?}");
     }
 }
@@ -380,23 +454,34 @@ mod round_trips {
         }
         let after = commands(&mut raw).await;
         let allowed = delta(&before, &after);
-        // A confirmation: the first round needs no state; the confirmed retry one SET.
+        // A confirmation: the first round needs no state; the confirmed retry is one script
+        // call (EVALSHA), whose own commands (TIME, GET, SET) run inside Redis. A first
+        // confirmation loads the script.
+        let warm = rig.confirmation(&alice).await;
+        assert!(ran(&rig.confirm(&alice, &warm).await));
+        let warmed = commands(&mut raw).await;
         let state = rig.confirmation(&alice).await;
         let asked = commands(&mut raw).await;
-        let first_round = delta(&after, &asked);
+        let first_round = delta(&warmed, &asked);
         assert!(ran(&rig.confirm(&alice, &state).await));
         let confirmed = commands(&mut raw).await;
-        let retry = delta(&asked, &confirmed);
+        let retry: std::collections::BTreeMap<&String, u64> = confirmed
+            .iter()
+            .map(|(name, calls)| (name, calls - asked.get(name).copied().unwrap_or(0)))
+            .filter(|(_, calls)| *calls > 0)
+            .collect();
         eprintln!(
-            "Redis commands: {allowed} for 20 allowed calls, {first_round} for a confirmation's first round, {retry} for its confirmed retry ({:?})",
-            confirmed
-                .iter()
-                .filter(|(name, calls)| before.get(*name) != Some(*calls))
-                .collect::<Vec<_>>()
+            "Redis commands: {allowed} for 20 allowed calls, {first_round} for a confirmation's first round, {retry:?} for its confirmed retry"
         );
         assert_eq!(allowed, 0);
         assert_eq!(first_round, 0);
-        assert_eq!(retry, 1);
+        let round_trips: u64 = retry
+            .iter()
+            .filter(|(name, _)| !["time", "get", "set"].contains(&name.as_str()))
+            .map(|(_, calls)| calls)
+            .sum();
+        assert_eq!(retry.get(&"evalsha".to_owned()), Some(&1), "{retry:?}");
+        assert_eq!(round_trips, 1, "one round trip: {retry:?}");
     }
 }
 

@@ -14,16 +14,20 @@
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
-//! use mcp_gate::continuation::{FirstUse, MemoryReplayStore, ReplayError, ReplayStore};
+//! use mcp_gate::continuation::{FirstUse, MemoryReplayStore, ReplayError, ReplayStore, StateUse};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let store = MemoryReplayStore::new(100, 1);
-//! let until = SystemTime::now() + Duration::from_secs(600);
-//! assert_eq!(store.first_use("alice", "n1", until).await, Ok(FirstUse::Yes));
-//! assert_eq!(store.first_use("alice", "n1", until).await, Ok(FirstUse::AlreadyUsed));
+//! let (now, until) = (SystemTime::now(), SystemTime::now() + Duration::from_secs(600));
+//! let state = |owner, nonce| StateUse::new(owner, nonce, now, until);
+//! assert_eq!(store.first_use(state("alice", "n1")).await, Ok(FirstUse::Yes));
+//! assert_eq!(store.first_use(state("alice", "n1")).await, Ok(FirstUse::AlreadyUsed));
 //! // Alice's quota is one live state; Bob is not affected.
-//! assert_eq!(store.first_use("alice", "n2", until).await, Err(ReplayError::OwnerQuota { quota: 1 }));
-//! assert_eq!(store.first_use("bob", "n3", until).await, Ok(FirstUse::Yes));
+//! assert_eq!(store.first_use(state("alice", "n2")).await, Err(ReplayError::OwnerQuota { quota: 1 }));
+//! assert_eq!(store.first_use(state("bob", "n3")).await, Ok(FirstUse::Yes));
+//! // A state issued before the store existed (a restart) cannot be judged.
+//! let old = StateUse::new("bob", "n4", now - Duration::from_secs(60), until);
+//! assert_eq!(store.first_use(old).await, Ok(FirstUse::Unknowable));
 //! # });
 //! ```
 
@@ -31,7 +35,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Mutex;
-use std::time::{Instant, SystemTime};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "redis")]
 mod redis;
@@ -46,6 +50,40 @@ pub enum FirstUse {
     Yes,
     /// Used before: refuse it.
     AlreadyUsed,
+    /// Issued before the store's memory began (the process restarted, or Redis lost its
+    /// data): the store cannot tell whether it was used, so it is refused.
+    Unknowable,
+}
+
+/// One presentation of a state, as a replay store records it.
+#[derive(Clone, Copy, Debug)]
+#[non_exhaustive]
+pub struct StateUse<'a> {
+    /// An opaque key, the same for every state of one principal.
+    pub owner: &'a str,
+    /// The state's unique nonce.
+    pub nonce: &'a str,
+    /// When the state was issued.
+    pub issued_at: SystemTime,
+    /// When the state expires; it must be remembered until then.
+    pub expires_at: SystemTime,
+}
+
+impl<'a> StateUse<'a> {
+    /// One presentation of the state `nonce` of `owner`.
+    pub fn new(
+        owner: &'a str,
+        nonce: &'a str,
+        issued_at: SystemTime,
+        expires_at: SystemTime,
+    ) -> Self {
+        Self {
+            owner,
+            nonce,
+            issued_at,
+            expires_at,
+        }
+    }
 }
 
 /// Why a replay store could not answer. The state is refused either way.
@@ -76,14 +114,9 @@ pub type ReplayFuture<'a> =
 
 /// Remembers used states when single use is on.
 pub trait ReplayStore: Send + Sync + 'static {
-    /// Records `nonce`, used by `owner` (an opaque key, the same for every state of one
-    /// principal), until `expires_at`, and says whether it was the first use.
-    fn first_use<'a>(
-        &'a self,
-        owner: &'a str,
-        nonce: &'a str,
-        expires_at: SystemTime,
-    ) -> ReplayFuture<'a>;
+    /// Records the use of a state until it expires, and says whether it was the first. A
+    /// store whose memory began after the state was issued answers [`FirstUse::Unknowable`].
+    fn first_use<'a>(&'a self, state: StateUse<'a>) -> ReplayFuture<'a>;
 }
 
 /// An in-memory [`ReplayStore`] for one process: at most `capacity` used states that have not
@@ -94,6 +127,8 @@ pub trait ReplayStore: Send + Sync + 'static {
 pub struct MemoryReplayStore {
     capacity: usize,
     per_owner: usize,
+    /// When this store's memory began: states issued earlier cannot be judged.
+    started: SystemTime,
     state: Mutex<Used>,
 }
 
@@ -127,16 +162,31 @@ impl MemoryReplayStore {
         Self {
             capacity,
             per_owner,
+            // To the millisecond, as states carry their issue time.
+            started: UNIX_EPOCH
+                + std::time::Duration::from_millis(
+                    SystemTime::now()
+                        .duration_since(UNIX_EPOCH)
+                        .ok()
+                        .and_then(|d| u64::try_from(d.as_millis()).ok())
+                        .unwrap_or(0),
+                ),
             state: Mutex::new(Used::default()),
         }
     }
 
-    fn record(
-        &self,
-        owner: &str,
-        nonce: &str,
-        expires_at: SystemTime,
-    ) -> Result<FirstUse, ReplayError> {
+    fn record(&self, state: StateUse<'_>) -> Result<FirstUse, ReplayError> {
+        let StateUse {
+            owner,
+            nonce,
+            issued_at,
+            expires_at,
+        } = state;
+        // A state issued before this store existed may have been used by the process before
+        // it (keys from configuration outlive a restart): it cannot be judged.
+        if issued_at < self.started {
+            return Ok(FirstUse::Unknowable);
+        }
         let now = Instant::now();
         let left = expires_at
             .duration_since(SystemTime::now())
@@ -184,13 +234,8 @@ impl MemoryReplayStore {
 }
 
 impl ReplayStore for MemoryReplayStore {
-    fn first_use<'a>(
-        &'a self,
-        owner: &'a str,
-        nonce: &'a str,
-        expires_at: SystemTime,
-    ) -> ReplayFuture<'a> {
-        Box::pin(std::future::ready(self.record(owner, nonce, expires_at)))
+    fn first_use<'a>(&'a self, state: StateUse<'a>) -> ReplayFuture<'a> {
+        Box::pin(std::future::ready(self.record(state)))
     }
 }
 
@@ -204,24 +249,35 @@ mod tests {
         SystemTime::now() + Duration::from_secs(seconds)
     }
 
+    impl MemoryReplayStore {
+        fn use_now(
+            &self,
+            owner: &str,
+            nonce: &str,
+            expires_at: SystemTime,
+        ) -> Result<FirstUse, ReplayError> {
+            self.record(StateUse::new(owner, nonce, SystemTime::now(), expires_at))
+        }
+    }
+
     #[test]
     fn a_full_store_refuses_and_forgets_nothing_live() {
         let store = MemoryReplayStore::new(3, 2);
-        assert_eq!(store.record("a", "1", later(60)), Ok(FirstUse::Yes));
-        assert_eq!(store.record("a", "2", later(60)), Ok(FirstUse::Yes));
+        assert_eq!(store.use_now("a", "1", later(60)), Ok(FirstUse::Yes));
+        assert_eq!(store.use_now("a", "2", later(60)), Ok(FirstUse::Yes));
         assert_eq!(
-            store.record("a", "3", later(60)),
+            store.use_now("a", "3", later(60)),
             Err(ReplayError::OwnerQuota { quota: 2 })
         );
-        assert_eq!(store.record("b", "4", later(60)), Ok(FirstUse::Yes));
+        assert_eq!(store.use_now("b", "4", later(60)), Ok(FirstUse::Yes));
         assert_eq!(
-            store.record("c", "5", later(60)),
+            store.use_now("c", "5", later(60)),
             Err(ReplayError::Full { capacity: 3 })
         );
         // However hard the store is pushed, a used state stays used.
         for nonce in ["1", "2", "4"] {
             assert_eq!(
-                store.record("z", nonce, later(60)),
+                store.use_now("z", nonce, later(60)),
                 Ok(FirstUse::AlreadyUsed)
             );
         }
@@ -230,9 +286,12 @@ mod tests {
     #[test]
     fn expired_states_free_their_slots() {
         let store = MemoryReplayStore::new(1, 1);
-        assert_eq!(store.record("a", "1", SystemTime::now()), Ok(FirstUse::Yes));
+        assert_eq!(
+            store.use_now("a", "1", SystemTime::now()),
+            Ok(FirstUse::Yes)
+        );
         std::thread::sleep(Duration::from_millis(5));
-        assert_eq!(store.record("b", "2", later(60)), Ok(FirstUse::Yes));
+        assert_eq!(store.use_now("b", "2", later(60)), Ok(FirstUse::Yes));
         let used = store.state.lock().unwrap();
         assert_eq!(used.nonces.len(), 1);
         assert_eq!(used.owners.get("a"), None);
