@@ -297,6 +297,9 @@ async fn soak_mixed_load_through_an_issuer_outage_and_key_rotation() {
                     .key_refresh(KeyRefresh::default().cooldown(Duration::from_millis(500)))
                     .task_ttl(Duration::from_secs(2))
                     .task_poll_interval(Duration::from_millis(100))
+                    // One client holds thousands of calls here: the load, not the per-owner
+                    // quota (tests/quotas.rs), is what this run measures.
+                    .tasks_per_owner(100_000)
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
             |_| Router::new(),
