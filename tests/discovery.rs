@@ -453,6 +453,39 @@ async fn allow_all_refuses_tools_the_server_marks_destructive_unless_told_otherw
     }
 }
 
+/// A process that never saw a `tools/list` (a fresh replica behind a load balancer) lists the
+/// tools itself before `allow_all` judges a call: a destructive tool is refused on the first
+/// call, a harmless one runs, and a tool the server does not list is refused too.
+#[tokio::test]
+async fn a_replica_that_never_saw_a_list_learns_annotations_before_judging() {
+    let key = TestKey::es256("k1");
+    let issuer_keys = keys(&key);
+    let server = GatedServer::start(move |_| {
+        Gate::builder()
+            .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+            .evaluate(mcp_gate::policy::allow_all())
+    })
+    .await;
+    let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+    let call = |tool: &str| {
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": tool, "arguments": {"path": "a", "text": "hi"}}}).to_string()
+    };
+    let refused = |reply: &common::peers::Reply| {
+        reply.body["result"]["isError"] == true
+            && reply.body["result"]["_meta"]["io.modelcontextprotocol/authorization"]["remediation"]
+                == "undisclosed"
+    };
+    // No list first: the very first call is already judged with the server's annotations.
+    let destructive = server.post(Some(&token), &[], &call("delete_file")).await;
+    assert!(refused(&destructive), "{destructive:?}");
+    let harmless = server.post(Some(&token), &[], &call("echo")).await;
+    assert_eq!(harmless.tool_text(), "hi", "{harmless:?}");
+    let unlisted = server
+        .post(Some(&token), &[], &call("not_a_listed_tool"))
+        .await;
+    assert!(refused(&unlisted), "{unlisted:?}");
+}
+
 #[tokio::test]
 async fn conceal_mode_answers_a_refusal_exactly_like_an_unknown_tool() {
     let key = TestKey::es256("k1");

@@ -318,6 +318,28 @@ where
     let answer = continuation
         .as_deref()
         .map(|payload| answered(payload, &request));
+    let annotations = match &request.target {
+        Target::Tool { name, .. } => match settings.tool_annotations.get(name) {
+            Some(known) => Some(known),
+            // A process that has not seen this tool listed lists the tools itself first, when
+            // the policy reads annotations: the decision does not depend on which replica saw
+            // a list.
+            None if settings.policy.needs_tool_annotations() => {
+                Box::pin(async {
+                    let known = &settings.tool_annotations;
+                    let _one_listing = known.learning.lock().await;
+                    // Another caller may have listed the tools while this one waited.
+                    if known.get(name).is_none() && known.may_learn() {
+                        learn_tools(gate, inner, &parts, &request).await;
+                    }
+                    known.get(name)
+                })
+                .await
+            }
+            None => None,
+        },
+        _ => None,
+    };
     let evaluation = Evaluation::new(
         principal.clone(),
         request.method.clone(),
@@ -325,10 +347,7 @@ where
         protocol.clone(),
         Phase::Invocation,
         answer.clone(),
-        match &request.target {
-            crate::mcp::Target::Tool { name, .. } => settings.tool_annotations.get(name),
-            _ => None,
-        },
+        annotations,
     );
     let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
     let turn = Turn {
@@ -395,6 +414,105 @@ fn scrubbed(parts: &mut Parts, request: &McpRequest, bytes: Bytes) -> Bytes {
     }
     parts.headers.remove(header::CONTENT_LENGTH);
     without_layer_inputs(request)
+}
+
+/// Pages of `tools/list` the layer reads when it lists the tools itself.
+const LEARN_PAGES: usize = 10;
+
+/// Lists the inner server's tools as this request's caller (same headers, session and
+/// `_meta`), and remembers each listed tool's annotations (an empty object for a tool listed
+/// without any). Best effort: an answer the layer cannot read ends the listing, and the
+/// tools it did not learn stay unknown (which a policy reading annotations treats with
+/// suspicion).
+async fn learn_tools<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: &Parts,
+    request: &McpRequest,
+) where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let settings = &gate.inner.mcp;
+    let mut cursor: Option<String> = None;
+    for page in 0..LEARN_PAGES {
+        let id = serde_json::Value::String(format!("mcp-gate-tools-{page}"));
+        let mut params = serde_json::Map::new();
+        if let Some(meta) = request.meta() {
+            params.insert("_meta".into(), serde_json::Value::Object(meta.clone()));
+        }
+        if let Some(cursor) = &cursor {
+            params.insert("cursor".into(), cursor.clone().into());
+        }
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
+        let mut list = Request::new(ReqBody::from(Bytes::from(body.to_string())));
+        *list.method_mut() = Method::POST;
+        *list.uri_mut() = parts.uri.clone();
+        *list.version_mut() = parts.version;
+        let headers = list.headers_mut();
+        headers.clone_from(&parts.headers);
+        headers.remove(header::CONTENT_LENGTH);
+        headers.remove("mcp-name");
+        if headers.contains_key("mcp-method") {
+            headers.insert("mcp-method", http::HeaderValue::from_static("tools/list"));
+        }
+        if let Some(principal) = parts.extensions.get::<Principal>() {
+            list.extensions_mut().insert(principal.clone());
+        }
+        let mut lister = inner.clone();
+        if std::future::poll_fn(|cx| lister.poll_ready(cx))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        let limit = settings.inner_read_timeout;
+        let Ok(Ok(response)) = crate::deadline::within(limit, lister.call(list)).await else {
+            return;
+        };
+        let Ok((_, answer)) = read_answer(response, settings.max_list_bytes, Some(limit)).await
+        else {
+            return;
+        };
+        let messages: Vec<serde_json::Value> = match answer {
+            ListAnswer::Json(message) => vec![message],
+            ListAnswer::Sse(events) => events
+                .iter()
+                .filter_map(|event| serde_json::from_str(&event.data).ok())
+                .collect(),
+            ListAnswer::Other(_) => return,
+        };
+        let Some(result) = messages
+            .iter()
+            .find(|message| message.get("id") == Some(&id))
+            .and_then(|message| message.get("result"))
+        else {
+            return;
+        };
+        for tool in result
+            .get("tools")
+            .and_then(serde_json::Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(name) = tool.get("name").and_then(serde_json::Value::as_str) {
+                let annotations = tool
+                    .get("annotations")
+                    .filter(|a| a.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| serde_json::json!({}));
+                settings
+                    .tool_annotations
+                    .remember(name, std::sync::Arc::new(annotations));
+            }
+        }
+        match result.get("nextCursor").and_then(serde_json::Value::as_str) {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return,
+        }
+    }
 }
 
 /// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
@@ -890,12 +1008,18 @@ impl Listing<'_> {
         let listed = entries.len();
         let mut kept = Vec::with_capacity(listed);
         for entry in entries.drain(..) {
-            let annotations = entry.get("annotations").cloned().map(std::sync::Arc::new);
+            // A listed tool is known, with its annotations or none (an empty object).
+            let annotations = (self.class.entry == EntryKind::Tool).then(|| {
+                std::sync::Arc::new(
+                    entry
+                        .get("annotations")
+                        .filter(|a| a.is_object())
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({})),
+                )
+            });
             if let (Some(name), Some(annotations)) = (
-                entry
-                    .get("name")
-                    .and_then(serde_json::Value::as_str)
-                    .filter(|_| self.class.entry == EntryKind::Tool),
+                entry.get("name").and_then(serde_json::Value::as_str),
                 &annotations,
             ) {
                 settings

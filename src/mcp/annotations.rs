@@ -8,7 +8,9 @@
 //! server's hints, never facts.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -16,7 +18,14 @@ use serde_json::Value;
 pub(crate) struct ToolAnnotations {
     by_name: RwLock<HashMap<String, Arc<Value>>>,
     capacity: usize,
+    /// When the layer last listed the tools itself (milliseconds since the epoch).
+    last_learned_ms: AtomicU64,
+    /// One listing at a time: callers that meet an unknown tool meanwhile wait for it.
+    pub learning: tokio::sync::Mutex<()>,
 }
+
+/// How often, at most, the layer lists the inner server's tools itself.
+const LEARN_INTERVAL_MS: u64 = 10_000;
 
 impl ToolAnnotations {
     /// Remembers at most `capacity` tool names.
@@ -24,7 +33,24 @@ impl ToolAnnotations {
         Self {
             by_name: RwLock::new(HashMap::new()),
             capacity,
+            last_learned_ms: AtomicU64::new(0),
+            learning: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Whether this caller should list the tools now: at most once per ten seconds per
+    /// process, so a tool the server never lists costs at most that, however often it is
+    /// called.
+    pub fn may_learn(&self) -> bool {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let last = self.last_learned_ms.load(Ordering::Acquire);
+        now.saturating_sub(last) >= LEARN_INTERVAL_MS
+            && self
+                .last_learned_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
     }
 
     /// The annotations last listed for `name`.

@@ -73,6 +73,16 @@ pub trait Policy: Send + Sync + 'static {
     fn is_open(&self) -> bool {
         false
     }
+
+    /// Whether this policy reads tool annotations
+    /// ([`Evaluation::tool_annotations`](crate::policy::Evaluation::tool_annotations)). When
+    /// it does, a process that does not know a called tool's annotations (no `tools/list`
+    /// passed through it since it started: a new replica, say) lists the inner server's tools
+    /// itself, as the caller, before asking the policy; a tool still unknown then is one the
+    /// server does not list. Policies that do not read them cost nothing.
+    fn needs_tool_annotations(&self) -> bool {
+        false
+    }
 }
 
 impl Policy for Box<dyn Policy> {
@@ -82,6 +92,10 @@ impl Policy for Box<dyn Policy> {
 
     fn is_open(&self) -> bool {
         (**self).is_open()
+    }
+
+    fn needs_tool_annotations(&self) -> bool {
+        (**self).needs_tool_annotations()
     }
 }
 

@@ -23,8 +23,9 @@ use super::{Decision, EvaluateFuture, Evaluation, Policy};
 /// builder logs a warning when an open policy guards a non-loopback resource.
 ///
 /// Tools whose annotations (from the inner server's `tools/list`) mark them destructive
-/// (`destructiveHint: true`) are still refused (`undisclosed`) unless
-/// [`AllowAll::including_destructive`] says otherwise.
+/// (`destructiveHint: true`), and tools the server does not list at all, are still refused
+/// (`undisclosed`) unless [`AllowAll::including_destructive`] says otherwise. A process that
+/// has not seen a `tools/list` (a new replica) lists the tools itself before judging a call.
 pub fn allow_all() -> AllowAll {
     AllowAll { destructive: false }
 }
@@ -45,18 +46,27 @@ impl AllowAll {
 
 impl Policy for AllowAll {
     fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
-        let refuse = !self.destructive && evaluation.is_destructive_tool();
-        Box::pin(async move {
-            Ok(if refuse {
-                Decision::undisclosed("This tool is destructive and the server does not allow it.")
-            } else {
-                Decision::Allow
-            })
-        })
+        // A tool the server does not list (its annotations unknown even after the layer
+        // listed the tools) may be anything: refused like a destructive one.
+        let unlisted = evaluation.tool().is_some() && evaluation.tool_annotations().is_none();
+        let decision = if self.destructive {
+            Decision::Allow
+        } else if unlisted {
+            Decision::undisclosed("This tool is not listed by the server and is not allowed.")
+        } else if evaluation.is_destructive_tool() {
+            Decision::undisclosed("This tool is destructive and the server does not allow it.")
+        } else {
+            Decision::Allow
+        };
+        Box::pin(async move { Ok(decision) })
     }
 
     fn is_open(&self) -> bool {
         true
+    }
+
+    fn needs_tool_annotations(&self) -> bool {
+        !self.destructive
     }
 }
 
@@ -168,6 +178,10 @@ impl Policy for AllOf {
     fn is_open(&self) -> bool {
         !self.0.is_empty() && self.0.iter().all(|p| p.is_open())
     }
+
+    fn needs_tool_annotations(&self) -> bool {
+        self.0.iter().any(|p| p.needs_tool_annotations())
+    }
 }
 
 /// The first policy with an opinion decides: the first decision that is not `Abstain`.
@@ -195,6 +209,10 @@ impl Policy for FirstMatch {
 
     fn is_open(&self) -> bool {
         self.0.iter().any(|p| p.is_open())
+    }
+
+    fn needs_tool_annotations(&self) -> bool {
+        self.0.iter().any(|p| p.needs_tool_annotations())
     }
 }
 
