@@ -23,6 +23,14 @@ use serde_json::{Value, json};
 
 const ISSUER: &str = "https://as.example";
 
+/// The policy of these tests: every `deploy` needs the user's confirmation.
+async fn confirm_deploys(evaluation: Evaluation) -> Result<Decision, std::convert::Infallible> {
+    Ok(match evaluation.tool() {
+        Some("deploy") => Decision::ask("Deploy now?"),
+        _ => Decision::allow(),
+    })
+}
+
 struct Rig {
     server: GatedServer,
     key: TestKey,
@@ -39,12 +47,7 @@ impl Rig {
                 mcp_gate::Gate::builder()
                     .issuer(Issuer::with_keys(ISSUER, keys))
                     .single_use_state(MemoryReplayStore::new(capacity, per_owner))
-                    .evaluate(|e: Evaluation| async move {
-                        Ok::<_, std::convert::Infallible>(match e.tool() {
-                            Some("deploy") => Decision::ask("Deploy now?"),
-                            _ => Decision::allow(),
-                        })
-                    })
+                    .evaluate(confirm_deploys)
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
         )
@@ -189,12 +192,7 @@ async fn a_restarted_process_refuses_states_it_cannot_judge() {
                 mcp_gate::Gate::builder()
                     .issuer(Issuer::with_keys(ISSUER, issuer_keys))
                     .continuation_keys(mcp_gate::continuation::Keyring::from_config(keys).unwrap())
-                    .evaluate(|e: Evaluation| async move {
-                        Ok::<_, std::convert::Infallible>(match e.tool() {
-                            Some("deploy") => Decision::ask("Deploy now?"),
-                            _ => Decision::allow(),
-                        })
-                    })
+                    .evaluate(confirm_deploys)
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys)),
         )
@@ -418,12 +416,7 @@ mod round_trips {
                     .task_store(tasks)
                     .single_use_state(replay)
                     .session_store(sessions)
-                    .evaluate(|e: Evaluation| async move {
-                        Ok::<_, std::convert::Infallible>(match e.tool() {
-                            Some("deploy") => Decision::ask("Deploy now?"),
-                            _ => Decision::allow(),
-                        })
-                    })
+                    .evaluate(confirm_deploys)
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
         )
