@@ -98,6 +98,39 @@ impl RedisServer {
             .unwrap()
     }
 
+    /// Starts a new server on the same port, without the old one's data (as a Redis without
+    /// persistence comes back after a crash).
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(child) = Command::new("redis-server")
+                .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(std::env::temp_dir())
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+            {
+                self.child = child;
+                let up = Instant::now() + Duration::from_secs(5);
+                while Instant::now() < up {
+                    if answers_ping(self.port) {
+                        return;
+                    }
+                    if let Ok(Some(_)) = self.child.try_wait() {
+                        break; // The port is not free yet: try again.
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("redis-server did not restart on port {}", self.port);
+    }
+
     /// Kills the server now.
     pub fn stop(&mut self) {
         let _ = self.child.kill();
