@@ -634,3 +634,23 @@ mod sessions {
         assert_eq!(after.status, 404, "unbound on every replica: {after:?}");
     }
 }
+
+/// The key-making command of `docs/replicas.md`, run as written, makes a key the gate takes.
+#[test]
+fn the_guides_key_command_makes_a_usable_key() {
+    let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/replicas.md"))
+        .expect("docs/replicas.md");
+    let command = guide
+        .split('`')
+        .find(|part| part.starts_with("printf 'k1:"))
+        .expect("the guide shows a key-making command");
+    let output = std::process::Command::new("sh")
+        .args(["-c", command])
+        .output()
+        .expect("sh runs");
+    assert!(output.status.success(), "{command}");
+    let text = String::from_utf8(output.stdout).expect("text");
+    let keys = mcp_gate::continuation::Keyring::from_config(&text)
+        .unwrap_or_else(|e| panic!("{command} gave {text:?}: {e}"));
+    assert_eq!(keys.signing_key_id(), "k1");
+}
