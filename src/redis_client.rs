@@ -1,8 +1,9 @@
 //! The one way this crate connects to Redis: one client per store, through a
 //! [`ConnectionManager`] that reconnects after a failure, with bounded connection and response
 //! times so that a call made while Redis is unreachable fails within seconds. `rediss://`
-//! (TLS) and `redis+sentinel://` URLs are refused as invalid in this build, and a Redis
-//! Cluster node is refused at connection.
+//! connects over TLS (rustls, trusting the host's root certificates, `SSL_CERT_FILE` included);
+//! `redis+sentinel://` URLs are refused as invalid, and a Redis Cluster node is refused at
+//! connection.
 
 use std::time::Duration;
 

@@ -83,8 +83,8 @@ return {2}
 ///
 /// Connections go through a [`ConnectionManager`], which reconnects after a failure; a call
 /// made while Redis is unreachable fails with [`StoreError::Unavailable`] within a few
-/// seconds. This build has no TLS to Redis: use loopback, a private network, or a TLS tunnel,
-/// and an ACL user limited to the namespace's keys. Not for Redis Cluster.
+/// seconds. `rediss://` URLs connect over TLS with the host's root certificates; give the store
+/// an ACL user limited to the namespace's keys. A Redis Cluster node is refused.
 #[derive(Clone)]
 pub struct RedisTaskStore {
     connection: ConnectionManager,
