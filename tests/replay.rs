@@ -482,6 +482,135 @@ mod round_trips {
     }
 }
 
+/// Task transitions in Redis: one round trip each on the replica that last saw the record,
+/// and correct (one more round trip) on a replica whose memory of it is out of date.
+#[cfg(feature = "redis")]
+mod task_round_trips {
+    use mcp_gate::tasks::{
+        HeldCall, RedisTaskStore, TaskChange, TaskDecision, TaskOwner, TaskRecord, TaskStatus,
+        TaskStore, Transition,
+    };
+
+    use super::common::redis_server::RedisServer;
+    use super::*;
+
+    fn record() -> TaskRecord {
+        TaskRecord::new(
+            TaskOwner::new(ISSUER, Some("alice".into()), None),
+            HeldCall::new(
+                "tools/call",
+                json!({"name": "deploy", "arguments": {"env": "prod"}}),
+                "2026-07-28",
+                "https://mcp.example/mcp",
+            ),
+            "ctx",
+            60_000,
+            1_000,
+        )
+        .unwrap()
+    }
+
+    /// Commands sent by clients since `before`: script calls and plain commands, without the
+    /// commands scripts run inside Redis (`TIME`, and the script's own `GET`/`SET`).
+    async fn sent(raw: &mut ::redis::aio::MultiplexedConnection, before: &mut u64) -> u64 {
+        let info: String = ::redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(raw)
+            .await
+            .unwrap();
+        let calls = |name: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix(&format!("cmdstat_{name}:calls=")))
+                .and_then(|rest| rest.split(',').next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let total = calls("evalsha") + calls("eval") + calls("script|load");
+        let delta = total - *before;
+        *before = total;
+        delta
+    }
+
+    #[tokio::test]
+    async fn a_transition_is_one_round_trip_and_a_stale_replica_still_gets_it_right() {
+        let Some(redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        let (a, b) = (
+            RedisTaskStore::new(&redis.url(), "trt").await.unwrap(),
+            RedisTaskStore::new(&redis.url(), "trt").await.unwrap(),
+        );
+        let mut raw = redis.raw().await;
+        let task = record();
+        let id = task.id.clone();
+        a.create(task).await.unwrap();
+        // Warm both scripts on the server (the first call loads each).
+        let mut scripts = 0;
+        sent(&mut raw, &mut scripts).await;
+        let gets = |info: &str| -> u64 {
+            info.lines()
+                .find_map(|l| l.strip_prefix("cmdstat_get:calls="))
+                .and_then(|rest| rest.split(',').next()?.parse().ok())
+                .unwrap_or(0)
+        };
+        let info = |raw: &mut ::redis::aio::MultiplexedConnection| {
+            let mut raw = raw.clone();
+            async move {
+                ::redis::cmd("INFO")
+                    .arg("commandstats")
+                    .query_async::<String>(&mut raw)
+                    .await
+                    .unwrap()
+            }
+        };
+        // B approves: B never saw the task, so it reads it first (GET + the script).
+        let gets_before = gets(&info(&mut raw).await);
+        let approved = b
+            .transition(
+                &id,
+                TaskStatus::Working,
+                TaskStatus::Approved,
+                TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() }),
+            )
+            .await
+            .unwrap();
+        assert!(approved.is_applied());
+        // A still remembers the task as working: its claim is decided again on what Redis
+        // holds (one more GET), and succeeds.
+        let claimed = a
+            .transition(
+                &id,
+                TaskStatus::Approved,
+                TaskStatus::Executing,
+                TaskChange::new(),
+            )
+            .await
+            .unwrap();
+        assert!(matches!(&claimed, Transition::Applied(r) if r.status == TaskStatus::Executing));
+        let plain_gets = gets(&info(&mut raw).await) - gets_before;
+        sent(&mut raw, &mut scripts).await;
+        // A now knows the record exactly: finishing it is one script call and no read.
+        let gets_before = gets(&info(&mut raw).await);
+        let done = a
+            .transition(
+                &id,
+                TaskStatus::Executing,
+                TaskStatus::Completed,
+                TaskChange::new().result(json!({"content": [], "isError": false})),
+            )
+            .await
+            .unwrap();
+        assert!(done.is_applied());
+        let finish_scripts = sent(&mut raw, &mut scripts).await;
+        // The script's own GET counts in commandstats too: one per script call.
+        let finish_gets = gets(&info(&mut raw).await) - gets_before;
+        eprintln!(
+            "task transitions: {plain_gets} GETs for a first-seen and a stale transition (scripts included); finishing: {finish_scripts} script call, {finish_gets} GET (inside the script)"
+        );
+        assert_eq!(finish_scripts, 1, "one round trip");
+        assert_eq!(finish_gets, 1, "no read before the script");
+    }
+}
+
 /// Legacy session bindings in Redis: any replica knows who owns a session.
 #[cfg(feature = "redis")]
 mod sessions {

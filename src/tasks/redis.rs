@@ -91,7 +91,15 @@ pub struct RedisTaskStore {
     namespace: Arc<str>,
     create: Arc<Script>,
     transition: Arc<Script>,
+    /// The record of each task as this process last read or wrote it, so that a transition
+    /// of a record it knows is one round trip (the compare-and-set script), not a read and
+    /// then the script. A stale entry costs one more round trip, never a wrong transition:
+    /// the script compares the whole stored record.
+    seen: Arc<quick_cache::sync::Cache<TaskId, Arc<[u8]>>>,
 }
+
+/// Task records remembered for one-round-trip transitions.
+const SEEN_CAPACITY: usize = 1024;
 
 impl std::fmt::Debug for RedisTaskStore {
     // The URL may hold a password: it is not kept, and not shown.
@@ -141,6 +149,7 @@ impl RedisTaskStore {
             namespace: namespace.into(),
             create: Arc::new(Script::new(CREATE)),
             transition: Arc::new(Script::new(TRANSITION)),
+            seen: Arc::new(quick_cache::sync::Cache::new(SEEN_CAPACITY)),
         })
     }
 
@@ -158,11 +167,23 @@ impl RedisTaskStore {
     }
 
     async fn read(&self, id: &TaskId) -> Result<Option<Vec<u8>>, StoreError> {
-        redis::cmd("GET")
+        let read: Option<Vec<u8>> = redis::cmd("GET")
             .arg(self.key(id.as_str()))
             .query_async(&mut self.connection.clone())
             .await
-            .map_err(unavailable)
+            .map_err(unavailable)?;
+        self.remember(id, read.as_deref());
+        Ok(read)
+    }
+
+    /// Notes what the store holds for `id` now (`None`: nothing).
+    fn remember(&self, id: &TaskId, stored: Option<&[u8]>) {
+        match stored {
+            Some(bytes) => self.seen.insert(id.clone(), Arc::from(bytes)),
+            None => {
+                self.seen.remove(id);
+            }
+        }
     }
 
     async fn create_record(&self, record: TaskRecord) -> Result<(), StoreError> {
@@ -174,14 +195,17 @@ impl RedisTaskStore {
             .key(self.key(record.id.as_str()))
             .key(self.index_key())
             .arg(now)
-            .arg(json)
+            .arg(&json)
             .arg(record.expires_at())
             .arg(record.id.as_str())
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(unavailable)?;
         match stored {
-            1 => Ok(()),
+            1 => {
+                self.remember(&record.id, Some(&json));
+                Ok(())
+            }
             0 => Err(StoreError::Duplicate(record.id)),
             _ => Err(StoreError::Expired(record.id)),
         }
@@ -203,7 +227,11 @@ impl RedisTaskStore {
         change: TaskChange,
     ) -> Result<Transition, StoreError> {
         check_move(from, to)?;
-        let mut read = self.read(id).await?;
+        // What this process last saw of the record, if anything: a guess the script checks.
+        let (mut read, mut fresh) = match self.seen.get(id) {
+            Some(seen) => (Some(seen.to_vec()), false),
+            None => (self.read(id).await?, true),
+        };
         for _ in 0..TRANSITION_ROUNDS {
             let Some(bytes) = read.take() else {
                 return Ok(Transition::Conflict(None));
@@ -212,26 +240,41 @@ impl RedisTaskStore {
             let now = now_ms();
             let deadline = current.expires_at();
             let next = match plan(Some(current), from, to, &change, now)? {
+                // A remembered record may be out of date: decide again on the stored one.
+                Plan::Conflict(_) if !fresh => {
+                    (read, fresh) = (self.read(id).await?, true);
+                    continue;
+                }
                 Plan::Conflict(current) => return Ok(Transition::Conflict(current)),
                 Plan::Write(next) => next,
             };
+            let next_json = next.to_json()?;
             let answer: Value = self
                 .transition
                 .key(self.key(id.as_str()))
                 .arg(now)
                 .arg(&bytes)
-                .arg(next.to_json()?)
+                .arg(&next_json)
                 .arg(deadline)
                 .arg(change.required_remaining_ms())
                 .invoke_async(&mut self.connection.clone())
                 .await
                 .map_err(unavailable)?;
             match script_answer(answer) {
-                Some((2, _)) => return Ok(Transition::Applied(next)),
-                Some((0, _)) => return Ok(Transition::Conflict(None)),
+                Some((2, _)) => {
+                    self.remember(id, Some(&next_json));
+                    return Ok(Transition::Applied(next));
+                }
+                Some((0, _)) => {
+                    self.remember(id, None);
+                    return Ok(Transition::Conflict(None));
+                }
                 Some((3, _)) => return Err(StoreError::Expired(id.clone())),
                 // Changed since it was read: decide again on what is stored now.
-                Some((1, Some(stored))) => read = Some(stored),
+                Some((1, Some(stored))) => {
+                    self.remember(id, Some(&stored));
+                    (read, fresh) = (Some(stored), true);
+                }
                 _ => {
                     return Err(StoreError::Unavailable(
                         "redis: unexpected answer from the transition script".into(),
