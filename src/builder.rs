@@ -199,6 +199,7 @@ pub struct GateBuilder {
     session_store: Option<SessionStoreSlot>,
     evaluate_unknown_methods: bool,
     inner_read_timeout: Duration,
+    allowed_origins: Option<Vec<String>>,
     tasks_per_owner: u64,
     max_held_call_bytes: usize,
     continuation_keys: Option<crate::continuation::Keyring>,
@@ -251,6 +252,7 @@ impl Default for GateBuilder {
             session_store: None,
             evaluate_unknown_methods: false,
             inner_read_timeout: Duration::from_secs(30),
+            allowed_origins: Some(Vec::new()),
             tasks_per_owner: 100,
             max_held_call_bytes: 1024 * 1024,
             continuation_keys: None,
@@ -461,6 +463,33 @@ impl GateBuilder {
     /// [`legacy_sessions_per_owner`](Self::legacy_sessions_per_owner) then do not apply).
     pub fn session_store(mut self, store: impl crate::mcp::SessionStore) -> Self {
         self.session_store = Some(SessionStoreSlot(Arc::new(store)));
+        self
+    }
+
+    /// Browser origins (`scheme://host[:port]`) allowed to call the endpoint besides the
+    /// resource's own. A request whose `Origin` header is present and not allowed is refused
+    /// with 403 before anything else (DNS rebinding, as the Streamable HTTP transport says);
+    /// requests without `Origin` (every non-browser client) are not affected. By default only
+    /// the resource's own origin is allowed, so a browser client served from another origin
+    /// (an inspector on another port, say) must be listed here.
+    pub fn allowed_origins<I, S>(mut self, origins: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let list = self.allowed_origins.get_or_insert_with(Vec::new);
+        list.extend(
+            origins
+                .into_iter()
+                .map(|o| o.into().trim_end_matches('/').to_owned()),
+        );
+        self
+    }
+
+    /// Accepts every `Origin` (no DNS-rebinding check). Only for an endpoint that is never
+    /// reachable from a browser on another site, or that another layer protects.
+    pub fn allow_any_origin(mut self) -> Self {
+        self.allowed_origins = None;
         self
     }
 
@@ -829,6 +858,14 @@ impl GateBuilder {
             issuers = self.issuers.len(),
             "gate built"
         );
+        let origins = match &self.allowed_origins {
+            None => crate::layer::origin::Origins::Any,
+            Some(extra) => {
+                let mut list = vec![resource.origin().to_owned()];
+                list.extend(extra.iter().cloned());
+                crate::layer::origin::Origins::Only(list)
+            }
+        };
         Ok(Gate::from_inner(GateInner {
             resource_metadata_url: resource.metadata_url(),
             metadata_bytes: metadata.to_bytes(),
@@ -852,6 +889,7 @@ impl GateBuilder {
                     )),
                 },
                 evaluate_unknown_methods: self.evaluate_unknown_methods,
+                origins,
                 state: crate::continuation::StateCodec {
                     keys: match self.continuation_keys.clone() {
                         Some(keys) => keys,

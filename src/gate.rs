@@ -61,6 +61,8 @@ pub(crate) struct McpSettings {
     pub denial: crate::denial::render::DenialSettings,
     /// Legacy session bindings.
     pub sessions: Arc<dyn crate::mcp::SessionStore>,
+    /// Which `Origin`s may call the endpoint.
+    pub origins: crate::layer::origin::Origins,
     /// Whether methods outside the method table go to `evaluate` instead of `-32601`.
     pub evaluate_unknown_methods: bool,
     pub state: crate::continuation::StateCodec,

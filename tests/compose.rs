@@ -62,6 +62,8 @@ impl Local {
             .resource(RESOURCE)
             .issuer(Issuer::with_keys(ISSUER, keys))
             .required_scopes(["mcp:read"])
+            // The browser client of the CORS test is served from another origin.
+            .allowed_origins([BROWSER_ORIGIN])
             .build()
             .expect("gate builds");
         Self { gate, key }

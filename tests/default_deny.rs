@@ -596,7 +596,10 @@ async fn one_owner_cannot_take_every_session() {
 async fn a_cors_preflight_goes_without_a_token_and_nothing_else_does() {
     let surface = Surface::new();
     let router = surface.router_with_cors();
-    let setup = Setup::start_with(surface, router, |b| b).await;
+    let setup = Setup::start_with(surface, router, |b| {
+        b.allowed_origins(["https://app.example"])
+    })
+    .await;
     let preflight = setup
         .send(
             "OPTIONS",
@@ -641,6 +644,67 @@ async fn a_cors_preflight_goes_without_a_token_and_nothing_else_does() {
         .await;
     assert_eq!(get.status, 401, "{get:?}");
     assert_eq!(setup.reached(), ["OPTIONS"]);
+}
+
+/// DNS rebinding: a browser request whose `Origin` is not allowed is refused with 403 before
+/// anything else, with or without a valid token, preflight or not; the resource's own origin,
+/// a listed one and requests without `Origin` go on.
+#[tokio::test]
+async fn an_origin_that_is_not_allowed_is_refused_before_anything_else() {
+    let surface = Surface::new();
+    let router = surface.router_with_cors();
+    let setup = Setup::start_with(surface, router, |b| {
+        b.allowed_origins(["https://app.example"])
+    })
+    .await;
+    let alice = setup.token(ALICE, CLIENT);
+    let own_origin = setup.server.url.trim_end_matches("/mcp").to_owned();
+    for (origin, token) in [
+        ("http://evil.example.com", Some(alice.as_str())),
+        ("http://evil.example.com", None),
+        ("null", Some(alice.as_str())),
+    ] {
+        let reply = setup
+            .send(
+                "POST",
+                token,
+                &[("origin", origin), ("content-type", "application/json")],
+                Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            )
+            .await;
+        assert_eq!(reply.status, 403, "{origin}: {reply:?}");
+        assert_eq!(
+            reply.body["error"]["message"],
+            "the Origin of this request is not allowed"
+        );
+    }
+    let preflight = setup
+        .send(
+            "OPTIONS",
+            None,
+            &[
+                ("origin", "http://evil.example.com"),
+                ("access-control-request-method", "POST"),
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(preflight.status, 403, "{preflight:?}");
+    assert!(setup.reached().is_empty(), "{:?}", setup.reached());
+    for origin in [Some(own_origin.as_str()), Some("https://app.example"), None] {
+        let headers: Vec<(&str, &str)> = origin
+            .map(|o| vec![("origin", o), ("content-type", "application/json")])
+            .unwrap_or_else(|| vec![("content-type", "application/json")]);
+        let reply = setup
+            .send(
+                "POST",
+                Some(&alice),
+                &headers,
+                Some(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+            )
+            .await;
+        assert_ne!(reply.status, 403, "{origin:?}: {reply:?}");
+    }
 }
 
 /// The step the Python SDK client reports for one `Client.listen` of `uris`.

@@ -60,6 +60,10 @@ struct Options {
     /// each process makes its own random key.
     #[arg(long)]
     continuation_keys_file: Option<std::path::PathBuf>,
+    /// A browser origin allowed to call the endpoint besides the resource's own (repeatable),
+    /// for a browser client served from elsewhere (an inspector on another port, say).
+    #[arg(long = "allowed-origin")]
+    allowed_origins: Vec<String>,
 }
 
 /// The environment variable the example reads continuation-state keys from.
@@ -135,6 +139,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     if let Some(keys) = keys {
         builder = builder.continuation_keys(keys);
     }
+    builder = builder.allowed_origins(options.allowed_origins.iter().cloned());
     let gate = builder.build()?;
 
     let app = Router::new()

@@ -40,6 +40,7 @@ mod conceal;
 mod discovery;
 mod future;
 mod interaction;
+pub(crate) mod origin;
 mod pipeline;
 mod service;
 mod sessions;

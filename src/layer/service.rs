@@ -111,6 +111,11 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
+        // Before anything else: a browser page from an origin that may not call this endpoint.
+        if let Some(mut refused) = self.gate.inner.mcp.origins.refusal(&parts.headers) {
+            close_if_unread(&mut refused, &parts);
+            return ResponseFuture::refused(refused);
+        }
         let verb = match door(&parts.method, &parts.headers) {
             Door::Authenticate(verb) => verb,
             Door::NotAllowed => {
