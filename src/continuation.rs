@@ -461,11 +461,7 @@ impl StateCodec {
         let payload = Payload {
             exp: now() + self.ttl.as_secs(),
             nonce: URL_SAFE_NO_PAD.encode(nonce),
-            iat_ms: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .ok()
-                .and_then(|d| u64::try_from(d.as_millis()).ok())
-                .unwrap_or(0),
+            iat_ms: crate::tasks::now_ms(),
             interaction,
             key: key.to_owned(),
             round,

@@ -60,6 +60,16 @@ pub(crate) fn refusal(error: &ProtocolError) -> Response<Bytes> {
     json_rpc(error.status, error.to_json(), false)
 }
 
+/// [`refusal`] of a bound that may free up (a store full or unreachable, a quota), with
+/// `Retry-After: <seconds>`.
+pub(crate) fn refusal_retry_after(error: &ProtocolError, seconds: &'static str) -> Response<Bytes> {
+    let mut response = refusal(error);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from_static(seconds));
+    response
+}
+
 /// Who the caller is, as far as the synchronous part of the layer got.
 pub(crate) enum Identity {
     /// A token found in the cache, or otherwise settled without waiting.

@@ -4,10 +4,10 @@
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Response, StatusCode, header};
+use http::{HeaderValue, Response, StatusCode};
 use serde_json::Value;
 
-use super::pipeline::refusal;
+use super::pipeline::refusal_retry_after;
 use crate::auth::{Owner, Principal};
 use crate::denial::render::json_rpc;
 use crate::gate::Gate;
@@ -127,11 +127,6 @@ fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Byte
             "the session store is unavailable: retry later",
         ),
     };
-    let mut response = refusal(&ProtocolError::new(status, INTERNAL_ERROR, message).with_id(id));
-    if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-    }
-    response
+    let error = ProtocolError::new(status, INTERNAL_ERROR, message).with_id(id);
+    refusal_retry_after(&error, "5")
 }

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use tower_service::Service;
 
 use super::discovery::{ListAnswer, read_answer};
-use super::pipeline::{BoxError, internal_error, refusal};
+use super::pipeline::{BoxError, internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision, new_context_id};
@@ -129,11 +129,7 @@ fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Respo
 /// message that says which bound.
 fn over_limit(request: &McpRequest, status: StatusCode, message: String) -> Response<Bytes> {
     let error = ProtocolError::new(status, INTERNAL_ERROR, message).with_id(Some(&request.id));
-    let mut response = refusal(&error);
-    response
-        .headers_mut()
-        .insert(http::header::RETRY_AFTER, HeaderValue::from_static("30"));
-    response
+    refusal_retry_after(&error, "30")
 }
 
 /// Holds a denied call as a new task and answers with its `CreateTaskResult`, once the task is

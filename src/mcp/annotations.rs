@@ -10,7 +10,6 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
@@ -42,9 +41,7 @@ impl ToolAnnotations {
     /// process, so a tool the server never lists costs at most that, however often it is
     /// called.
     pub fn may_learn(&self) -> bool {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let now = crate::tasks::now_ms();
         let last = self.last_learned_ms.load(Ordering::Acquire);
         now.saturating_sub(last) >= LEARN_INTERVAL_MS
             && self

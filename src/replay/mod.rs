@@ -163,14 +163,7 @@ impl MemoryReplayStore {
             capacity,
             per_owner,
             // To the millisecond, as states carry their issue time.
-            started: UNIX_EPOCH
-                + std::time::Duration::from_millis(
-                    SystemTime::now()
-                        .duration_since(UNIX_EPOCH)
-                        .ok()
-                        .and_then(|d| u64::try_from(d.as_millis()).ok())
-                        .unwrap_or(0),
-                ),
+            started: UNIX_EPOCH + std::time::Duration::from_millis(crate::tasks::now_ms()),
             state: Mutex::new(Used::default()),
         }
     }

@@ -87,7 +87,7 @@ impl RedisReplayStore {
         let mut connection = store.connection.clone();
         let _: () = redis::cmd("SET")
             .arg(store.memory_key())
-            .arg(since_epoch_ms())
+            .arg(crate::tasks::now_ms())
             .arg("NX")
             .query_async(&mut connection)
             .await
@@ -98,15 +98,6 @@ impl RedisReplayStore {
     fn memory_key(&self) -> String {
         format!("{}:replay-memory", self.namespace)
     }
-}
-
-/// Now, in milliseconds since the Unix epoch (this process's clock; the scripts use Redis's).
-fn since_epoch_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .ok()
-        .and_then(|d| u64::try_from(d.as_millis()).ok())
-        .unwrap_or(0)
 }
 
 impl ReplayStore for RedisReplayStore {
