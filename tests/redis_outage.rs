@@ -12,28 +12,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use common::confirm::{confirm_deploys, confirmed, deploy};
 use common::peers::{GatedServer, Reply};
 use common::redis_server::RedisServer;
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
 use mcp_gate::continuation::{Keyring, RedisReplayStore};
 use mcp_gate::mcp::RedisSessionStore;
-use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::tasks::RedisTaskStore;
 use mcp_gate::{Issuer, StaticKeys};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::Mutex;
 
 const ISSUER: &str = "https://as.example";
 const RESOURCE: &str = "http://127.0.0.1:9/mcp";
 const KEYS: &str = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY";
-
-async fn confirm_deploys(evaluation: Evaluation) -> Result<Decision, std::convert::Infallible> {
-    Ok(match evaluation.tool() {
-        Some("deploy") => Decision::ask("Deploy now?"),
-        _ => Decision::allow(),
-    })
-}
 
 async fn replica(url: &str, key: &TestKey, deploys: DeployCount) -> GatedServer {
     let tasks = RedisTaskStore::new(url, "outage").await.unwrap();
@@ -56,28 +49,6 @@ async fn replica(url: &str, key: &TestKey, deploys: DeployCount) -> GatedServer 
         Router::new().nest_service("/mcp", mcp_service_counting(deploys)),
     )
     .await
-}
-
-/// A modern `deploy` declaring form elicitation, with `extra` params.
-async fn deploy(server: &GatedServer, token: &str, extra: Value) -> Reply {
-    let mut params = json!({"name": "deploy", "arguments": {"env": "prod"},
-        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
-    if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
-        params.extend(extra);
-    }
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-    let headers = [
-        ("mcp-protocol-version", "2026-07-28"),
-        ("mcp-method", "tools/call"),
-        ("mcp-name", "deploy"),
-    ];
-    server.post(Some(token), &headers, &body.to_string()).await
-}
-
-fn confirmed(state: &str) -> Value {
-    json!({"requestState": state,
-           "inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}}})
 }
 
 /// What one confirmed retry got.

@@ -13,23 +13,15 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
+use common::confirm::{confirm_deploys, confirmed};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
 use mcp_gate::continuation::MemoryReplayStore;
-use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::{Issuer, StaticKeys};
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://as.example";
-
-/// The policy of these tests: every `deploy` needs the user's confirmation.
-async fn confirm_deploys(evaluation: Evaluation) -> Result<Decision, std::convert::Infallible> {
-    Ok(match evaluation.tool() {
-        Some("deploy") => Decision::ask("Deploy now?"),
-        _ => Decision::allow(),
-    })
-}
 
 struct Rig {
     server: GatedServer,
@@ -67,21 +59,7 @@ impl Rig {
 
     /// A modern `deploy` that declared form elicitation, with extra params.
     async fn deploy(&self, token: &str, extra: Value) -> Reply {
-        let mut params = json!({"name": "deploy", "arguments": {"env": "prod"},
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}}}});
-        if let (Some(params), Value::Object(extra)) = (params.as_object_mut(), extra) {
-            params.extend(extra);
-        }
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params});
-        let headers = [
-            ("mcp-protocol-version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("mcp-name", "deploy"),
-        ];
-        self.server
-            .post(Some(token), &headers, &body.to_string())
-            .await
+        common::confirm::deploy(&self.server, token, extra).await
     }
 
     /// The state of a fresh confirmation for `token`.
@@ -95,12 +73,7 @@ impl Rig {
 
     /// The confirmed retry with `state`.
     async fn confirm(&self, token: &str, state: &str) -> Reply {
-        self.deploy(
-            token,
-            json!({"requestState": state,
-                   "inputResponses": {"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}}}),
-        )
-        .await
+        self.deploy(token, confirmed(state)).await
     }
 
     fn runs(&self) -> u64 {

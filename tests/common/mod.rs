@@ -1,6 +1,7 @@
 //! Shared harness for the integration tests: real peers and token helpers.
 #![allow(dead_code)]
 
+pub mod confirm;
 pub mod modern;
 pub mod peers;
 pub mod surface;
