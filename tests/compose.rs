@@ -585,24 +585,6 @@ struct Proxy {
     forwarded: Arc<Mutex<Vec<Forwarded>>>,
 }
 
-/// Headers that belong to one connection, never forwarded by a proxy (RFC 9110 §7.6.1), plus
-/// `host` and `content-length`, which the outgoing client sets itself.
-fn is_hop_by_hop(name: &HeaderName) -> bool {
-    [
-        header::CONNECTION,
-        header::PROXY_AUTHENTICATE,
-        header::PROXY_AUTHORIZATION,
-        header::TE,
-        header::TRAILER,
-        header::TRANSFER_ENCODING,
-        header::UPGRADE,
-        header::HOST,
-        header::CONTENT_LENGTH,
-    ]
-    .contains(name)
-        || name.as_str() == "keep-alive"
-}
-
 /// Forwards the request with every end-to-end header (so an `Authorization` header, had the
 /// gate let one through, would reach the upstream), and streams the answer back: SSE streams
 /// (POST answers and the GET stream of the TypeScript server) pass chunk by chunk.
@@ -621,7 +603,7 @@ async fn reverse_proxy(State(proxy): State<Proxy>, request: Request) -> Response
 
     let mut upstream = proxy.client.request(parts.method, &proxy.upstream);
     for (name, value) in &parts.headers {
-        if !is_hop_by_hop(name) {
+        if !common::proxy::is_hop_by_hop(name) {
             upstream = upstream.header(name, value);
         }
     }
@@ -633,23 +615,7 @@ async fn reverse_proxy(State(proxy): State<Proxy>, request: Request) -> Response
         Err(_) => return StatusCode::BAD_GATEWAY.into_response(),
     };
 
-    let mut response = Response::builder().status(answer.status());
-    for (name, value) in answer.headers() {
-        if !is_hop_by_hop(name) {
-            response = response.header(name, value);
-        }
-    }
-    let chunks = futures_util::stream::unfold(Some(answer), |answer| async move {
-        let mut answer = answer?;
-        match answer.chunk().await {
-            Ok(Some(chunk)) => Some((Ok(chunk), Some(answer))),
-            Ok(None) => None,
-            Err(error) => Some((Err(error), None)),
-        }
-    });
-    response
-        .body(Body::from_stream(chunks))
-        .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
+    common::proxy::streamed(answer)
 }
 
 #[tokio::test]

@@ -149,31 +149,6 @@ async fn sse_list_answers_are_filtered_too() {
     assert!(!tools.contains(&"whoami".to_owned()), "{tools:?}");
 }
 
-/// An inner server with ten tools, `t0`..`t9`, served three per page.
-fn paginating_inner() -> Router {
-    Router::new().route(
-        "/mcp",
-        axum::routing::post(|body: axum::body::Bytes| async move {
-            let message: Value = serde_json::from_slice(&body).unwrap();
-            let start: usize = match message["params"]["cursor"].as_str() {
-                Some(cursor) => cursor
-                    .strip_prefix("page-")
-                    .and_then(|n| n.parse().ok())
-                    .expect("the inner cursor comes back"),
-                None => 0,
-            };
-            let tools: Vec<Value> = (start..(start + 3).min(10))
-                .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
-                .collect();
-            let mut result = json!({"tools": tools});
-            if start + 3 < 10 {
-                result["nextCursor"] = json!(format!("page-{}", start + 3));
-            }
-            axum::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
-        }),
-    )
-}
-
 #[tokio::test]
 async fn paging_through_a_filtered_catalogue_returns_each_permitted_entry_once() {
     let key = TestKey::es256("k1");
@@ -195,7 +170,7 @@ async fn paging_through_a_filtered_catalogue_returns_each_permitted_entry_once()
                     })
                 })
         },
-        paginating_inner(),
+        common::paging::paginating_inner(),
     )
     .await;
     let alice = key.mint(&claims(ISSUER, &server.url, "mcp:read"));

@@ -21,9 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::{HeaderName, StatusCode};
+use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use common::approvals::Approvals;
 use common::modern::{envelope, modern, tasks_capabilities};
@@ -149,33 +148,8 @@ fn inner_router(inner: Inner, runs: &Runs, deploys: &DeployCount) -> Router {
                 StreamableHttpServerConfig::default(),
             ),
         ),
-        Inner::Paging => paginating_inner(),
+        Inner::Paging => common::paging::paginating_inner(),
     }
-}
-
-/// An inner server with ten tools, `t0`..`t9`, served three per page.
-fn paginating_inner() -> Router {
-    Router::new().route(
-        "/mcp",
-        axum::routing::post(|body: Bytes| async move {
-            let message: Value = serde_json::from_slice(&body).unwrap();
-            let start: usize = match message["params"]["cursor"].as_str() {
-                Some(cursor) => cursor
-                    .strip_prefix("page-")
-                    .and_then(|n| n.parse().ok())
-                    .expect("the inner cursor comes back"),
-                None => 0,
-            };
-            let tools: Vec<Value> = (start..(start + 3).min(10))
-                .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
-                .collect();
-            let mut result = json!({"tools": tools});
-            if start + 3 < 10 {
-                result["nextCursor"] = json!(format!("page-{}", start + 3));
-            }
-            axum::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
-        }),
-    )
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -233,22 +207,6 @@ impl Drop for Front {
     }
 }
 
-/// Headers that belong to one connection, not to the request or answer.
-fn hop_by_hop(name: &HeaderName) -> bool {
-    matches!(
-        name.as_str(),
-        "host"
-            | "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "transfer-encoding"
-            | "te"
-            | "trailer"
-            | "upgrade"
-            | "content-length"
-    )
-}
-
 async fn forward(State(front): State<Arc<FrontState>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let Ok(body) = axum::body::to_bytes(body, 16 << 20).await else {
@@ -286,7 +244,7 @@ async fn forward(State(front): State<Arc<FrontState>>, request: Request) -> Resp
     );
     let mut upstream = front.http.request(parts.method.clone(), target);
     for (name, value) in &parts.headers {
-        if !hop_by_hop(name) {
+        if !common::proxy::is_hop_by_hop(name) {
             upstream = upstream.header(name, value);
         }
     }
@@ -317,24 +275,7 @@ async fn forward(State(front): State<Arc<FrontState>>, request: Request) -> Resp
         opened,
     });
 
-    let mut response = Response::builder().status(answer.status());
-    for (name, value) in answer.headers() {
-        if !hop_by_hop(name) {
-            response = response.header(name, value);
-        }
-    }
-    // Stream the answer as it arrives: an event stream may stay open.
-    let chunks = futures_util::stream::unfold(Some(answer), |answer| async move {
-        let mut answer = answer?;
-        match answer.chunk().await {
-            Ok(Some(chunk)) => Some((Ok(chunk), Some(answer))),
-            Ok(None) => None,
-            Err(e) => Some((Err(e), None)),
-        }
-    });
-    response
-        .body(Body::from_stream(chunks))
-        .unwrap_or_else(|e| (StatusCode::BAD_GATEWAY, format!("front: {e}")).into_response())
+    common::proxy::streamed(answer)
 }
 
 impl Front {

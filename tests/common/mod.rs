@@ -3,7 +3,9 @@
 
 pub mod confirm;
 pub mod modern;
+pub mod paging;
 pub mod peers;
+pub mod proxy;
 pub mod surface;
 pub mod tokens;
 
