@@ -532,7 +532,7 @@ impl GateBuilder {
     /// is an in-memory [`MemoryReplayStore`](crate::continuation::MemoryReplayStore) of
     /// 100,000 live states, 1,000 per owner, which protects one process and refuses new states
     /// when full rather than forget a live one; give replicas a shared store
-    /// ([`RedisReplayStore`](crate::continuation::RedisReplayStore), feature `redis`).
+    /// (`continuation::RedisReplayStore`, feature `redis`).
     pub fn single_use_state(mut self, store: impl crate::continuation::ReplayStore) -> Self {
         self.replay = Some(ReplaySlot(Arc::new(store)));
         self
