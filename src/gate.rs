@@ -78,6 +78,8 @@ pub(crate) struct McpSettings {
     pub inner_read_timeout: std::time::Duration,
     /// Durable approval tasks.
     pub tasks: crate::layer::tasks::TaskSettings,
+    /// The inner server's identity, for the results the layer writes.
+    pub server_identity: crate::mcp::identity::ServerIdentity,
 }
 
 impl std::fmt::Debug for Gate {

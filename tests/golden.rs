@@ -29,6 +29,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
 use mcp_gate::denial::{CURRENT, derive_reference};
+use mcp_gate::mcp::SERVER_INFO_META;
 use mcp_gate::policy::{CredentialReference, Decision, Evaluation, Remediation};
 use mcp_gate::{ConfigError, CredentialDelivery, Gate, GateBuilder, Issuer, Revision, StaticKeys};
 use serde_json::{Map, Value, json};
@@ -56,6 +57,9 @@ const TASK_ID_PLACEHOLDER: &str = "tsk_<random>";
 /// What every timestamp (`createdAt`, `lastUpdatedAt`) is replaced with before comparison.
 const TIMESTAMP_PLACEHOLDER: &str = "<timestamp>";
 const BLESS_ENV: &str = "MCP_GATE_BLESS";
+/// The identity the golden gate names on the modern results it writes.
+const SERVER_NAME: &str = "files";
+const SERVER_VERSION: &str = "1.4.0";
 /// Response headers a fixture pins (present with this value, or absent).
 const PINNED_HEADERS: [&str; 3] = ["content-type", "www-authenticate", "cache-control"];
 
@@ -545,7 +549,10 @@ fn gate_builder(revision: &str, config: &Config) -> GateBuilder {
             .resource(RESOURCE)
             .issuer(Issuer::with_keys(ISSUER, keys))
             .required_scopes([ENDPOINT_SCOPE])
-            .revision(revision),
+            .revision(revision)
+            // Configured, so that the inner handler never sees a `server/discover` of the
+            // layer's own (it counts its hits); every modern result the layer writes names it.
+            .server_info(SERVER_NAME, SERVER_VERSION),
         config,
     )
 }
@@ -899,6 +906,32 @@ fn request_state(body: &Value) -> Option<&str> {
     body.pointer("/result/requestState").and_then(Value::as_str)
 }
 
+/// The error-based revision's body beside a challenge (1c5b0ce line 173 and Examples 1 and
+/// 2): the JSON-RPC error with the configured code, whose envelope holds `reason` and the
+/// context id and nothing else, since the challenge describes the remedy.
+fn challenge_envelope(at: &str, body: &Value, id: &Value, config: &Config) {
+    assert_eq!(body["jsonrpc"], "2.0", "{at}");
+    assert_eq!(&body["id"], id, "{at}");
+    assert!(body.get("result").is_none(), "{at}");
+    assert_eq!(
+        body.pointer("/error/code").and_then(Value::as_i64),
+        Some(config.denial_error_code.unwrap_or(-32003)),
+        "{at}"
+    );
+    assert!(
+        body.pointer("/error/message").is_some_and(Value::is_string),
+        "{at}"
+    );
+    assert_eq!(
+        body.pointer("/error/data"),
+        Some(&json!({"authorization": {
+            "reason": "insufficient_authorization",
+            "authorizationContextId": CONTEXT_ID_PLACEHOLDER,
+        }})),
+        "{at}"
+    );
+}
+
 /// The envelope in a body, wherever the revision puts it.
 fn envelope(body: &Value) -> Option<&Value> {
     body.pointer("/result/_meta/io.modelcontextprotocol~1authorization")
@@ -1108,15 +1141,16 @@ enum Shape {
     /// HTTP 200: `CreateTaskResult` (`resultType: "task"`, `status: "working"`) with the
     /// envelope (hint `task`), after the layer stored the held call.
     Task,
+    /// HTTP 200: the 2025-11-25 `URLElicitationRequiredError` (`-32042`) with the envelope
+    /// (hint `url`) and the elicitation in `data.elicitations`: the error-based revision's
+    /// URL remedy for a legacy session that declared URL elicitation.
+    UrlElicitationError,
 }
 
 impl Shape {
     /// Whether this shape is byte-identical under every revision that renders it.
     fn same_in_every_revision(self) -> bool {
-        matches!(
-            self,
-            Shape::Challenge | Shape::Confirmation | Shape::InternalError
-        )
+        matches!(self, Shape::Confirmation | Shape::InternalError)
     }
 }
 
@@ -1141,9 +1175,21 @@ impl Case {
     }
 
     /// What this case renders under `revision`, as the revision pages document it.
+    /// Whether the case runs in a legacy session whose `initialize` declared URL elicitation.
+    fn legacy_session_declares_url(&self) -> bool {
+        self.request
+            .pointer("/initialize/capabilities/elicitation/url")
+            .is_some_and(Value::is_object)
+    }
+
     fn shape(&self, revision: &str) -> Shape {
         let deny = self.decision.get("deny");
+        let url = deny.and_then(|d| d.get("url")).is_some();
         match self.expect {
+            // 1c5b0ce line 115: a URL remedy composes with `URLElicitationRequiredError`.
+            Expect::Plain if url && revision == REV_1C5B && self.legacy_session_declares_url() => {
+                Shape::UrlElicitationError
+            }
             Expect::InternalError => Shape::InternalError,
             Expect::Elicits if self.decision.get("ask").is_some() => Shape::Confirmation,
             // The error-based revision predates multi-round-trip requests: URL falls back.
@@ -2005,12 +2051,36 @@ fn every_fixture_obeys_the_wire_contract() {
     let mut shapes_seen = BTreeSet::new();
     for fixture in fixtures() {
         let at = fixture.file.display().to_string();
-        let body: Value = serde_json::from_str(&fixture.response.body).unwrap();
+        let mut body: Value = serde_json::from_str(&fixture.response.body).unwrap();
         let request = &fixture.request.body;
         let method = request["method"].as_str().unwrap();
         let modern = request
             .pointer("/params/_meta/io.modelcontextprotocol~1protocolVersion")
             .is_some();
+        // MCP 2026-07-28: a result names the server in `_meta`, the layer's own results
+        // included; a legacy result never does. Taken out here, so that the checks below see
+        // the rest.
+        if let Some(result) = body.get_mut("result").and_then(Value::as_object_mut) {
+            let named = result
+                .get_mut("_meta")
+                .and_then(Value::as_object_mut)
+                .and_then(|meta| meta.remove(SERVER_INFO_META));
+            if modern {
+                assert_eq!(
+                    named,
+                    Some(json!({"name": SERVER_NAME, "version": SERVER_VERSION})),
+                    "{at}: a modern result names the server"
+                );
+            } else {
+                assert_eq!(named, None, "{at}: no serverInfo on a legacy result");
+            }
+            if result
+                .get("_meta")
+                .is_some_and(|meta| meta.as_object().is_some_and(Map::is_empty))
+            {
+                result.remove("_meta");
+            }
+        }
         let error_based = fixture.revision == REV_1C5B;
         let status = fixture.response.status;
         let headers = &fixture.response.headers;
@@ -2029,15 +2099,30 @@ fn every_fixture_obeys_the_wire_contract() {
             "{at}"
         );
         // Never -32042, never a code in the range MCP reserves; no `elicitationId` (removed
-        // from URL elicitation in 2026-07-28, and the layer never sends the legacy form).
-        if let Some(code) = body.pointer("/error/code").and_then(Value::as_i64) {
+        // from URL elicitation in 2026-07-28), except in the legacy form the error-based
+        // revision composes URL remedies with (checked with its shape below).
+        let legacy_url_declared = fixture
+            .request
+            .initialize
+            .as_ref()
+            .and_then(|i| i.pointer("/capabilities/elicitation/url"))
+            .is_some_and(Value::is_object);
+        let url_elicitation_error =
+            remedy == "url" && !modern && legacy_url_declared && error_based;
+        if let Some(code) = body.pointer("/error/code").and_then(Value::as_i64)
+            && !url_elicitation_error
+        {
             assert_ne!(code, -32042, "{at}");
             assert!(
                 !(-32099..=-32020).contains(&code),
                 "{at}: reserved code {code}"
             );
         }
-        assert!(!text.contains("elicitationId"), "{at}");
+        assert_eq!(
+            text.contains("elicitationId"),
+            url_elicitation_error,
+            "{at}"
+        );
 
         // The shape, derived here from the request, the decision and the revision alone, must
         // be the one the case table documents.
@@ -2065,6 +2150,8 @@ fn every_fixture_obeys_the_wire_contract() {
             || (remedy == "credential" && (delivery != CredentialDelivery::Result || !modern));
         let shape = if url_refused {
             Shape::InternalError
+        } else if url_elicitation_error {
+            Shape::UrlElicitationError
         } else if remedy == "task"
             && modern
             && method == "tools/call"
@@ -2206,6 +2293,32 @@ fn every_fixture_obeys_the_wire_contract() {
                 }
                 continue;
             }
+            Shape::UrlElicitationError => {
+                assert_eq!(status, 200, "{at}");
+                let message = fixture.decision_dsl["deny"]["url"]["message"].clone();
+                assert_eq!(
+                    body,
+                    json!({"jsonrpc": "2.0", "id": request["id"], "error": {
+                        "code": -32042,
+                        "message": message,
+                        "data": {
+                            "authorization": {
+                                "reason": "insufficient_authorization",
+                                "authorizationContextId": CONTEXT_ID_PLACEHOLDER,
+                                "remediationHints": [{"type": "url"}],
+                            },
+                            "elicitations": [{
+                                "mode": "url",
+                                "elicitationId": CONTEXT_ID_PLACEHOLDER,
+                                "url": approval_url,
+                                "message": message,
+                            }],
+                        },
+                    }}),
+                    "{at}: 1c5b0ce line 115 and the 2025-11-25 URLElicitationRequiredError"
+                );
+                continue;
+            }
             Shape::Task => {
                 // The held call: a CreateTaskResult, answered only once the task is stored.
                 assert!(
@@ -2295,10 +2408,14 @@ fn every_fixture_obeys_the_wire_contract() {
                     www.contains("scope=\"mcp:admin mcp:read\""),
                     "{at}: the union of scopes: {www}"
                 );
-                assert!(
-                    envelope(&body).is_none(),
-                    "{at}: no envelope beside a scope challenge"
-                );
+                if error_based {
+                    challenge_envelope(&at, &body, &request["id"], &fixture.config);
+                } else {
+                    assert!(
+                        envelope(&body).is_none(),
+                        "{at}: no envelope beside a scope challenge"
+                    );
+                }
             } else {
                 assert_eq!(
                     status,
@@ -2357,6 +2474,8 @@ fn every_fixture_obeys_the_wire_contract() {
                         hint, remedy,
                         "{at}: the hint and the challenge say the same"
                     );
+                } else if error_based {
+                    challenge_envelope(&at, &body, &request["id"], &fixture.config);
                 } else {
                     assert!(
                         envelope(&body).is_none(),
@@ -2455,7 +2574,7 @@ fn every_fixture_obeys_the_wire_contract() {
     }
     assert_eq!(
         shapes_seen.len(),
-        6,
+        7,
         "every shape is pinned by some fixture: {shapes_seen:?}"
     );
 }
@@ -2496,6 +2615,34 @@ async fn changing_the_revision_changes_exactly_the_documented_responses() {
                 "{}: {shape:?} is the same in every revision",
                 case.name
             );
+            continue;
+        }
+        if shape == Shape::Challenge {
+            // The same status and challenge; the error-based text adds the JSON-RPC error with
+            // the envelope as the body (its Examples 1 and 2).
+            assert_eq!(error_shape, Shape::Challenge, "{}", case.name);
+            assert_eq!(current.status, one.status, "{}", case.name);
+            assert_eq!(
+                current.headers.get("www-authenticate"),
+                one.headers.get("www-authenticate"),
+                "{}",
+                case.name
+            );
+            let body: Value = serde_json::from_str(&one.body).unwrap();
+            assert!(
+                body.pointer("/error/data/authorization").is_some(),
+                "{}: {}",
+                case.name,
+                one.body
+            );
+            continue;
+        }
+        if error_shape == Shape::UrlElicitationError {
+            // A legacy session that declared URL elicitation: the plain denial there, the
+            // 2025-11-25 `-32042` error here.
+            assert_eq!(shape, Shape::Denial, "{}", case.name);
+            assert!(one.body.contains("-32042"), "{}", case.name);
+            assert!(!current.body.contains("-32042"), "{}", case.name);
             continue;
         }
         assert_eq!(error_shape, Shape::Denial, "{}", case.name);

@@ -193,6 +193,9 @@ fn builder(key: &Key) -> GateBuilder {
         .issuer(Issuer::with_keys(ISSUER, key.keys()))
         .required_scopes([SCOPE])
         .evaluate(decide)
+        // Named here, so that the recorder behind the layer sees only what clients send (the
+        // layer would otherwise ask it for its identity with a `server/discover` of its own).
+        .server_info("hostile-inner", "1.0.0")
 }
 
 /// One HTTP client for every gate (building one loads TLS roots, slowly in debug builds).

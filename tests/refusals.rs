@@ -401,14 +401,18 @@ impl Refusal {
         let scope = self.scope.as_deref().unwrap_or(endpoint_scope);
 
         let mut params = Vec::new();
+        // The structured parameters first, the free text last (RFC 6750 §3 and the TypeScript
+        // SDK's unanchored parser).
         if let Some(error) = self.error {
             params.push(format!("error=\"{error}\""));
-            params.push(format!("error_description=\"{}\"", self.description));
         }
         if !scope.is_empty() {
             params.push(format!("scope=\"{scope}\""));
         }
         params.push(format!("resource_metadata=\"{METADATA}\""));
+        if self.error.is_some() {
+            params.push(format!("error_description=\"{}\"", self.description));
+        }
         let expected = format!("Bearer {}", params.join(", "));
         let challenges: Vec<_> = reply
             .headers
@@ -1474,9 +1478,9 @@ async fn refuses_insufficient_scope_listing_every_required_scope() {
         .await;
     assert_eq!(
         reply.headers[header::WWW_AUTHENTICATE],
-        "Bearer error=\"insufficient_scope\", error_description=\"the token lacks scopes this resource needs\", \
-         scope=\"mcp:read mcp:write\", \
-         resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\""
+        "Bearer error=\"insufficient_scope\", scope=\"mcp:read mcp:write\", \
+         resource_metadata=\"http://127.0.0.1:8080/.well-known/oauth-protected-resource/mcp\", \
+         error_description=\"the token lacks scopes this resource needs\""
     );
     h.assert_admitted(
         "both scopes",

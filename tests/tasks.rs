@@ -16,6 +16,7 @@ use common::modern::{ModernRequest, envelope, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
+use mcp_gate::mcp::SERVER_INFO_META;
 use mcp_gate::policy::{Decision, Evaluation, Phase};
 use mcp_gate::tasks::{DecideError, MemoryTaskStore, StartedTask, TaskStatus, TaskStore};
 use mcp_gate::{GateBuilder, Issuer, StaticKeys};
@@ -188,8 +189,14 @@ async fn approval_runs_the_call_once_and_every_later_poll_returns_its_result() {
         "deployed to staging (deploy run #1 of this server)"
     );
     assert!(
-        result.get("_meta").is_none(),
+        result
+            .pointer("/_meta/io.modelcontextprotocol~1authorization")
+            .is_none(),
         "a finished task has no envelope"
+    );
+    assert_eq!(
+        result["_meta"][SERVER_INFO_META]["name"], "rmcp",
+        "the layer's own result names the inner server, as rmcp names itself: {first:?}"
     );
     for _ in 0..3 {
         let again = d.task("alice", "tasks/get", id).await;
@@ -280,14 +287,18 @@ async fn the_owner_cancels_a_waiting_task_and_it_is_never_run() {
     let task = d.held_deploy("prod").await;
     let id = task["taskId"].as_str().unwrap();
     let cancel = d.task("alice", "tasks/cancel", id).await;
+    let rmcp = json!({"name": "rmcp", "version": rmcp_version()});
     assert_eq!(
         cancel.body["result"],
-        json!({"resultType": "complete"}),
+        json!({"resultType": "complete", "_meta": {SERVER_INFO_META: rmcp}}),
         "{cancel:?}"
     );
     let poll = d.task("alice", "tasks/get", id).await;
     assert_eq!(poll.body["result"]["status"], "cancelled");
-    assert!(poll.body["result"].get("_meta").is_none());
+    assert_eq!(
+        poll.body["result"]["_meta"],
+        json!({SERVER_INFO_META: rmcp})
+    );
     assert!(matches!(
         d.server.gate.tasks().approve(id, "ops").await,
         Err(DecideError::AlreadyDecided {
@@ -304,7 +315,10 @@ async fn the_owner_cancels_a_waiting_task_and_it_is_never_run() {
     let id = task["taskId"].as_str().unwrap();
     d.server.gate.tasks().approve(id, "ops").await.unwrap();
     let cancel = d.task("alice", "tasks/cancel", id).await;
-    assert_eq!(cancel.body["result"], json!({"resultType": "complete"}));
+    assert_eq!(
+        cancel.body["result"],
+        json!({"resultType": "complete", "_meta": {SERVER_INFO_META: rmcp}})
+    );
     let poll = d.task("alice", "tasks/get", id).await;
     assert_eq!(poll.body["result"]["status"], "cancelled");
     assert_eq!(d.runs(), 0);
@@ -608,4 +622,14 @@ async fn python_sdk_cancels_its_own_waiting_task() {
     assert_eq!(call["task_status"], "cancelled", "{run:#?}");
     assert_eq!(d.runs(), 0);
     assert!(d.server.gate.tasks().pending(10).await.unwrap().is_empty());
+}
+
+/// The version rmcp names itself with: the one this test was built against.
+fn rmcp_version() -> String {
+    let lock = include_str!("../Cargo.lock");
+    let at = lock
+        .find("name = \"rmcp\"\nversion = \"")
+        .expect("rmcp in Cargo.lock");
+    let rest = &lock[at + "name = \"rmcp\"\nversion = \"".len()..];
+    rest[..rest.find('"').expect("a version")].to_owned()
 }

@@ -4,6 +4,14 @@
 //! values still pass through [`quote`] so that no byte can end the quoted string early or start
 //! a new header line: `"` and `\` are escaped, control characters and non-ASCII bytes are
 //! replaced by `?`.
+//!
+//! The structured parameters (`error`, `scope`, `resource_metadata`,
+//! `authorization_remediation`) are written first and `error_description` last, so that a
+//! client reading the header with an unanchored pattern (the TypeScript SDK takes the first
+//! `scope=` it finds) meets the real values before any text. The description is a policy's
+//! free text, so it is cut down to what RFC 6750 §3 allows there (`%x20-21 / %x23-5B /
+//! %x5D-7E`: no `"`, no `\`, nothing outside visible ASCII) by [`description_text`], which
+//! also turns `=` into `:` so that no text can read as a parameter to such a parser.
 
 use http::HeaderValue;
 
@@ -63,9 +71,6 @@ impl Challenge<'_> {
         if let Some(error) = self.error {
             param("error", error.as_str());
         }
-        if let Some(description) = self.error_description {
-            param("error_description", description);
-        }
         if let Some(scope) = self.scope.filter(|s| !s.is_empty()) {
             param("scope", scope);
         }
@@ -73,9 +78,27 @@ impl Challenge<'_> {
         if let Some(remediation) = self.authorization_remediation {
             param("authorization_remediation", remediation);
         }
+        if let Some(description) = self.error_description {
+            param("error_description", &description_text(description));
+        }
         // `quote` keeps every byte visible ASCII or space, which HeaderValue always accepts.
         HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
     }
+}
+
+/// `text` cut down to the characters RFC 6750 §3 allows in `error_description`: `"` becomes
+/// `'`, `\` becomes `/`, `=` becomes `:` (see the module docs), and every control or non-ASCII
+/// character becomes `?`.
+pub(crate) fn description_text(text: &str) -> String {
+    text.chars()
+        .map(|c| match c {
+            '"' => '\'',
+            '\\' => '/',
+            '=' => ':',
+            ' '..='~' => c,
+            _ => '?',
+        })
+        .collect()
 }
 
 /// Writes `value` as an RFC 9110 quoted-string.
@@ -127,9 +150,39 @@ mod tests {
         let text = value.to_str().unwrap();
         assert_eq!(
             text,
-            "Bearer error=\"invalid_token\", error_description=\"caf??\", scope=\"a\\\\b\", \
-             resource_metadata=\"x\\\", error=\\\"evil??Set-Cookie: a=b\""
+            "Bearer error=\"invalid_token\", scope=\"a\\\\b\", \
+             resource_metadata=\"x\\\", error=\\\"evil??Set-Cookie: a=b\", error_description=\"caf??\""
         );
         assert!(!text.contains('\r') && !text.contains('\n'));
+    }
+
+    #[test]
+    fn a_description_holds_only_what_rfc_6750_allows_and_comes_last() {
+        let value = Challenge {
+            resource_metadata: "https://a.example/prm",
+            scope: Some("mcp:read"),
+            error: Some(ErrorCode::InsufficientScope),
+            error_description: Some(
+                "say \"hi\" \\ scope=mcp:admin resource_metadata=https://evil caf\u{e9}",
+            ),
+            authorization_remediation: None,
+        }
+        .to_header_value();
+        let text = value.to_str().unwrap();
+        assert_eq!(
+            text,
+            "Bearer error=\"insufficient_scope\", scope=\"mcp:read\", resource_metadata=\"https://a.example/prm\", \
+             error_description=\"say 'hi' / scope:mcp:admin resource_metadata:https://evil caf?\""
+        );
+        let description = text
+            .split("error_description=\"")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches('"');
+        assert!(
+            description
+                .bytes()
+                .all(|b| matches!(b, 0x20..=0x21 | 0x23..=0x5B | 0x5D..=0x7E))
+        );
     }
 }

@@ -200,7 +200,7 @@ impl AuthError {
         }
     }
 
-    fn description(&self) -> &'static str {
+    pub(crate) fn description(&self) -> &'static str {
         match self {
             Self::MissingCredential => "this resource needs a bearer token",
             Self::UnsupportedScheme => "this resource accepts only Bearer credentials",

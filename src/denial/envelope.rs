@@ -16,6 +16,9 @@ pub const ENVELOPE_KEY: &str = "io.modelcontextprotocol/authorization";
 pub const CONTEXT_ID_ECHO_KEY: &str = "io.modelcontextprotocol/authorization-context-id";
 /// Where error-based revisions put the envelope (`error.data`).
 pub const ERROR_DATA_KEY: &str = "authorization";
+/// The extension identifier every pinned revision defines, which the layer adds to the
+/// inner server's `server/discover` capabilities.
+pub const EXTENSION_ID: &str = "io.modelcontextprotocol/structured-authorization-denials";
 
 /// Whether and how the caller could get access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -29,6 +29,10 @@ use crate::policy::{CredentialReference, Remediation};
 /// denial under error-based revisions). Outside the range MCP reserves (`-32020..-32099`).
 pub const DEFAULT_DENIAL_CODE: i64 = -32003;
 
+/// The MCP 2025-11-25 `URLElicitationRequiredError` code, which the error-based revision
+/// composes URL remedies with on legacy sessions. MCP 2026-07-28 has no such error.
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+
 /// The longest `authorization_remediation` (base64url characters) a `WWW-Authenticate`
 /// challenge carries. Clients and proxies commonly refuse response headers past 8 KiB; a
 /// longer remedy is delivered in the result on modern requests, and only in the JSON body of
@@ -81,7 +85,8 @@ pub(crate) struct DenialContext<'a> {
 /// A rendered denial and how it was expressed, for the decision log.
 pub(crate) struct Rendered {
     pub response: Response<Bytes>,
-    /// `scope`, `credential`, `unavailable` or `undisclosed`.
+    /// `scope`, `credential`, `url` (a 2025-11-25 URL elicitation error), `unavailable`,
+    /// `undisclosed`, or `input_required`.
     pub expressed_as: &'static str,
 }
 
@@ -90,15 +95,7 @@ const DEFAULT_CREDENTIAL_MESSAGE: &str = "This operation needs an additional aut
 impl DenialContext<'_> {
     pub fn render(&self, denial: Denial<'_>) -> Rendered {
         match denial {
-            Denial::Deny(Remediation::Scope { scopes }) => {
-                let mut required = self.endpoint_scopes.clone();
-                required.extend(scopes.iter().cloned());
-                let response = AuthError::InsufficientScope { required }.to_response(self.resource_metadata, "");
-                Rendered {
-                    response,
-                    expressed_as: "scope",
-                }
-            }
+            Denial::Deny(Remediation::Scope { scopes }) => self.scope(scopes),
             Denial::Deny(Remediation::Credential {
                 authorization_details,
                 reference,
@@ -107,7 +104,11 @@ impl DenialContext<'_> {
             Denial::Deny(Remediation::Unavailable { message }) => self.plain(RemediationState::Unavailable, message),
             Denial::Deny(Remediation::Undisclosed { message }) => self.plain(RemediationState::Undisclosed, message),
             Denial::Deny(Remediation::Url { url, message, .. }) => {
-                self.plain(RemediationState::Undisclosed, &format!("{message} (approval page: {url})"))
+                if self.error_based() && self.protocol.era == Era::Legacy && self.protocol.capabilities.url_elicitation() {
+                    self.url_elicitation_required(url, message)
+                } else {
+                    self.plain(RemediationState::Undisclosed, &format!("{message} (approval page: {url})"))
+                }
             }
             Denial::Deny(Remediation::Task { message }) => self.plain(
                 RemediationState::Undisclosed,
@@ -155,6 +156,70 @@ impl DenialContext<'_> {
 
     fn revision(&self) -> Revision {
         self.settings.revision
+    }
+
+    fn error_based(&self) -> bool {
+        self.revision().family() == Family::ErrorBased
+    }
+
+    /// The `403 insufficient_scope` challenge listing every scope the operation needs. Under
+    /// the error-based revision its body is the JSON-RPC error with the envelope (`reason` and
+    /// the context id, no hints: the challenge describes the remedy), as that text's scope
+    /// example shows; otherwise it is the challenge's parameters as JSON.
+    fn scope(&self, scopes: &[String]) -> Rendered {
+        let mut required = self.endpoint_scopes.clone();
+        required.extend(scopes.iter().cloned());
+        let rejection = AuthError::InsufficientScope { required };
+        let mut response = rejection.to_response(self.resource_metadata, "");
+        if self.error_based() {
+            let envelope = Envelope {
+                remediation: RemediationState::Available,
+                context_id: self.context_id,
+                hints: Vec::new(),
+            };
+            let body = self.denial_body(&envelope, rejection.description());
+            *response.body_mut() = Bytes::from(body.to_string());
+        }
+        Rendered {
+            response,
+            expressed_as: "scope",
+        }
+    }
+
+    /// The 2025-11-25 `URLElicitationRequiredError` (`-32042`) the error-based revision
+    /// composes a URL remedy with, for a legacy session that declared `elicitation.url`: the
+    /// envelope with a `url` hint, and the elicitation itself in `data.elicitations`, whose
+    /// `elicitationId` is the denial's context id. The layer never sends
+    /// `notifications/elicitation/complete`: the approval happens in the application, and the
+    /// client's retry is judged afresh.
+    fn url_elicitation_required(&self, url: &str, message: &str) -> Rendered {
+        let envelope = Envelope {
+            remediation: RemediationState::Available,
+            context_id: self.context_id,
+            hints: vec![json!({"type": "url"})],
+        };
+        let revision = self.revision();
+        let body = json!({
+            "jsonrpc": "2.0",
+            "id": self.request.id,
+            "error": {
+                "code": URL_ELICITATION_REQUIRED,
+                "message": message,
+                "data": {
+                    Envelope::key(revision): envelope.to_json(revision),
+                    "elicitations": [{
+                        "mode": "url",
+                        "elicitationId": self.context_id,
+                        "url": url,
+                        "message": message,
+                    }],
+                },
+            },
+        });
+        Rendered {
+            response: json_rpc(StatusCode::OK, body, false),
+            expressed_as: "url",
+        }
     }
 
     fn is_tool_call(&self) -> bool {
@@ -243,6 +308,18 @@ impl DenialContext<'_> {
             }
             delivery => {
                 let body = if delivery == CredentialDelivery::Both {
+                    self.denial_body(&envelope, message)
+                } else if self.error_based() {
+                    // The error-based text answers a challenge with the JSON-RPC error and the
+                    // envelope; the hint rides along only when the header could not carry it.
+                    let envelope = Envelope {
+                        hints: if fits_a_header {
+                            Vec::new()
+                        } else {
+                            envelope.hints.clone()
+                        },
+                        ..envelope
+                    };
                     self.denial_body(&envelope, message)
                 } else {
                     json!({

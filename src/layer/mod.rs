@@ -34,6 +34,7 @@
 //! # }
 //! ```
 
+mod advertise;
 mod body;
 pub(crate) mod buffer;
 mod conceal;

@@ -8,6 +8,7 @@ use http::request::Parts;
 use http::{Method, Request, Response, StatusCode, header};
 use tower_service::Service;
 
+use super::advertise::{self, side_request};
 use super::body::GateBody;
 use super::buffer::{close_if_unread, declares_body, read_body};
 use super::conceal::{Named, concealable, probe, restore};
@@ -30,6 +31,7 @@ use crate::denial::new_context_id;
 use crate::denial::render::{Denial, DenialContext, json_rpc};
 use crate::gate::Gate;
 use crate::mcp::era::{SESSION_HEADER, protocol_context};
+use crate::mcp::identity::stamp;
 use crate::mcp::request::{McpRequest, Message, classify, listen_uris};
 use crate::mcp::{
     EntryKind, Era, INTERNAL_ERROR, Listing as ListingClass, METHOD_NOT_FOUND, MethodClass,
@@ -253,6 +255,11 @@ where
             let run = Box::pin(initialize(gate, inner, *parts, body, &principal, &request));
             return Ok(Next::Done(run.await?));
         }
+        MethodClass::Lifecycle if request.method == "server/discover" => {
+            let body = scrubbed(&mut parts, &request, bytes);
+            let run = Box::pin(advertise::discover(gate, inner, *parts, body, &request));
+            return Ok(Next::Done(run.await?));
+        }
         MethodClass::Lifecycle => {
             let body = scrubbed(&mut parts, &request, bytes);
             return Ok(Next::Forward(parts, body));
@@ -273,14 +280,23 @@ where
             let route = Box::pin(tasks::route(gate, &principal, &request, &protocol));
             match route.await {
                 TaskRoute::NotOurs => {}
-                TaskRoute::Answer(response) => return done(response),
+                TaskRoute::Answer(response) => {
+                    let named = Box::pin(named(gate, inner, &parts, &request, &protocol, response));
+                    return done(named.await);
+                }
                 TaskRoute::Run(record) => {
+                    let identity =
+                        Box::pin(advertise::server_identity(gate, inner, &parts, &request)).await;
                     // The readied service goes to the task; a clone stays behind, unused.
                     let ready = std::mem::replace(inner, inner.clone());
                     let run = Box::pin(tasks::run(
                         gate, ready, *parts, &principal, &request, *record,
                     ));
-                    return done(run.await);
+                    let response = run.await;
+                    return done(match identity {
+                        Some(info) => stamp(response, &info),
+                        None => response,
+                    });
                 }
             }
         }
@@ -379,10 +395,15 @@ where
             };
             Ok(Next::Forward(parts, body))
         }
-        Verdict::Answer(response) => done(response),
+        Verdict::Answer(response) => {
+            let named = Box::pin(named(gate, inner, &parts, &request, &protocol, response));
+            done(named.await)
+        }
         Verdict::Hold(message) => {
             let hold = Box::pin(tasks::hold(gate, &principal, &request, &protocol, &message));
-            done(hold.await)
+            let response = hold.await;
+            let named = Box::pin(named(gate, inner, &parts, &request, &protocol, response));
+            done(named.await)
         }
         Verdict::Conceal(named) => {
             let answer = Box::pin(conceal(
@@ -426,6 +447,35 @@ fn scrubbed(parts: &mut Parts, request: &McpRequest, bytes: Bytes) -> Bytes {
     without_layer_inputs(request)
 }
 
+/// A response the layer wrote: a result for a modern request names the inner server in its
+/// `_meta` (see [`crate::mcp::identity`]); errors and legacy answers are left as they are.
+async fn named<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: &Parts,
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+    response: Response<Bytes>,
+) -> Response<Bytes>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let is_result = || {
+        serde_json::from_slice::<serde_json::Value>(response.body())
+            .is_ok_and(|message| message.get("result").is_some())
+    };
+    if protocol.era != Era::Modern || !is_result() {
+        return response;
+    }
+    match advertise::server_identity(gate, inner, parts, request).await {
+        Some(info) => stamp(response, &info),
+        None => response,
+    }
+}
+
 /// Pages of `tools/list` the layer reads when it lists the tools itself.
 const LEARN_PAGES: usize = 10;
 
@@ -450,50 +500,10 @@ async fn learn_tools<S, ReqBody, ResBody>(
     for page in 0..LEARN_PAGES {
         let id = serde_json::Value::String(format!("mcp-gate-tools-{page}"));
         let mut params = serde_json::Map::new();
-        if let Some(meta) = request.meta() {
-            params.insert("_meta".into(), serde_json::Value::Object(meta.clone()));
-        }
         if let Some(cursor) = &cursor {
             params.insert("cursor".into(), cursor.clone().into());
         }
-        let body = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": params});
-        let mut list = Request::new(ReqBody::from(Bytes::from(body.to_string())));
-        *list.method_mut() = Method::POST;
-        *list.uri_mut() = parts.uri.clone();
-        *list.version_mut() = parts.version;
-        let headers = list.headers_mut();
-        headers.clone_from(&parts.headers);
-        headers.remove(header::CONTENT_LENGTH);
-        headers.remove("mcp-name");
-        if headers.contains_key("mcp-method") {
-            headers.insert("mcp-method", http::HeaderValue::from_static("tools/list"));
-        }
-        if let Some(principal) = parts.extensions.get::<Principal>() {
-            list.extensions_mut().insert(principal.clone());
-        }
-        let mut lister = inner.clone();
-        if std::future::poll_fn(|cx| lister.poll_ready(cx))
-            .await
-            .is_err()
-        {
-            return;
-        }
-        let limit = settings.inner_read_timeout;
-        let Ok(Ok(response)) = crate::deadline::within(limit, lister.call(list)).await else {
-            return;
-        };
-        let Ok((_, answer)) = read_answer(response, settings.max_list_bytes, Some(limit)).await
-        else {
-            return;
-        };
-        let messages: Vec<serde_json::Value> = match answer {
-            ListAnswer::Json(message) => vec![message],
-            ListAnswer::Sse(events) => events
-                .iter()
-                .filter_map(|event| serde_json::from_str(&event.data).ok())
-                .collect(),
-            ListAnswer::Other(_) => return,
-        };
+        let messages = side_request(gate, inner, parts, request, "tools/list", &id, params).await;
         let Some(result) = messages
             .iter()
             .find(|message| message.get("id") == Some(&id))

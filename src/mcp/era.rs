@@ -29,6 +29,9 @@ pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabi
 pub const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 /// Modern protocol versions the layer understands.
 pub const MODERN_VERSIONS: &[&str] = &["2026-07-28"];
+/// Every protocol version the layer serves, newest first: the modern ones, then the legacy
+/// `initialize` version. `-32022` lists these as supported.
+pub const SUPPORTED_VERSIONS: &[&str] = &["2026-07-28", "2025-11-25"];
 
 /// Which generation of MCP a request belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +134,7 @@ pub(crate) fn protocol_context(
             "unsupported protocol version",
         )
         .with_id(id)
-        .with_data(json!({"supported": MODERN_VERSIONS, "requested": version})));
+        .with_data(json!({"supported": SUPPORTED_VERSIONS, "requested": version})));
     }
     let capabilities = match meta.and_then(|m| m.get(META_CLIENT_CAPABILITIES)) {
         Some(Value::Object(caps)) => ClientCapabilities::from_object(caps.clone()),
@@ -334,7 +337,10 @@ mod tests {
         let body = MODERN.replace("2026-07-28", "2099-01-01");
         let error = protocol_context(&request(&body), &HeaderMap::new(), None).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_VERSION);
-        assert_eq!(error.data.unwrap()["supported"], json!(["2026-07-28"]));
+        assert_eq!(
+            error.data.unwrap()["supported"],
+            json!(["2026-07-28", "2025-11-25"])
+        );
     }
 
     #[test]

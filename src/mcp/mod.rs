@@ -6,6 +6,7 @@
 
 pub(crate) mod annotations;
 pub(crate) mod era;
+pub(crate) mod identity;
 mod json;
 mod methods;
 pub(crate) mod request;
@@ -15,8 +16,9 @@ mod sessions_redis;
 
 pub use era::{
     ClientCapabilities, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS,
-    ProtocolContext, TASKS_EXTENSION,
+    ProtocolContext, SUPPORTED_VERSIONS, TASKS_EXTENSION,
 };
+pub use identity::SERVER_INFO_META;
 pub use methods::{EntryKind, Listing, METHODS, MethodClass, MethodRow, method_class};
 pub use request::{
     CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,

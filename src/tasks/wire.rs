@@ -65,6 +65,8 @@ pub(crate) fn status(record: &TaskRecord, revision: Revision) -> Value {
                     object.insert("data".into(), data.clone());
                 }
                 result.insert("error".into(), Value::Object(object));
+                // The Tasks extension: a failed task's `tasks/get` SHOULD say why.
+                result.insert("statusMessage".into(), error.message.clone().into());
             }
         }
         TaskStatus::Cancelled => {}
@@ -141,5 +143,20 @@ mod tests {
         assert_eq!(inner["remediation"], "unavailable");
         assert_eq!(inner["authorizationContextId"], r.context_id.as_str());
         assert!(inner.get("remediationHints").is_none());
+    }
+
+    #[test]
+    fn a_failed_task_says_why_in_its_status_message() {
+        let mut r = record();
+        r.status = TaskStatus::Failed;
+        r.error = Some(crate::tasks::record::TaskError {
+            code: -32603,
+            message: "the tool broke".into(),
+            data: None,
+        });
+        let polled = status(&r, Revision::current());
+        assert_eq!(polled["status"], "failed");
+        assert_eq!(polled["statusMessage"], "the tool broke");
+        assert_eq!(polled["error"]["message"], "the tool broke");
     }
 }

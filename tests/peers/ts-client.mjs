@@ -2,7 +2,15 @@
 //
 //   node ts-client.mjs <mcp-url> [--client-id ID --client-secret S] [--scope "a b"] [--issuer URL]
 //                      [--auth-method basic|post] [--call name='{"json":"args"}']... [--token TOKEN]
-//                      [--no-list] [--timeout-ms 30000] [--step-up]
+//                      [--no-list] [--timeout-ms 30000] [--step-up] [--url-elicitation]
+//
+// With --url-elicitation the Client declares `capabilities: { elicitation: { form: {}, url: {} } }`
+// in `initialize` and registers an `elicitation/create` handler that prints the request as
+// {"elicit": {...}} and answers `{action: "cancel"}`. It also records the raw JSON-RPC error
+// the transport received for a failed step (before the SDK turns it into an error object) and
+// prints it in the step's error as `wire`: the SDK's UrlElicitationRequiredError (-32042)
+// rebuilds `data` as `{elicitations}` only, so members beside them are visible only there.
+// Without the flag the Client declares no capabilities and steps carry no `wire`.
 //
 // With --client-id/--client-secret it uses the SDK's ClientCredentialsProvider as the transport's
 // authProvider (401 -> protected resource metadata -> AS metadata -> token -> retry).
@@ -14,6 +22,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
+import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 
 // Keep stdout for JSON lines only: SDK warnings (e.g. a missing expectedIssuer) go to stderr.
 for (const k of ['log', 'info', 'debug', 'warn']) console[k] = (...a) => console.error(...a);
@@ -23,7 +32,8 @@ const out = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 function usage(msg) {
   console.error(`ts-client.mjs: ${msg}`);
   console.error('usage: node ts-client.mjs <mcp-url> [--client-id ID --client-secret S] [--scope "a b"] [--issuer URL] '
-    + '[--auth-method basic|post] [--call name=\'{"json":"args"}\']... [--token TOKEN] [--no-list] [--timeout-ms N]');
+    + '[--auth-method basic|post] [--call name=\'{"json":"args"}\']... [--token TOKEN] [--no-list] [--timeout-ms N] '
+    + '[--step-up] [--url-elicitation]');
   process.exit(2);
 }
 
@@ -49,6 +59,7 @@ const opts = { calls: [], list: true, timeoutMs: 30000, authMethod: 'basic' };
       case '--timeout-ms': opts.timeoutMs = Number(need(i)); i++; break;
       case '--no-list': opts.list = false; break;
       case '--step-up': opts.stepUp = true; break;
+      case '--url-elicitation': opts.urlElicitation = true; break;
       case '--call': {
         const spec = need(i); i++;
         const eq = spec.indexOf('=');
@@ -159,8 +170,29 @@ function makeClient(scope) {
     ...(authProvider ? { authProvider } : {}),
     ...(opts.token ? { requestInit: { headers: { Authorization: `Bearer ${opts.token}` } } } : {}),
   });
-  const client = new Client({ name: 'mcp-gate-ts-client', version: '0.0.0' }, { capabilities: {} });
+  const capabilities = opts.urlElicitation ? { elicitation: { form: {}, url: {} } } : {};
+  const client = new Client({ name: 'mcp-gate-ts-client', version: '0.0.0' }, { capabilities });
+  if (opts.urlElicitation) {
+    client.setRequestHandler(ElicitRequestSchema, async (request) => {
+      const p = request.params;
+      out({ elicit: { mode: p.mode ?? 'form', url: p.url, message: p.message, elicitationId: p.elicitationId }, answered: 'cancel' });
+      return { action: 'cancel' };
+    });
+  }
   return { client, transport };
+}
+
+// With --url-elicitation: the last JSON-RPC error the transport handed to the SDK, as received.
+let lastWireError;
+async function connectClient() {
+  await client.connect(transport);
+  if (opts.urlElicitation) {
+    const deliver = transport.onmessage;
+    transport.onmessage = (message, extra) => {
+      if (message && typeof message === 'object' && 'error' in message) lastWireError = message;
+      deliver?.(message, extra);
+    };
+  }
 }
 
 let currentScope = opts.scope;
@@ -176,12 +208,14 @@ function errorInfo(e) {
   if (cause) info.cause = cause;
   if (e?.data !== undefined) info.data = e.data;
   if (lastMcpStatus !== undefined) info.http_status = lastMcpStatus;
+  if (opts.urlElicitation && lastWireError !== undefined) info.wire = lastWireError;
   return info;
 }
 
 let allOk = true;
 async function step(base, fn) {
   lastMcpStatus = undefined;
+  lastWireError = undefined;
   try {
     const extra = await fn();
     out({ ...base, ok: true, ...extra });
@@ -195,7 +229,7 @@ async function step(base, fn) {
 
 async function main() {
   const connected = await step({ step: 'connect' }, async () => {
-    await client.connect(transport);
+    await connectClient();
     return { protocol_version: transport.protocolVersion ?? null };
   });
   if (connected) {
@@ -218,7 +252,7 @@ async function main() {
         currentScope = union;
         ({ client, transport } = makeClient(currentScope));
         allOk = okBefore;
-        await step({ step: 'step-up', scope: union }, async () => { await client.connect(transport); return {}; });
+        await step({ step: 'step-up', scope: union }, async () => { await connectClient(); return {}; });
         await step({ step: 'call', name: c.name, retried: true }, async () => ({ result: await client.callTool({ name: c.name, arguments: c.args }) }));
       }
     }

@@ -1,0 +1,263 @@
+//! What the layer says about itself: its extensions in the inner server's `server/discover`
+//! answer, and the inner server's identity on the results the layer writes.
+//!
+//! The layer answers some requests itself (a `CreateTaskResult` and `tasks/*` for the calls
+//! it holds, SEP-2643 denials), so a client reading the inner server's `server/discover`
+//! would not learn that those are served. The answer is read whole (bounded in size and
+//! time, like a list) and `capabilities.extensions` gains, where the inner server did not
+//! already declare them:
+//!
+//! | extension | when |
+//! |---|---|
+//! | `io.modelcontextprotocol/structured-authorization-denials` | always |
+//! | `io.modelcontextprotocol/tasks` | when the pinned revision is result-based, the only case in which the layer answers with a `CreateTaskResult` |
+//!
+//! An answer the layer cannot read is refused with an internal error, never passed on with
+//! the extensions missing. Legacy `initialize` answers are passed on untouched: the layer
+//! serves only 2026-07-28 server-directed tasks, not 2025-11-25 task-augmented calls.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Method, Request, Response, header};
+use serde_json::{Map, Value, json};
+use tower_service::Service;
+
+use super::body::GateBody;
+use super::discovery::{ListAnswer, read_answer, result_of, write_sse};
+use super::pipeline::{BoxError, internal_error};
+use crate::auth::Principal;
+use crate::denial::{EXTENSION_ID as DENIALS_EXTENSION, Family, Revision};
+use crate::gate::Gate;
+use crate::mcp::TASKS_EXTENSION;
+use crate::mcp::request::McpRequest;
+
+/// The extensions the layer adds under `revision`.
+fn layer_extensions(revision: Revision) -> Vec<&'static str> {
+    let mut extensions = vec![DENIALS_EXTENSION];
+    if matches!(revision.family(), Family::ResultBased { .. }) {
+        extensions.push(TASKS_EXTENSION);
+    }
+    extensions
+}
+
+/// Forwards a `server/discover` and returns its answer with the layer's extensions merged
+/// in; the inner server's identity in it is remembered for the results the layer writes.
+pub(crate) async fn discover<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: Parts,
+    body: Bytes,
+    request: &McpRequest,
+) -> Result<Response<GateBody<ResBody>>, S::Error>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let settings = &gate.inner.mcp;
+    let limit = settings.inner_read_timeout;
+    let started = std::time::Instant::now();
+    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
+    let refuse = |problem: &'static str| {
+        tracing::error!(target: "mcp_gate::request", method = %request.method, problem, "server/discover answer unreadable; refusing");
+        Ok(internal_error(request).map(GateBody::local))
+    };
+    let response = match crate::deadline::within(limit, call).await {
+        Ok(response) => response?,
+        Err(_) => return refuse("the answer did not arrive in time"),
+    };
+    let rest = Some(limit.saturating_sub(started.elapsed()));
+    let (mut head, answer) = match read_answer(response, settings.max_list_bytes, rest).await {
+        Ok(read) => read,
+        Err(problem) => return refuse(problem),
+    };
+    let extensions = layer_extensions(settings.denial.revision);
+    let merge = |message: &mut Value| -> Result<(), &'static str> {
+        if let Some(result) = result_of(message, &request.id)? {
+            settings.server_identity.learn_from(result);
+            add_extensions(result, &extensions)?;
+        }
+        Ok(())
+    };
+    let body = match answer {
+        ListAnswer::Json(mut message) => match merge(&mut message) {
+            Ok(()) => Bytes::from(message.to_string()),
+            Err(problem) => return refuse(problem),
+        },
+        ListAnswer::Sse(mut events) => {
+            for event in events.iter_mut().filter(|e| !e.data.is_empty()) {
+                // `read_answer` checked that every event with data is one JSON object.
+                let Ok(mut message) = serde_json::from_str::<Value>(&event.data) else {
+                    return refuse("an event of the stream is not one JSON-RPC message");
+                };
+                if let Err(problem) = merge(&mut message) {
+                    return refuse(problem);
+                }
+                event.data = message.to_string();
+            }
+            write_sse(&events)
+        }
+        ListAnswer::Other(bytes) => bytes,
+    };
+    head.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(head, GateBody::local(body)))
+}
+
+/// Adds each of `extensions` to `result.capabilities.extensions` (as `{}`) unless the inner
+/// server declared it already.
+fn add_extensions(
+    result: &mut Map<String, Value>,
+    extensions: &[&str],
+) -> Result<(), &'static str> {
+    let capabilities = result
+        .entry("capabilities")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or("the capabilities are not an object")?;
+    let declared = capabilities
+        .entry("extensions")
+        .or_insert_with(|| json!({}))
+        .as_object_mut()
+        .ok_or("the declared extensions are not an object")?;
+    for extension in extensions {
+        declared
+            .entry(*extension)
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    Ok(())
+}
+
+/// The inner server's identity, asking it with a `server/discover` of the layer's own when
+/// none is known yet (see [`crate::mcp::identity`]).
+pub(crate) async fn server_identity<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: &Parts,
+    request: &McpRequest,
+) -> Option<Arc<Value>>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let identity = &gate.inner.mcp.server_identity;
+    if let Some(known) = identity.get() {
+        return Some(known);
+    }
+    let _one_at_a_time = identity.asking.lock().await;
+    if identity.may_ask() {
+        let id = Value::String("mcp-gate-discover".into());
+        let messages = side_request(
+            gate,
+            inner,
+            parts,
+            request,
+            "server/discover",
+            &id,
+            Map::new(),
+        )
+        .await;
+        if let Some(result) = messages
+            .iter()
+            .find(|message| message.get("id") == Some(&id))
+            .and_then(|message| message.get("result"))
+            .and_then(Value::as_object)
+        {
+            identity.learn_from(result);
+        }
+    }
+    identity.get()
+}
+
+/// Sends the inner server a request of the layer's own, as this request's caller (same URI,
+/// headers, session, principal and `_meta`), and returns the JSON-RPC messages of its answer.
+/// Best effort: an answer that is late, unreadable or not a success gives no messages.
+pub(crate) async fn side_request<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: &Parts,
+    request: &McpRequest,
+    method: &'static str,
+    id: &Value,
+    mut params: Map<String, Value>,
+) -> Vec<Value>
+where
+    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
+    ReqBody: From<Bytes>,
+    ResBody: http_body::Body<Data = Bytes>,
+    ResBody::Error: Into<BoxError>,
+{
+    let settings = &gate.inner.mcp;
+    if let Some(meta) = request.meta() {
+        params.insert("_meta".into(), Value::Object(meta.clone()));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut side = Request::new(ReqBody::from(Bytes::from(body.to_string())));
+    *side.method_mut() = Method::POST;
+    *side.uri_mut() = parts.uri.clone();
+    *side.version_mut() = parts.version;
+    let headers = side.headers_mut();
+    headers.clone_from(&parts.headers);
+    headers.remove(header::CONTENT_LENGTH);
+    headers.remove("mcp-name");
+    if headers.contains_key("mcp-method") {
+        headers.insert("mcp-method", http::HeaderValue::from_static(method));
+    }
+    if let Some(principal) = parts.extensions.get::<Principal>() {
+        side.extensions_mut().insert(principal.clone());
+    }
+    let mut caller = inner.clone();
+    if std::future::poll_fn(|cx| caller.poll_ready(cx))
+        .await
+        .is_err()
+    {
+        return Vec::new();
+    }
+    let limit = settings.inner_read_timeout;
+    let Ok(Ok(response)) = crate::deadline::within(limit, caller.call(side)).await else {
+        return Vec::new();
+    };
+    let Ok((_, answer)) = read_answer(response, settings.max_list_bytes, Some(limit)).await else {
+        return Vec::new();
+    };
+    match answer {
+        ListAnswer::Json(message) => vec![message],
+        ListAnswer::Sse(events) => events
+            .iter()
+            .filter_map(|event| serde_json::from_str(&event.data).ok())
+            .collect(),
+        ListAnswer::Other(_) => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn extensions_are_added_beside_the_inner_servers_own() {
+        let mut result =
+            json!({"capabilities": {"tools": {}, "extensions": {TASKS_EXTENSION: {"x": 1}}}})
+                .as_object()
+                .cloned()
+                .unwrap();
+        add_extensions(&mut result, &layer_extensions(Revision::current())).unwrap();
+        assert_eq!(
+            result["capabilities"],
+            json!({"tools": {}, "extensions": {TASKS_EXTENSION: {"x": 1}, DENIALS_EXTENSION: {}}})
+        );
+        let mut bare = Map::new();
+        let error_based = Revision::select("1c5b0cec97691cb9db3d880474a71d604d6addee").unwrap();
+        add_extensions(&mut bare, &layer_extensions(error_based)).unwrap();
+        assert_eq!(
+            bare["capabilities"],
+            json!({"extensions": {DENIALS_EXTENSION: {}}})
+        );
+        let mut odd = json!({"capabilities": []}).as_object().cloned().unwrap();
+        assert!(add_extensions(&mut odd, &[DENIALS_EXTENSION]).is_err());
+    }
+}
