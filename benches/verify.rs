@@ -87,7 +87,7 @@ async fn measure(
 ) -> Case {
     let mut unexpected = 0;
     let mut first_unexpected = None;
-    let mut check = |outcome: &Result<mcp_gate::Principal, mcp_gate::AuthError>| {
+    let mut check = |outcome: &Result<mcp_gate::Principal, mcp_gate::AuthRejection>| {
         let ok = matches!(
             (expect, outcome),
             (Expect::Accepted, Ok(_)) | (Expect::Refused, Err(_))

@@ -13,11 +13,19 @@ use crate::auth::metadata::ProtectedResourceMetadata;
 use crate::auth::scope::{ScopeHierarchy, ScopeSet, is_valid_scope_token};
 use crate::auth::token_cache::TokenCache;
 use crate::denial::render::{CredentialDelivery, DEFAULT_DENIAL_CODE, DenialSettings};
-use crate::denial::{Family, Revision};
+use crate::denial::{Family, IntoRevision, Revision};
 use crate::error::ConfigError;
-use crate::gate::{Gate, GateInner, McpSettings};
+use crate::gate::Gate;
+use crate::mcp::annotations::ToolAnnotations;
+use crate::mcp::identity::ServerIdentity;
 use crate::policy::Policy;
-use crate::resource::{METADATA_WELL_KNOWN, ResourceUri};
+use crate::resource::{
+    METADATA_WELL_KNOWN, PlainHttp, ResourceUri, TransportProblem, transport_rule,
+};
+use crate::settings::{
+    ContinuationSettings, DiscoverySettings, Origins, PolicySettings, RequestSettings,
+    ResourceSettings, Settings, TaskSettings,
+};
 
 /// A trusted token issuer and where its verification keys come from.
 ///
@@ -187,7 +195,7 @@ pub struct GateBuilder {
     allow_insecure_http: bool,
     policy: PolicySlot,
     evaluate_timeout: Duration,
-    revision: String,
+    revision: Result<Revision, ConfigError>,
     denial_error_code: i64,
     credential_delivery: CredentialDelivery,
     credential_status: StatusCode,
@@ -241,7 +249,7 @@ impl Default for GateBuilder {
             allow_insecure_http: false,
             policy: PolicySlot::default(),
             evaluate_timeout: Duration::from_secs(5),
-            revision: "current".to_owned(),
+            revision: Ok(Revision::current()),
             denial_error_code: DEFAULT_DENIAL_CODE,
             credential_delivery: CredentialDelivery::Challenge,
             credential_status: StatusCode::UNAUTHORIZED,
@@ -404,10 +412,20 @@ impl GateBuilder {
         self
     }
 
-    /// The SEP-2643 revision denials are rendered in: `"current"` (the default) or an exact
-    /// 40-hex revision id (see [`Revision`]).
-    pub fn revision(mut self, revision: impl Into<String>) -> Self {
-        self.revision = revision.into();
+    /// The SEP-2643 revision denials are rendered in: a [`Revision`] (for example
+    /// `Revision::ERROR_BASED_1C5B0CE`), or its name, `"current"` (the default) or an exact
+    /// 40-hex id. An unknown name is [`ConfigError::UnknownRevision`] from
+    /// [`build`](Self::build).
+    ///
+    /// ```
+    /// use mcp_gate::{Gate, Revision};
+    ///
+    /// let by_constant = Gate::builder().revision(Revision::ERROR_BASED_1C5B0CE);
+    /// let by_name = Gate::builder().revision("1c5b0cec97691cb9db3d880474a71d604d6addee");
+    /// # let _ = (by_constant, by_name);
+    /// ```
+    pub fn revision(mut self, revision: impl IntoRevision) -> Self {
+        self.revision = revision.into_revision();
         self
     }
 
@@ -666,97 +684,123 @@ impl GateBuilder {
     }
 
     /// Checks every option and builds the gate. Performs no I/O: keys are fetched on first use.
-    pub fn build(self) -> Result<Gate, ConfigError> {
+    pub fn build(mut self) -> Result<Gate, ConfigError> {
         if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
             return Err(ConfigError::CryptoBackend);
         }
-        let resource = ResourceUri::parse(
-            self.resource
-                .as_deref()
-                .ok_or(ConfigError::MissingResource)?,
-        )?;
-        if resource.origin().starts_with("http:")
-            && !resource.is_loopback()
-            && !self.allow_insecure_http
+        self.check_limits()?;
+        let uri = self.resource_uri()?;
+        let policy = self.policy_settings()?;
+        let revision = std::mem::replace(&mut self.revision, Ok(Revision::current()))?;
+        let denial = self.denial_settings(revision)?;
+        let (authenticator, issuer_ids) = self.authenticator(&uri)?;
+        let settings = Settings {
+            requests: self.request_settings(&uri),
+            resource: self.resource_settings(uri, issuer_ids)?,
+            authenticator,
+            policy,
+            denial,
+            continuation: self.continuation_settings()?,
+            discovery: DiscoverySettings {
+                conceal: self.conceal,
+                server_identity: ServerIdentity::new(self.server_info.clone()),
+            },
+            tasks: self.task_settings(),
+        };
+        let resource = &settings.resource.uri;
+        if settings.policy.policy.is_open() && !resource.is_loopback() {
+            tracing::warn!(
+                target: "mcp_gate",
+                resource = %resource,
+                "an open policy (allow_all) guards a resource that is not on loopback: every authenticated caller may do everything"
+            );
+        }
+        tracing::info!(
+            target: "mcp_gate",
+            resource = %resource,
+            revision = %settings.denial.revision,
+            issuers = self.issuers.len(),
+            "gate built"
+        );
+        Ok(Gate::from_settings(settings))
+    }
+
+    /// The bounds every duration and size option must keep.
+    fn check_limits(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &'static str, reason: &'static str| {
+            Err(ConfigError::InvalidOption { field, reason })
+        };
+        if self.leeway > Duration::from_secs(300) {
+            return invalid("leeway", "at most 300 seconds");
+        }
+        if self.max_token_bytes == 0 {
+            return invalid("max_token_bytes", "must be positive");
+        }
+        if self.continuation_ttl.is_zero() || self.continuation_ttl > Duration::from_secs(86_400) {
+            return invalid("continuation_ttl", "between 1 second and one day");
+        }
+        if self.task_ttl < Duration::from_secs(1)
+            || self.task_ttl > Duration::from_secs(30 * 86_400)
         {
+            return invalid("task_ttl", "between 1 second and 30 days");
+        }
+        if self.task_poll_interval < Duration::from_millis(10)
+            || self.task_poll_interval > self.task_ttl
+        {
+            return invalid(
+                "task_poll_interval",
+                "at least 10 ms and at most the task lifetime",
+            );
+        }
+        if self.tasks_per_owner == 0 || self.max_held_call_bytes == 0 {
+            return invalid("tasks_per_owner / max_held_call_bytes", "must be positive");
+        }
+        if self.inner_read_timeout.is_zero() {
+            return invalid("inner_read_timeout", "must be positive");
+        }
+        if self.max_body_bytes == 0 || self.session_capacity == 0 || self.sessions_per_owner == 0 {
+            return invalid(
+                "max_body_bytes / legacy_sessions / legacy_sessions_per_owner",
+                "must be positive",
+            );
+        }
+        Ok(())
+    }
+
+    /// The resource URI, canonical, under the transport rule.
+    fn resource_uri(&self) -> Result<ResourceUri, ConfigError> {
+        let given = self
+            .resource
+            .as_deref()
+            .ok_or(ConfigError::MissingResource)?;
+        let resource = ResourceUri::parse(given)?;
+        let url = Url::parse(resource.as_str()).map_err(|_| ConfigError::InvalidResource {
+            value: resource.as_str().to_owned(),
+            reason: "not an absolute URL",
+        })?;
+        if transport_rule(&url, self.plain_http()).is_err() {
             return Err(ConfigError::InvalidResource {
                 value: resource.as_str().to_owned(),
                 reason: "plain http is allowed only on loopback hosts (see allow_insecure_http)",
             });
         }
-        if self.leeway > Duration::from_secs(300) {
-            return Err(ConfigError::InvalidOption {
-                field: "leeway",
-                reason: "at most 300 seconds",
-            });
-        }
-        if self.max_token_bytes == 0 {
-            return Err(ConfigError::InvalidOption {
-                field: "max_token_bytes",
-                reason: "must be positive",
-            });
-        }
-        let policy = self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?;
-        let revision = Revision::select(&self.revision)?;
-        let open_policy = policy.is_open();
-        let denial = self.denial_settings(revision)?;
-        if self.continuation_ttl.is_zero() || self.continuation_ttl > Duration::from_secs(86_400) {
-            return Err(ConfigError::InvalidOption {
-                field: "continuation_ttl",
-                reason: "between 1 second and one day",
-            });
-        }
-        if self.task_ttl < Duration::from_secs(1)
-            || self.task_ttl > Duration::from_secs(30 * 86_400)
-        {
-            return Err(ConfigError::InvalidOption {
-                field: "task_ttl",
-                reason: "between 1 second and 30 days",
-            });
-        }
-        if self.task_poll_interval < Duration::from_millis(10)
-            || self.task_poll_interval > self.task_ttl
-        {
-            return Err(ConfigError::InvalidOption {
-                field: "task_poll_interval",
-                reason: "at least 10 ms and at most the task lifetime",
-            });
-        }
-        if self.tasks_per_owner == 0 || self.max_held_call_bytes == 0 {
-            return Err(ConfigError::InvalidOption {
-                field: "tasks_per_owner / max_held_call_bytes",
-                reason: "must be positive",
-            });
-        }
-        if self.inner_read_timeout.is_zero() {
-            return Err(ConfigError::InvalidOption {
-                field: "inner_read_timeout",
-                reason: "must be positive",
-            });
-        }
-        if self.max_body_bytes == 0 || self.session_capacity == 0 || self.sessions_per_owner == 0 {
-            return Err(ConfigError::InvalidOption {
-                field: "max_body_bytes / legacy_sessions / legacy_sessions_per_owner",
-                reason: "must be positive",
-            });
-        }
-        let required_scopes: ScopeSet = self.required_scopes.iter().cloned().collect();
-        let supported = self.scopes_supported.clone().unwrap_or_else(|| {
-            let mut all: ScopeSet = required_scopes.clone();
-            all.extend(self.hierarchy.scopes().map(str::to_owned));
-            all.into_iter().collect()
-        });
-        for scope in required_scopes
-            .iter()
-            .chain(&supported)
-            .map(String::as_str)
-            .chain(self.hierarchy.scopes())
-        {
-            if !is_valid_scope_token(scope) {
-                return Err(ConfigError::InvalidScope(scope.to_owned()));
-            }
-        }
+        Ok(resource)
+    }
 
+    fn policy_settings(&self) -> Result<PolicySettings, ConfigError> {
+        Ok(PolicySettings {
+            policy: self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?,
+            evaluate_timeout: self.evaluate_timeout,
+            tool_annotations: ToolAnnotations::new(10_000),
+        })
+    }
+
+    /// The token verifiers (one per trusted issuer, and introspection) and the issuer ids.
+    fn authenticator(
+        &self,
+        resource: &ResourceUri,
+    ) -> Result<(Authenticator, Vec<String>), ConfigError> {
+        let required_scopes: ScopeSet = self.required_scopes.iter().cloned().collect();
         #[cfg(feature = "jwks")]
         let http_client = match self.http_client.clone() {
             Some(client) => client,
@@ -765,7 +809,6 @@ impl GateBuilder {
                 .build()
                 .map_err(|e| ConfigError::HttpClient(e.to_string()))?,
         };
-
         let leeway = self.leeway.as_secs();
         let mut trusted = Vec::with_capacity(self.issuers.len());
         for issuer in &self.issuers {
@@ -776,32 +819,10 @@ impl GateBuilder {
             {
                 return Err(ConfigError::DuplicateIssuer(issuer.id.clone()));
             }
-            let keys = match &issuer.keys {
-                IssuerKeys::Static(keys) => {
-                    if keys.is_empty() {
-                        return Err(ConfigError::NoUsableKey(issuer.id.clone()));
-                    }
-                    KeySource::Static(Arc::new(keys.clone().into_key_set()))
-                }
-                #[cfg(feature = "jwks")]
-                remote => {
-                    use crate::auth::jwks::{JwksLocation, RemoteJwks};
-                    let location = match remote {
-                        IssuerKeys::JwksUri(uri) => {
-                            JwksLocation::Uri(self.check_url("jwks_uri", uri)?)
-                        }
-                        _ => JwksLocation::Discover,
-                    };
-                    KeySource::Remote(Arc::new(RemoteJwks::new(
-                        issuer.id.clone(),
-                        location,
-                        http_client.clone(),
-                        self.key_refresh.clone(),
-                    )))
-                }
-                #[cfg(not(feature = "jwks"))]
-                _ => return Err(ConfigError::JwksFeatureDisabled(issuer.id.clone())),
-            };
+            #[cfg(feature = "jwks")]
+            let keys = self.key_source(issuer, &http_client)?;
+            #[cfg(not(feature = "jwks"))]
+            let keys = self.key_source(issuer)?;
             trusted.push(TrustedIssuer::new(
                 issuer.id.clone(),
                 keys,
@@ -810,7 +831,6 @@ impl GateBuilder {
             ));
         }
         let issuer_ids: Vec<String> = self.issuers.iter().map(|i| i.id.clone()).collect();
-
         #[cfg(feature = "introspection")]
         let introspector = match self.introspection.clone() {
             Some(config) => Some(crate::auth::introspection::Introspector::new(
@@ -829,12 +849,78 @@ impl GateBuilder {
         if trusted.is_empty() && !has_introspection {
             return Err(ConfigError::NoTokenSource);
         }
+        let authenticator = Authenticator {
+            jwt: (!trusted.is_empty()).then(|| JwtVerifier::new(trusted, self.typ)),
+            #[cfg(feature = "introspection")]
+            introspector,
+            cache: (self.cache_capacity > 0).then(|| TokenCache::new(self.cache_capacity)),
+            cache_max_age: self.cache_max_age,
+            required_scopes,
+            hierarchy: self.hierarchy.clone(),
+            max_token_bytes: self.max_token_bytes,
+        };
+        Ok((authenticator, issuer_ids))
+    }
 
+    /// Where one issuer's keys come from: given, or fetched from its JWK set.
+    fn key_source(
+        &self,
+        issuer: &Issuer,
+        #[cfg(feature = "jwks")] http_client: &reqwest::Client,
+    ) -> Result<KeySource, ConfigError> {
+        match &issuer.keys {
+            IssuerKeys::Static(keys) => {
+                if keys.is_empty() {
+                    return Err(ConfigError::NoUsableKey(issuer.id.clone()));
+                }
+                Ok(KeySource::Static(Arc::new(keys.clone().into_key_set())))
+            }
+            #[cfg(feature = "jwks")]
+            remote => {
+                use crate::auth::jwks::{JwksLocation, RemoteJwks};
+                let location = match remote {
+                    IssuerKeys::JwksUri(uri) => JwksLocation::Uri(self.check_url("jwks_uri", uri)?),
+                    _ => JwksLocation::Discover,
+                };
+                Ok(KeySource::Remote(Arc::new(RemoteJwks::new(
+                    issuer.id.clone(),
+                    location,
+                    http_client.clone(),
+                    self.key_refresh.clone(),
+                ))))
+            }
+            #[cfg(not(feature = "jwks"))]
+            _ => Err(ConfigError::JwksFeatureDisabled(issuer.id.clone())),
+        }
+    }
+
+    /// The resource, its metadata document and where it is served.
+    fn resource_settings(
+        &self,
+        uri: ResourceUri,
+        issuer_ids: Vec<String>,
+    ) -> Result<ResourceSettings, ConfigError> {
+        let required_scopes: ScopeSet = self.required_scopes.iter().cloned().collect();
+        let supported = self.scopes_supported.clone().unwrap_or_else(|| {
+            let mut all: ScopeSet = required_scopes.clone();
+            all.extend(self.hierarchy.scopes().map(str::to_owned));
+            all.into_iter().collect()
+        });
+        for scope in required_scopes
+            .iter()
+            .chain(&supported)
+            .map(String::as_str)
+            .chain(self.hierarchy.scopes())
+        {
+            if !is_valid_scope_token(scope) {
+                return Err(ConfigError::InvalidScope(scope.to_owned()));
+            }
+        }
         if let Some(doc) = &self.resource_documentation {
             self.check_url("resource_documentation", doc)?;
         }
         let metadata = ProtectedResourceMetadata {
-            resource: resource.as_str().to_owned(),
+            resource: uri.as_str().to_owned(),
             authorization_servers: self.authorization_servers.clone().unwrap_or(issuer_ids),
             scopes_supported: supported,
             bearer_methods_supported: vec!["header".to_owned()],
@@ -842,104 +928,90 @@ impl GateBuilder {
             resource_documentation: self.resource_documentation.clone(),
             authorization_details_types_supported: self.authorization_details_types.clone(),
         };
-        let mut metadata_paths = vec![resource.metadata_path()];
-        if !resource.path().is_empty() {
+        let mut metadata_paths = vec![uri.metadata_path()];
+        if !uri.path().is_empty() {
             metadata_paths.push(METADATA_WELL_KNOWN.to_owned());
         }
-
-        let authenticator = Authenticator {
-            jwt: (!trusted.is_empty()).then(|| JwtVerifier::new(trusted, self.typ)),
-            #[cfg(feature = "introspection")]
-            introspector,
-            cache: (self.cache_capacity > 0).then(|| TokenCache::new(self.cache_capacity)),
-            cache_max_age: self.cache_max_age,
-            required_scopes: required_scopes.clone(),
-            hierarchy: self.hierarchy,
-            max_token_bytes: self.max_token_bytes,
-        };
-        let endpoint_scope = required_scopes
-            .iter()
-            .map(String::as_str)
-            .collect::<Vec<_>>()
-            .join(" ");
-        if open_policy && !resource.is_loopback() {
-            tracing::warn!(
-                target: "mcp_gate",
-                resource = %resource,
-                "an open policy (allow_all) guards a resource that is not on loopback: every authenticated caller may do everything"
-            );
-        }
-        tracing::info!(
-            target: "mcp_gate",
-            resource = %resource,
-            revision = %denial.revision,
-            issuers = self.issuers.len(),
-            "gate built"
-        );
-        let origins = match &self.allowed_origins {
-            None => crate::layer::origin::Origins::Any,
-            Some(extra) => {
-                let mut list = vec![resource.origin().to_owned()];
-                list.extend(extra.iter().cloned());
-                crate::layer::origin::Origins::Only(list)
-            }
-        };
-        Ok(Gate::from_inner(GateInner {
-            resource_metadata_url: resource.metadata_url(),
+        Ok(ResourceSettings {
+            metadata_url: uri.metadata_url(),
             metadata_bytes: metadata.to_bytes(),
             metadata,
             metadata_paths,
-            endpoint_scope,
-            resource,
-            authenticator,
-            mcp: McpSettings {
-                max_body_bytes: self.max_body_bytes,
-                body_timeout: self.body_timeout,
-                policy,
-                evaluate_timeout: self.evaluate_timeout,
-                denial,
-                sessions: match &self.session_store {
-                    Some(slot) => slot.0.clone(),
-                    None => Arc::new(crate::mcp::MemorySessionStore::new(
-                        usize::try_from(self.session_capacity).unwrap_or(usize::MAX),
-                        usize::try_from(self.sessions_per_owner).unwrap_or(usize::MAX),
-                        self.session_idle,
-                    )),
+            endpoint_scope: required_scopes
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+            uri,
+        })
+    }
+
+    fn request_settings(&self, resource: &ResourceUri) -> RequestSettings {
+        let origins = match &self.allowed_origins {
+            None => Origins::Any,
+            Some(extra) => {
+                let mut list = vec![resource.origin().to_owned()];
+                list.extend(extra.iter().cloned());
+                Origins::Only(list)
+            }
+        };
+        let sessions: Arc<dyn crate::mcp::SessionStore> = match &self.session_store {
+            Some(slot) => slot.0.clone(),
+            None => Arc::new(crate::mcp::MemorySessionStore::new(
+                usize::try_from(self.session_capacity).unwrap_or(usize::MAX),
+                usize::try_from(self.sessions_per_owner).unwrap_or(usize::MAX),
+                self.session_idle,
+            )),
+        };
+        RequestSettings {
+            max_body_bytes: self.max_body_bytes,
+            body_timeout: self.body_timeout,
+            origins,
+            sessions,
+            evaluate_unknown_methods: self.evaluate_unknown_methods,
+            inner_read_timeout: self.inner_read_timeout,
+            max_answer_bytes: 16 * 1024 * 1024,
+        }
+    }
+
+    fn continuation_settings(&self) -> Result<ContinuationSettings, ConfigError> {
+        Ok(ContinuationSettings {
+            state: crate::continuation::StateCodec {
+                keys: match self.continuation_keys.clone() {
+                    Some(keys) => keys,
+                    None => crate::continuation::Keyring::random()?,
                 },
-                evaluate_unknown_methods: self.evaluate_unknown_methods,
-                origins,
-                state: crate::continuation::StateCodec {
-                    keys: match self.continuation_keys.clone() {
-                        Some(keys) => keys,
-                        None => crate::continuation::Keyring::random()?,
-                    },
-                    ttl: self.continuation_ttl,
-                    replay: self.replay.clone().map(|slot| slot.0),
-                },
-                max_rounds: self.max_rounds,
-                development_mode: self.development_mode,
-                tool_annotations: crate::mcp::annotations::ToolAnnotations::new(10_000),
-                cursor_ttl: Duration::from_secs(3600),
-                conceal: self.conceal,
-                max_list_bytes: 16 * 1024 * 1024,
-                inner_read_timeout: self.inner_read_timeout,
-                server_identity: crate::mcp::identity::ServerIdentity::new(
-                    self.server_info.clone(),
-                ),
-                tasks: crate::layer::tasks::TaskSettings {
-                    store: self
-                        .task_store
-                        .0
-                        .clone()
-                        .unwrap_or_else(|| Arc::new(crate::tasks::MemoryTaskStore::default())),
-                    ttl_ms: duration_ms(self.task_ttl),
-                    poll_interval_ms: duration_ms(self.task_poll_interval),
-                    start: self.task_start.clone().map(|slot| slot.0),
-                    per_owner: usize::try_from(self.tasks_per_owner).unwrap_or(usize::MAX),
-                    max_call_bytes: self.max_held_call_bytes,
-                },
+                ttl: self.continuation_ttl,
+                replay: self.replay.clone().map(|slot| slot.0),
             },
-        }))
+            max_rounds: self.max_rounds,
+            development_mode: self.development_mode,
+            cursor_ttl: Duration::from_secs(3600),
+        })
+    }
+
+    fn task_settings(&self) -> TaskSettings {
+        TaskSettings {
+            store: self
+                .task_store
+                .0
+                .clone()
+                .unwrap_or_else(|| Arc::new(crate::tasks::MemoryTaskStore::default())),
+            ttl_ms: duration_ms(self.task_ttl),
+            poll_interval_ms: duration_ms(self.task_poll_interval),
+            start: self.task_start.clone().map(|slot| slot.0),
+            per_owner: usize::try_from(self.tasks_per_owner).unwrap_or(usize::MAX),
+            max_call_bytes: self.max_held_call_bytes,
+        }
+    }
+
+    /// Where plain `http` URLs are accepted in configuration.
+    fn plain_http(&self) -> PlainHttp {
+        if self.allow_insecure_http {
+            PlainHttp::Anywhere
+        } else {
+            PlainHttp::OnLoopback
+        }
     }
 
     fn denial_settings(&self, revision: Revision) -> Result<DenialSettings, ConfigError> {
@@ -997,19 +1069,13 @@ impl GateBuilder {
         if field == "issuer" && url.query().is_some() {
             return Err(invalid("a query is not allowed"));
         }
-        let loopback = match url.host() {
-            Some(url::Host::Domain(name)) => name == "localhost",
-            Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-            Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-            None => return Err(invalid("a host is required")),
-        };
-        match url.scheme() {
-            "https" => Ok(url),
-            "http" if loopback || self.allow_insecure_http => Ok(url),
-            "http" => Err(invalid(
+        match transport_rule(&url, self.plain_http()) {
+            Ok(()) => Ok(url),
+            Err(TransportProblem::NoHost) => Err(invalid("a host is required")),
+            Err(TransportProblem::PlainHttp) => Err(invalid(
                 "plain http is allowed only on loopback hosts (see allow_insecure_http)",
             )),
-            _ => Err(invalid("scheme must be https")),
+            Err(TransportProblem::OtherScheme) => Err(invalid("scheme must be https")),
         }
     }
 }

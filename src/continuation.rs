@@ -26,6 +26,7 @@
 //! Format: `mcpgate1.<kid>.<base64url payload>.<base64url tag>`. The prefix keeps the layer's
 //! state apart from the inner application's own `requestState`, which the layer never touches.
 
+use crate::auth::Owner;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -281,9 +282,8 @@ fn mac_in(domain: &[u8], key: &[u8], kid: &str, payload: &str) -> HmacSha256 {
 
 /// What a state is bound to.
 pub(crate) struct Binding<'a> {
-    pub issuer: &'a str,
-    pub subject: Option<&'a str>,
-    pub client_id: Option<&'a str>,
+    /// Who it was issued to: the same owner key as sessions and tasks.
+    pub owner: Owner,
     pub resource: &'a str,
     /// Whether the request is modern: part of what a state is bound to, so that a state
     /// issued in one era is never accepted in the other, whatever version either names.
@@ -312,15 +312,17 @@ impl Binding<'_> {
         // Each optional part is preceded by whether it is present, so that an absent subject
         // and a subject of any value (even empty, even NUL) never digest alike.
         let presence = |part: Option<&str>| if part.is_some() { "1" } else { "0" };
+        let owner = &self.owner;
+        let (subject, client_id) = (owner.subject.as_deref(), owner.client_id.as_deref());
         digest_parts(
             key,
             "who",
             &[
-                self.issuer,
-                presence(self.subject),
-                self.subject.unwrap_or(""),
-                presence(self.client_id),
-                self.client_id.unwrap_or(""),
+                &owner.issuer,
+                presence(subject),
+                subject.unwrap_or(""),
+                presence(client_id),
+                client_id.unwrap_or(""),
             ],
         )
     }
@@ -631,9 +633,11 @@ mod tests {
 
     fn binding(f: &Fields) -> Binding<'_> {
         Binding {
-            issuer: &f.issuer,
-            subject: Some(&f.subject),
-            client_id: Some(&f.client),
+            owner: Owner::new(
+                f.issuer.clone(),
+                Some(f.subject.clone()),
+                Some(f.client.clone()),
+            ),
             resource: &f.resource,
             modern: true,
             protocol_version: Some(&f.version),
@@ -729,7 +733,7 @@ mod tests {
         let codec = codec(keys());
         let f = fields();
         let mut anonymous = binding(&f);
-        anonymous.subject = None;
+        anonymous.owner.subject = None;
         let state = codec
             .issue(
                 &anonymous,
@@ -742,7 +746,7 @@ mod tests {
             .unwrap();
         for subject in ["\u{0}", "", "0"] {
             let mut other = binding(&f);
-            other.subject = Some(subject);
+            other.owner.subject = Some(subject.to_owned());
             assert_eq!(
                 verify(&codec, &state, &other).unwrap_err(),
                 StateError::OtherPrincipal,
@@ -750,9 +754,9 @@ mod tests {
             );
         }
         let mut no_client = binding(&f);
-        no_client.client_id = None;
+        no_client.owner.client_id = None;
         let mut empty_client = binding(&f);
-        empty_client.client_id = Some("");
+        empty_client.owner.client_id = Some(String::new());
         let state = codec
             .issue(
                 &no_client,

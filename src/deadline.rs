@@ -22,9 +22,47 @@ pub(crate) async fn within<F: Future>(
     }
 }
 
+/// At most one start per interval, across every caller of a process: for work the layer does
+/// on its own initiative (asking the inner server for its tools or its name) when a request
+/// finds something unknown, so that what is never found costs at most one try per interval.
+pub(crate) struct OncePer {
+    every_ms: u64,
+    /// When the last try started (milliseconds since the epoch).
+    last_ms: std::sync::atomic::AtomicU64,
+}
+
+impl OncePer {
+    /// At most once per `every`.
+    pub fn new(every: Duration) -> Self {
+        Self {
+            every_ms: u64::try_from(every.as_millis()).unwrap_or(u64::MAX),
+            last_ms: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+
+    /// Whether this caller may try now; when it may, the next may only after the interval.
+    pub fn try_now(&self) -> bool {
+        use std::sync::atomic::Ordering;
+        let now = crate::tasks::now_ms();
+        let last = self.last_ms.load(Ordering::Acquire);
+        now.saturating_sub(last) >= self.every_ms
+            && self
+                .last_ms
+                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn once_per_interval() {
+        let once = OncePer::new(Duration::from_secs(10));
+        assert!(once.try_now());
+        assert!(!once.try_now());
+    }
 
     #[tokio::test]
     async fn a_ready_future_needs_no_timer_and_a_stalled_one_times_out() {

@@ -109,6 +109,7 @@ pub mod auth;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
 mod builder;
+mod contain;
 pub mod continuation;
 mod deadline;
 pub mod denial;
@@ -123,6 +124,7 @@ pub mod policy;
 mod redis_client;
 mod replay;
 mod resource;
+mod settings;
 pub mod tasks;
 
 #[cfg(feature = "introspection")]
@@ -130,11 +132,11 @@ pub use auth::Introspection;
 #[cfg(feature = "jwks")]
 pub use auth::KeyRefresh;
 pub use auth::{
-    AuthError, ErrorCode, InvalidRequest, InvalidToken, Principal, ProtectedResourceMetadata,
-    ScopeHierarchy, ScopeSet, StaticKeys, TokenKind, TypPolicy,
+    AuthError, AuthRejection, ErrorCode, InvalidRequest, InvalidToken, Principal,
+    ProtectedResourceMetadata, ScopeHierarchy, ScopeSet, StaticKeys, TokenKind, TypPolicy,
 };
 pub use builder::{GateBuilder, Issuer};
-pub use denial::{CredentialDelivery, Revision};
+pub use denial::{CredentialDelivery, IntoRevision, Revision};
 pub use error::ConfigError;
 pub use gate::Gate;
 pub use layer::{GateBody, GateLayer, GateService, ResponseFuture};

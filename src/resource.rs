@@ -104,14 +104,51 @@ impl ResourceUri {
     pub fn is_loopback(&self) -> bool {
         Url::parse(&self.canonical)
             .ok()
-            .and_then(|url| {
-                url.host().map(|host| match host {
-                    url::Host::Domain(name) => name == "localhost",
-                    url::Host::Ipv4(ip) => ip.is_loopback(),
-                    url::Host::Ipv6(ip) => ip.is_loopback(),
-                })
-            })
+            .and_then(|url| is_loopback_host(&url))
             .unwrap_or(false)
+    }
+}
+
+/// Whether a URL's host is this machine (`localhost`, or a loopback IPv4 or IPv6 address);
+/// `None` for a URL without a host.
+pub(crate) fn is_loopback_host(url: &Url) -> Option<bool> {
+    url.host().map(|host| match host {
+        url::Host::Domain(name) => name == "localhost",
+        url::Host::Ipv4(ip) => ip.is_loopback(),
+        url::Host::Ipv6(ip) => ip.is_loopback(),
+    })
+}
+
+/// Where plain `http` is allowed besides `https`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PlainHttp {
+    /// Nowhere.
+    Never,
+    /// On loopback hosts.
+    OnLoopback,
+    /// Anywhere (an explicit opt-in).
+    Anywhere,
+}
+
+/// Why a URL fails [`transport_rule`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TransportProblem {
+    NoHost,
+    PlainHttp,
+    OtherScheme,
+}
+
+/// The one transport rule for every URL the crate trusts or hands out (the resource, issuers,
+/// key and introspection endpoints, approval URLs): `https`, or plain `http` where `plain`
+/// allows it.
+pub(crate) fn transport_rule(url: &Url, plain: PlainHttp) -> Result<(), TransportProblem> {
+    let loopback = is_loopback_host(url).ok_or(TransportProblem::NoHost)?;
+    match (url.scheme(), plain) {
+        ("https", _) => Ok(()),
+        ("http", PlainHttp::Anywhere) => Ok(()),
+        ("http", PlainHttp::OnLoopback) if loopback => Ok(()),
+        ("http", _) => Err(TransportProblem::PlainHttp),
+        _ => Err(TransportProblem::OtherScheme),
     }
 }
 

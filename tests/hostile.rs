@@ -604,6 +604,7 @@ impl Auth {
     ) -> Result<mcp_gate::Principal, AuthError> {
         self.runtime
             .block_on(self.stack.gate.authenticate(headers, uri))
+            .map_err(mcp_gate::AuthRejection::into_error)
     }
 
     /// Authenticates `token` in a plain `Authorization: Bearer` header.

@@ -83,7 +83,7 @@ async fn approve(
 ) -> Response {
     let principal = match gate.authenticate(&headers, &uri).await {
         Ok(principal) => principal,
-        Err(error) => return (error.status(), error.to_string()).into_response(),
+        Err(rejection) => return rejection.into_response(),
     };
     let mut book = approvals.book();
     let Some((subject, folder)) = book.pending.get(&id).cloned() else {

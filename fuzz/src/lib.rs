@@ -227,7 +227,9 @@ impl Harness {
     }
 
     pub fn authenticate(&self, headers: &HeaderMap, uri: &Uri) -> Result<Principal, AuthError> {
-        self.runtime.block_on(self.gate.authenticate(headers, uri))
+        self.runtime
+            .block_on(self.gate.authenticate(headers, uri))
+            .map_err(mcp_gate::AuthRejection::into_error)
     }
 
     pub fn token(&self, token: &str) -> Result<Principal, AuthError> {

@@ -34,6 +34,6 @@ pub use owner::Owner;
 pub use principal::MissingPrincipal;
 #[cfg(test)]
 pub(crate) use principal::PrincipalParts;
-pub use principal::{Principal, TokenKind};
-pub use rejection::{AuthError, InvalidRequest, InvalidToken};
+pub use principal::{Principal, PrincipalBuilder, PrincipalError, TokenKind};
+pub use rejection::{AuthError, AuthRejection, InvalidRequest, InvalidToken};
 pub use scope::{ScopeHierarchy, ScopeSet};

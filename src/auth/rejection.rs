@@ -272,6 +272,134 @@ impl AuthError {
     }
 }
 
+/// A refusal ready to be answered: an [`AuthError`] together with what the layer writes beside
+/// it in every refusal, the resource metadata URL and the endpoint's required scopes.
+///
+/// A bare `AuthError` cannot be rendered on its own: the `WWW-Authenticate` challenge must
+/// name the metadata document (RFC 9728 §5.1), and a challenge without an error code names the
+/// endpoint's scopes. `AuthRejection` carries both, so its response is the one the layer sends
+/// for the same failure: the status, the challenge (or `Retry-After` when keys or introspection
+/// are unavailable), `Cache-Control: no-store` and a JSON body that agrees with the header.
+/// With the `axum` feature it is an `IntoResponse`, so a handler can return it as is:
+///
+/// ```
+/// # #[cfg(feature = "axum")] {
+/// use axum::response::IntoResponse;
+/// use http::{StatusCode, header};
+/// use mcp_gate::{AuthError, AuthRejection};
+///
+/// let rejection = AuthRejection::new(
+///     AuthError::MissingCredential,
+///     "https://mcp.example.com/.well-known/oauth-protected-resource/mcp",
+///     "mcp:read",
+/// );
+/// assert_eq!(rejection.error(), &AuthError::MissingCredential);
+/// let response = rejection.into_response();
+/// assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+/// assert_eq!(
+///     response.headers()[header::WWW_AUTHENTICATE],
+///     "Bearer scope=\"mcp:read\", \
+///      resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
+/// );
+/// assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+/// # }
+/// ```
+///
+/// Rendering logs nothing; the layer logs its own refusals.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AuthRejection {
+    error: AuthError,
+    resource_metadata: String,
+    endpoint_scope: String,
+}
+
+impl AuthRejection {
+    /// A refusal of `error`, whose challenge names `resource_metadata` (the absolute URL of the
+    /// metadata document, as `Gate::metadata_url` gives it) and, when the error has no scope
+    /// of its own, `endpoint_scope` (the endpoint's required scopes, space-separated; empty
+    /// for none). Values are escaped in the header, so no value can break out of it.
+    pub fn new(
+        error: AuthError,
+        resource_metadata: impl Into<String>,
+        endpoint_scope: impl Into<String>,
+    ) -> Self {
+        Self {
+            error,
+            resource_metadata: resource_metadata.into(),
+            endpoint_scope: endpoint_scope.into(),
+        }
+    }
+
+    /// Why the request was refused.
+    pub fn error(&self) -> &AuthError {
+        &self.error
+    }
+
+    /// The [`AuthError`], without the rendering context.
+    pub fn into_error(self) -> AuthError {
+        self.error
+    }
+
+    /// The HTTP status of the refusal ([`AuthError::status`]).
+    pub fn status(&self) -> StatusCode {
+        self.error.status()
+    }
+
+    /// A stable reason code for logs and metrics ([`AuthError::reason`]).
+    pub fn reason(&self) -> &'static str {
+        self.error.reason()
+    }
+
+    /// The metadata URL the challenge names.
+    pub fn resource_metadata(&self) -> &str {
+        &self.resource_metadata
+    }
+
+    /// The endpoint's required scopes, space-separated, as the challenge names them.
+    pub fn endpoint_scope(&self) -> &str {
+        &self.endpoint_scope
+    }
+
+    /// The response the layer sends for this refusal, for plain `http`/Tower services.
+    pub fn to_response(&self) -> Response<Bytes> {
+        self.error
+            .to_response(&self.resource_metadata, &self.endpoint_scope)
+    }
+}
+
+impl std::fmt::Display for AuthRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.error, f)
+    }
+}
+
+impl std::error::Error for AuthRejection {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        // The message is the error's own, so the error is not repeated as a source.
+        std::error::Error::source(&self.error)
+    }
+}
+
+impl From<AuthRejection> for AuthError {
+    fn from(rejection: AuthRejection) -> Self {
+        rejection.error
+    }
+}
+
+/// Compares the refusal's reason, ignoring the rendering context.
+impl PartialEq<AuthError> for AuthRejection {
+    fn eq(&self, other: &AuthError) -> bool {
+        self.error == *other
+    }
+}
+
+#[cfg(feature = "axum")]
+impl axum::response::IntoResponse for AuthRejection {
+    fn into_response(self) -> axum::response::Response {
+        self.to_response().map(axum::body::Body::from)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -315,6 +443,68 @@ mod tests {
         assert!(header.starts_with("Bearer error=\"invalid_request\""));
         assert!(!header.contains("scope="));
         assert_eq!(json(&r)["error"], "invalid_request");
+    }
+
+    #[test]
+    fn a_rejection_renders_as_the_layer_does() {
+        let required: ScopeSet = ["mcp:admin"].map(String::from).into();
+        for error in [
+            AuthError::MissingCredential,
+            AuthError::InvalidToken(InvalidToken::Expired),
+            AuthError::InsufficientScope { required },
+            AuthError::IntrospectionUnavailable,
+        ] {
+            let rejection = AuthRejection::new(error.clone(), META, "mcp:read");
+            assert_eq!(rejection, error);
+            assert_eq!(rejection.to_string(), error.to_string());
+            assert_eq!(rejection.status(), error.status());
+            assert_eq!(rejection.reason(), error.reason());
+            let (ours, layers) = (rejection.to_response(), error.to_response(META, "mcp:read"));
+            assert_eq!(ours.status(), layers.status());
+            assert_eq!(ours.headers(), layers.headers());
+            assert_eq!(ours.body(), layers.body());
+            assert_eq!(AuthError::from(rejection), error);
+        }
+    }
+
+    #[cfg(feature = "axum")]
+    #[tokio::test]
+    async fn a_rejection_is_an_axum_response() {
+        use axum::response::IntoResponse;
+
+        let rejection = AuthRejection::new(
+            AuthError::InvalidToken(InvalidToken::BadSignature),
+            META,
+            "mcp:read",
+        );
+        let expected = rejection.to_response();
+        let response = rejection.into_response();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let challenge = response.headers()[header::WWW_AUTHENTICATE]
+            .to_str()
+            .unwrap();
+        assert!(challenge.starts_with("Bearer error=\"invalid_token\", scope=\"mcp:read\""));
+        assert!(challenge.contains(&format!("resource_metadata=\"{META}\"")));
+        assert_eq!(response.headers()[header::CACHE_CONTROL], "no-store");
+        assert_eq!(response.headers()[header::CONTENT_TYPE], "application/json");
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(body, expected.body());
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"], "invalid_token");
+        assert_eq!(body["resource_metadata"], META);
+
+        let unavailable = AuthRejection::new(AuthError::KeysUnavailable, META, "").into_response();
+        assert_eq!(unavailable.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            unavailable
+                .headers()
+                .get(header::WWW_AUTHENTICATE)
+                .is_none()
+        );
+        assert_eq!(unavailable.headers()[header::RETRY_AFTER], "5");
+        assert_eq!(unavailable.headers()[header::CACHE_CONTROL], "no-store");
     }
 
     #[test]

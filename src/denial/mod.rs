@@ -17,4 +17,4 @@ pub use reference::derive_reference;
 pub use render::{
     CredentialDelivery, DEFAULT_DENIAL_CODE, MAX_CHALLENGE_REMEDIATION, URL_ELICITATION_REQUIRED,
 };
-pub use revision::{CURRENT, Family, Revision};
+pub use revision::{CURRENT, Family, IntoRevision, Revision};

@@ -307,46 +307,68 @@ impl DenialContext<'_> {
                 json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false)
             }
             delivery => {
-                let body = if delivery == CredentialDelivery::Both {
-                    self.denial_body(&envelope, message)
-                } else if self.error_based() {
-                    // The error-based text answers a challenge with the JSON-RPC error and the
-                    // envelope; the hint rides along only when the header could not carry it.
-                    let envelope = Envelope {
-                        hints: if fits_a_header {
-                            Vec::new()
-                        } else {
-                            envelope.hints.clone()
-                        },
-                        ..envelope
-                    };
-                    self.denial_body(&envelope, message)
-                } else {
-                    json!({
-                        "error": "insufficient_authorization",
-                        "error_description": message,
-                        "authorization_remediation": encoded,
-                        "resource_metadata": self.resource_metadata,
-                    })
-                };
-                let mut response = json_rpc(self.settings.credential_status, body, true);
-                let challenge = Challenge {
-                    resource_metadata: self.resource_metadata,
-                    scope: None,
-                    error: Some(ErrorCode::InsufficientAuthorization),
-                    error_description: Some(message),
-                    authorization_remediation: Some(encoded.as_str()).filter(|_| fits_a_header),
-                };
-                response
-                    .headers_mut()
-                    .insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
-                response
+                let in_header = Some(encoded.as_str()).filter(|_| fits_a_header);
+                let body = self.challenge_body(delivery, envelope, message, &encoded, in_header);
+                self.credential_challenge(body, message, in_header)
             }
         };
         Rendered {
             response,
             expressed_as: "credential",
         }
+    }
+}
+
+impl DenialContext<'_> {
+    /// The body of a credential challenge: the result beside it (`Both`), the error-based
+    /// text's JSON-RPC error with the envelope (the hint only when the header could not carry
+    /// it), or the challenge's parameters as JSON.
+    fn challenge_body(
+        &self,
+        delivery: CredentialDelivery,
+        envelope: Envelope<'_>,
+        message: &str,
+        encoded: &str,
+        in_header: Option<&str>,
+    ) -> Value {
+        if delivery == CredentialDelivery::Both {
+            return self.denial_body(&envelope, message);
+        }
+        if self.error_based() {
+            let hints = if in_header.is_some() {
+                Vec::new()
+            } else {
+                envelope.hints
+            };
+            return self.denial_body(&Envelope { hints, ..envelope }, message);
+        }
+        json!({
+            "error": "insufficient_authorization",
+            "error_description": message,
+            "authorization_remediation": encoded,
+            "resource_metadata": self.resource_metadata,
+        })
+    }
+
+    /// The `insufficient_authorization` challenge (the configured status) with `body`.
+    fn credential_challenge(
+        &self,
+        body: Value,
+        message: &str,
+        in_header: Option<&str>,
+    ) -> Response<Bytes> {
+        let mut response = json_rpc(self.settings.credential_status, body, true);
+        let challenge = Challenge {
+            resource_metadata: self.resource_metadata,
+            scope: None,
+            error: Some(ErrorCode::InsufficientAuthorization),
+            error_description: Some(message),
+            authorization_remediation: in_header,
+        };
+        response
+            .headers_mut()
+            .insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
+        response
     }
 }
 

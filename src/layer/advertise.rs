@@ -22,15 +22,16 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Request, Response, header};
 use serde_json::{Map, Value, json};
-use tower_service::Service;
 
 use super::body::GateBody;
-use super::discovery::{ListAnswer, read_answer, result_of, write_sse};
-use super::pipeline::{BoxError, internal_error};
+use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::discovery::{ListAnswer, fetch_answer, result_of, write_sse};
+use super::refuse::internal_error;
 use crate::auth::Principal;
 use crate::denial::{EXTENSION_ID as DENIALS_EXTENSION, Family, Revision};
 use crate::gate::Gate;
 use crate::mcp::TASKS_EXTENSION;
+use crate::mcp::era::{METHOD_HEADER, NAME_HEADER};
 use crate::mcp::request::McpRequest;
 
 /// The extensions the layer adds under `revision`.
@@ -52,32 +53,30 @@ pub(crate) async fn discover<S, ReqBody, ResBody>(
     request: &McpRequest,
 ) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ReqBody: From<Bytes>,
-    ResBody: http_body::Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
 {
-    let settings = &gate.inner.mcp;
-    let limit = settings.inner_read_timeout;
-    let started = std::time::Instant::now();
-    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
+    let settings = &*gate.inner;
     let refuse = |problem: &'static str| {
         tracing::error!(target: "mcp_gate::request", method = %request.method, problem, "server/discover answer unreadable; refusing");
         Ok(internal_error(request).map(GateBody::local))
     };
-    let response = match crate::deadline::within(limit, call).await {
-        Ok(response) => response?,
-        Err(_) => return refuse("the answer did not arrive in time"),
-    };
-    let rest = Some(limit.saturating_sub(started.elapsed()));
-    let (mut head, answer) = match read_answer(response, settings.max_list_bytes, rest).await {
+    let limits = &settings.requests;
+    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
+    let read = fetch_answer(
+        call,
+        limits.max_answer_bytes,
+        Some(limits.inner_read_timeout),
+    );
+    let (mut head, answer) = match read.await? {
         Ok(read) => read,
         Err(problem) => return refuse(problem),
     };
     let extensions = layer_extensions(settings.denial.revision);
     let merge = |message: &mut Value| -> Result<(), &'static str> {
         if let Some(result) = result_of(message, &request.id)? {
-            settings.server_identity.learn_from(result);
+            settings.discovery.server_identity.learn_from(result);
             add_extensions(result, &extensions)?;
         }
         Ok(())
@@ -139,12 +138,11 @@ pub(crate) async fn server_identity<S, ReqBody, ResBody>(
     request: &McpRequest,
 ) -> Option<Arc<Value>>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    ReqBody: From<Bytes>,
-    ResBody: http_body::Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
 {
-    let identity = &gate.inner.mcp.server_identity;
+    let identity = &gate.inner.discovery.server_identity;
     if let Some(known) = identity.get() {
         return Some(known);
     }
@@ -186,12 +184,11 @@ pub(crate) async fn side_request<S, ReqBody, ResBody>(
     mut params: Map<String, Value>,
 ) -> Vec<Value>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone,
-    ReqBody: From<Bytes>,
-    ResBody: http_body::Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
 {
-    let settings = &gate.inner.mcp;
+    let settings = &*gate.inner;
     if let Some(meta) = request.meta() {
         params.insert("_meta".into(), Value::Object(meta.clone()));
     }
@@ -203,9 +200,9 @@ where
     let headers = side.headers_mut();
     headers.clone_from(&parts.headers);
     headers.remove(header::CONTENT_LENGTH);
-    headers.remove("mcp-name");
-    if headers.contains_key("mcp-method") {
-        headers.insert("mcp-method", http::HeaderValue::from_static(method));
+    headers.remove(NAME_HEADER);
+    if headers.contains_key(METHOD_HEADER) {
+        headers.insert(METHOD_HEADER, http::HeaderValue::from_static(method));
     }
     if let Some(principal) = parts.extensions.get::<Principal>() {
         side.extensions_mut().insert(principal.clone());
@@ -217,11 +214,13 @@ where
     {
         return Vec::new();
     }
-    let limit = settings.inner_read_timeout;
-    let Ok(Ok(response)) = crate::deadline::within(limit, caller.call(side)).await else {
-        return Vec::new();
-    };
-    let Ok((_, answer)) = read_answer(response, settings.max_list_bytes, Some(limit)).await else {
+    let limits = &settings.requests;
+    let read = fetch_answer(
+        caller.call(side),
+        limits.max_answer_bytes,
+        Some(limits.inner_read_timeout),
+    );
+    let Ok(Ok((_, answer))) = read.await else {
         return Vec::new();
     };
     match answer {

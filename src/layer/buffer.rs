@@ -80,14 +80,14 @@ pub(crate) fn declares_body(request: &Parts) -> bool {
 }
 
 /// Why [`collect`] stopped.
-enum Unread {
+pub(crate) enum Unread {
     TooLarge,
     Broken,
 }
 
 /// The body's data, at most `limit` bytes. The usual body, one frame, is kept as it came,
 /// without a copy; trailers are not part of the message and are dropped.
-async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Unread> {
+pub(crate) async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Unread> {
     let mut body = std::pin::pin!(body);
     let mut single: Option<Bytes> = None;
     let mut joined = BytesMut::new();

@@ -17,9 +17,20 @@
 //! `demo://secrex` takes); a tool or prompt name, which has no route, is made up whole. The
 //! made-up part is 24 random hex digits, so it names nothing that exists.
 
+use std::time::Duration;
+
 use bytes::Bytes;
+use http::request::Parts;
+use http::{Response, header};
 use serde_json::{Map, Value, json};
 
+use super::body::GateBody;
+use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::discovery::{fetch_whole, readable_type};
+use super::pipeline::{local, start};
+use super::refuse::internal_error;
+
+use crate::mcp::era::NAME_HEADER;
 use crate::mcp::request::McpRequest;
 
 /// Which part of a request names the component a refusal would hide.
@@ -113,6 +124,51 @@ pub(crate) fn restore(answer: &[u8], probe: &Probe) -> Bytes {
         Ok(text) => Bytes::from(text.replace(&probe.made_up, escaped)),
         Err(_) => Bytes::copy_from_slice(answer),
     }
+}
+
+/// Answers for a hidden component as the inner server answers for one that does not exist:
+/// the call is replayed about a made-up component of the same shape, and the made-up part is
+/// put back in the answer. An answer the layer cannot read whole (too large, too slow, of a
+/// type it cannot read) is refused, never passed on.
+pub(super) async fn conceal<S, ReqBody, ResBody>(
+    inner: &mut S,
+    mut parts: Parts,
+    request: &McpRequest,
+    named: Named,
+    (max_bytes, limit): (usize, Duration),
+) -> Result<Response<GateBody<ResBody>>, S::Error>
+where
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
+{
+    let Some(probe) = probe(request, named) else {
+        return Ok(local(internal_error(request)));
+    };
+    parts.headers.remove(header::CONTENT_LENGTH);
+    // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
+    if parts.headers.contains_key(NAME_HEADER)
+        && let Ok(value) = http::HeaderValue::from_str(&probe.name)
+    {
+        parts.headers.insert(NAME_HEADER, value);
+    }
+    let unreadable = |problem: &'static str| {
+        tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "conceal probe unreadable; refusing");
+        Ok(local(internal_error(request)))
+    };
+    let call = start(inner, parts, ReqBody::from(probe.body.clone()));
+    let (mut head, bytes) = match fetch_whole(call, max_bytes, Some(limit)).await? {
+        Ok((head, _)) if head.status.is_success() && readable_type(&head).is_none() => {
+            return unreadable("the answer has a content type the layer cannot read");
+        }
+        Ok(read) => read,
+        Err(problem) => return unreadable(problem),
+    };
+    head.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(
+        head,
+        GateBody::local(restore(&bytes, &probe)),
+    ))
 }
 
 #[cfg(test)]

@@ -11,16 +11,27 @@
 //! List-changed notifications are not filtered: they carry no entries, only a hint to list
 //! again, and the next list is filtered.
 
+use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Response, header};
 use http_body::Body;
-use http_body_util::{BodyExt, Limited};
 use serde_json::{Map, Value};
 
-use super::pipeline::BoxError;
-use crate::mcp::{EntryKind, Listing, Target};
+use http::request::Parts;
+
+use super::body::GateBody;
+use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::buffer::collect;
+use super::interaction::binding;
+use super::pipeline::{local, protocol_error, start};
+use super::refuse::internal_error;
+use crate::auth::Principal;
+use crate::gate::Gate;
+use crate::mcp::request::McpRequest;
+use crate::mcp::{EntryKind, Listing, ProtocolContext, ProtocolError, Target};
+use crate::policy::{self, Decision, Evaluation, Phase};
 
 /// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
 /// listing holds, or `None` when the entry does not name itself as it must.
@@ -60,29 +71,55 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
-/// Reads an inner answer whole, as bytes, up to `max` bytes and, when `limit` is set, within
-/// that time.
-pub(crate) async fn read_raw<B>(
-    response: Response<B>,
+/// Calls the inner service and reads its answer whole: head and body within one time limit
+/// (none for a held call, which may run long), the body up to `max` bytes (read by
+/// [`collect`], the layer's one body reader). The inner service's own error comes out as the
+/// outer `Err`; an answer that is late, too large or broken off as the inner one.
+pub(crate) async fn fetch_whole<F, B, E>(
+    call: F,
     max: usize,
     limit: Option<Duration>,
-) -> Result<(http::response::Parts, Bytes), &'static str>
+) -> Result<Result<(http::response::Parts, Bytes), &'static str>, E>
 where
+    F: Future<Output = Result<Response<B>, E>>,
     B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
 {
-    let (parts, body) = response.into_parts();
-    let collect = Limited::new(body, max).collect();
-    let collected = match limit {
-        Some(limit) => crate::deadline::within(limit, collect)
-            .await
-            .map_err(|_| "the answer did not arrive in time")?,
-        None => collect.await,
+    const LATE: &str = "the answer did not arrive in time";
+    let deadline = limit.map(|limit| tokio::time::Instant::now() + limit);
+    let response = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline, call).await {
+            Ok(response) => response?,
+            Err(_) => return Ok(Err(LATE)),
+        },
+        None => call.await?,
     };
-    let bytes = collected
-        .map_err(|_| "the answer is too large, or broke off")?
-        .to_bytes();
-    Ok((parts, bytes))
+    let (parts, body) = response.into_parts();
+    let read = collect(body, max);
+    let read = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline, read).await {
+            Ok(read) => read,
+            Err(_) => return Ok(Err(LATE)),
+        },
+        None => read.await,
+    };
+    Ok(read
+        .map(|bytes| (parts, bytes))
+        .map_err(|_| "the answer is too large, or broke off"))
+}
+
+/// [`fetch_whole`], then the answer parsed (see [`parse_answer`]).
+pub(crate) async fn fetch_answer<F, B, E>(
+    call: F,
+    max: usize,
+    limit: Option<Duration>,
+) -> Result<Result<(http::response::Parts, ListAnswer), &'static str>, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body<Data = Bytes>,
+{
+    Ok(fetch_whole(call, max, limit)
+        .await?
+        .and_then(|(parts, bytes)| parse_answer(parts, bytes)))
 }
 
 /// The content type of an answer the layer reads, if it can read it: JSON or an event stream.
@@ -111,20 +148,14 @@ pub(crate) enum Readable {
     EventStream,
 }
 
-/// Reads an inner answer whole (see [`read_raw`]). A success answer must be JSON or an event
-/// stream that the layer can parse; anything else is an error, never passed on unread. An
-/// answer that is not a success (a 404 for an ended session, say) carries no result and is
-/// passed on as it came.
-pub(crate) async fn read_answer<B>(
-    response: Response<B>,
-    max: usize,
-    limit: Option<Duration>,
-) -> Result<(http::response::Parts, ListAnswer), &'static str>
-where
-    B: Body<Data = Bytes>,
-    B::Error: Into<BoxError>,
-{
-    let (parts, bytes) = read_raw(response, max, limit).await?;
+/// An inner answer read whole, parsed. A success answer must be JSON or an event stream that
+/// the layer can parse; anything else is an error, never passed on unread. An answer that is
+/// not a success (a 404 for an ended session, say) carries no result and is passed on as it
+/// came.
+pub(crate) fn parse_answer(
+    parts: http::response::Parts,
+    bytes: Bytes,
+) -> Result<(http::response::Parts, ListAnswer), &'static str> {
     if !parts.status.is_success() {
         return Ok((parts, ListAnswer::Other(bytes)));
     }
@@ -217,6 +248,194 @@ pub(crate) fn result_of<'a>(
         None => Ok(None),
         Some(Value::Object(result)) => Ok(Some(result)),
         Some(_) => Err("the result is not an object"),
+    }
+}
+
+/// A list request: its cursor opened, the inner answer filtered, the next cursor sealed.
+pub(super) struct ListRequest<'a> {
+    pub gate: &'a Gate,
+    pub principal: &'a Principal,
+    pub request: &'a McpRequest,
+    pub protocol: &'a ProtocolContext,
+    pub class: Listing,
+}
+
+impl ListRequest<'_> {
+    pub(super) async fn run<S, ReqBody, ResBody>(
+        &self,
+        inner: &mut S,
+        mut parts: Parts,
+        bytes: Bytes,
+    ) -> Result<Response<GateBody<ResBody>>, S::Error>
+    where
+        S: Inner<ReqBody, ResBody>,
+        ReqBody: RequestBody,
+        ResBody: ResponseBody,
+    {
+        let settings = &*self.gate.inner;
+        let resource = self.gate.inner.resource.uri.as_str();
+        let binding = binding(self.principal, resource, self.protocol, self.request);
+        let body = match self.inner_cursor(&binding) {
+            Ok(None) => bytes,
+            Ok(Some(rewritten)) => {
+                // The body is rewritten: the client's length no longer describes it.
+                parts.headers.remove(header::CONTENT_LENGTH);
+                rewritten
+            }
+            Err(error) => return Ok(protocol_error(&error.with_id(Some(&self.request.id)))),
+        };
+        let limits = &settings.requests;
+        let call = start(inner, parts, ReqBody::from(body));
+        let read = fetch_answer(
+            call,
+            limits.max_answer_bytes,
+            Some(limits.inner_read_timeout),
+        );
+        let (mut head, answer) = match read.await? {
+            Ok(read) => read,
+            Err(problem) => {
+                tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
+                return Ok(local(internal_error(self.request)));
+            }
+        };
+        let filtered = match answer {
+            ListAnswer::Json(mut message) => match self.filter(&mut message, &binding).await {
+                Ok(()) => Bytes::from(message.to_string()),
+                Err(response) => return Ok(local(response)),
+            },
+            ListAnswer::Sse(mut events) => {
+                for event in &mut events {
+                    // `read_answer` checked that every event with data is one JSON object.
+                    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(&event.data)
+                    else {
+                        continue;
+                    };
+                    if let Err(response) = self.filter(&mut message, &binding).await {
+                        return Ok(local(response));
+                    }
+                    event.data = message.to_string();
+                }
+                write_sse(&events)
+            }
+            ListAnswer::Other(bytes) => bytes,
+        };
+        head.headers.remove(header::CONTENT_LENGTH);
+        Ok(Response::from_parts(head, GateBody::local(filtered)))
+    }
+
+    /// The request to send on when the client's cursor is one of the layer's: the same request
+    /// with the inner server's cursor in its place. `None` for a first page.
+    fn inner_cursor(
+        &self,
+        binding: &crate::continuation::Binding<'_>,
+    ) -> Result<Option<Bytes>, ProtocolError> {
+        let cursor = match self.request.param("cursor") {
+            None | Some(serde_json::Value::Null) => return Ok(None),
+            Some(serde_json::Value::String(cursor)) => cursor,
+            Some(_) => return Err(ProtocolError::invalid_params("the cursor must be a string")),
+        };
+        let state = &self.gate.inner.continuation.state;
+        let inner_cursor = state
+            .open_cursor(binding, cursor)
+            .map_err(|error| ProtocolError::invalid_params(error.to_string()))?;
+        let mut params = self.request.params().into_owned();
+        params.insert("cursor".into(), inner_cursor.into());
+        let (id, method) = (&self.request.id, &self.request.method);
+        let message =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        Ok(Some(Bytes::from(message.to_string())))
+    }
+
+    /// Whether the policy lets this caller see one entry; an entry the layer cannot name is
+    /// hidden. A listed tool's annotations are remembered on the way (an empty object for a
+    /// tool listed without any).
+    async fn shows(&self, entry: &serde_json::Value) -> Result<bool, Response<Bytes>> {
+        let settings = &self.gate.inner.policy;
+        let is_tool = self.class.entry == EntryKind::Tool;
+        let annotations = is_tool.then(|| {
+            let listed = entry.get("annotations").filter(|a| a.is_object());
+            std::sync::Arc::new(listed.cloned().unwrap_or_else(|| serde_json::json!({})))
+        });
+        if let (Some(name), Some(annotations)) = (
+            entry.get("name").and_then(serde_json::Value::as_str),
+            &annotations,
+        ) {
+            settings
+                .tool_annotations
+                .remember(name, annotations.clone());
+        }
+        let Some(target) = entry_target(self.class, entry) else {
+            return Ok(false);
+        };
+        let evaluation = Evaluation::new(
+            self.principal.clone(),
+            self.request.method.clone(),
+            target,
+            self.protocol.clone(),
+            Phase::Discovery,
+            None,
+            annotations,
+        );
+        match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
+            Ok(decision) => Ok(decision == Decision::Allow),
+            Err(failure) => {
+                tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, failure = failure.kind(), error = %failure, "the policy failed on a list entry; refusing the list");
+                Err(internal_error(self.request))
+            }
+        }
+    }
+
+    /// Filters the entries of one JSON-RPC list response in place.
+    async fn filter(
+        &self,
+        message: &mut serde_json::Value,
+        binding: &crate::continuation::Binding<'_>,
+    ) -> Result<(), Response<Bytes>> {
+        let settings = &*self.gate.inner;
+        let refuse = |problem: &'static str| {
+            tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
+            internal_error(self.request)
+        };
+        let result = match result_of(message, &self.request.id) {
+            Ok(Some(result)) => result,
+            // A message of the server's own, or an error: nothing to filter.
+            Ok(None) => return Ok(()),
+            Err(problem) => return Err(refuse(problem)),
+        };
+        let entries = match result.get_mut(self.class.entries) {
+            Some(serde_json::Value::Array(entries)) => entries,
+            // No entries: nothing is shown.
+            None => return Ok(()),
+            Some(_) => return Err(refuse("the entries of the result are not an array")),
+        };
+        let listed = entries.len();
+        let mut kept = Vec::with_capacity(listed);
+        for entry in entries.drain(..) {
+            if self.shows(&entry).await? {
+                kept.push(entry);
+            }
+        }
+        let shown = kept.len();
+        *entries = kept;
+        if let Some(next) = result.get("nextCursor").and_then(serde_json::Value::as_str) {
+            let sealed = settings.continuation.state.seal_cursor(
+                binding,
+                next,
+                settings.continuation.cursor_ttl,
+            );
+            result.insert("nextCursor".into(), sealed.into());
+        }
+        tracing::info!(
+            target: "mcp_gate::decision",
+            subject = self.principal.subject().unwrap_or(""),
+            client_id = self.principal.client_id().unwrap_or(""),
+            method = %self.request.method,
+            listed,
+            shown,
+            hidden = listed - shown,
+            "discovery filtered"
+        );
+        Ok(())
     }
 }
 

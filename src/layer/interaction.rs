@@ -2,6 +2,8 @@
 //! them, what the retry answered, and how an allowed retry is handed on without the layer's
 //! keys and state.
 
+use crate::auth::Owner;
+use crate::resource::{PlainHttp, TransportProblem, transport_rule};
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 use url::Url;
@@ -25,9 +27,7 @@ pub(crate) fn binding<'a>(
     request: &'a McpRequest,
 ) -> Binding<'a> {
     Binding {
-        issuer: principal.issuer(),
-        subject: principal.subject(),
-        client_id: principal.client_id(),
+        owner: Owner::of(principal),
         resource,
         modern: protocol.era == Era::Modern,
         protocol_version: protocol.protocol_version.as_deref(),
@@ -103,18 +103,18 @@ pub(crate) fn check_approval_url(url: &str, development: bool) -> Result<(), &'s
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err("the approval URL carries userinfo");
     }
-    let loopback = match parsed.host() {
-        Some(url::Host::Domain(name)) => name == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        None => return Err("the approval URL has no host"),
+    let plain = if development {
+        PlainHttp::OnLoopback
+    } else {
+        PlainHttp::Never
     };
-    match parsed.scheme() {
-        "https" => Ok(()),
-        "http" if development && loopback => Ok(()),
-        "http" => Err("the approval URL must be https (http only on loopback in development mode)"),
-        _ => Err("the approval URL must be https"),
-    }
+    transport_rule(&parsed, plain).map_err(|problem| match problem {
+        TransportProblem::NoHost => "the approval URL has no host",
+        TransportProblem::PlainHttp => {
+            "the approval URL must be https (http only on loopback in development mode)"
+        }
+        TransportProblem::OtherScheme => "the approval URL must be https",
+    })
 }
 
 /// The inner application's own state and responses, carried through a gateway round: from

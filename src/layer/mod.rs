@@ -35,14 +35,18 @@
 //! ```
 
 mod advertise;
+mod audit;
 mod body;
+mod bounds;
 pub(crate) mod buffer;
 mod conceal;
 mod discovery;
 mod future;
+mod guarded;
 mod interaction;
 pub(crate) mod origin;
 mod pipeline;
+mod refuse;
 mod service;
 mod sessions;
 pub(crate) mod tasks;

@@ -8,17 +8,9 @@
 use bytes::Bytes;
 use http::{HeaderMap, Response, StatusCode, header};
 
-use super::pipeline::refusal;
+use super::refuse::refusal;
 use crate::mcp::{INVALID_REQUEST, ProtocolError};
-
-/// Which `Origin`s may call the endpoint.
-#[derive(Clone, Debug)]
-pub(crate) enum Origins {
-    /// Any origin (opted into with `GateBuilder::allow_any_origin`).
-    Any,
-    /// These, compared case-insensitively (`scheme://host[:port]`).
-    Only(Vec<String>),
-}
+use crate::settings::Origins;
 
 impl Origins {
     /// The 403 to send for a request whose `Origin` is not allowed; `None` for a request

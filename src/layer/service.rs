@@ -11,7 +11,8 @@ use tower_service::Service;
 use super::body::GateBody;
 use super::buffer::{close_if_unread, declares_body};
 use super::future::ResponseFuture;
-use super::pipeline::{BoxError, Identity, admit, after_authentication, bodyless_refusal};
+use super::pipeline::{BoxError, Identity, admit, after_authentication};
+use super::refuse::{auth_refusal, bodyless_refusal};
 use super::verbs::{Door, Verb, door, not_allowed};
 use crate::auth::authenticator::FirstStep;
 use crate::gate::Gate;
@@ -112,7 +113,7 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
         // Before anything else: a browser page from an origin that may not call this endpoint.
-        if let Some(mut refused) = self.gate.inner.mcp.origins.refusal(&parts.headers) {
+        if let Some(mut refused) = self.gate.inner.requests.origins.refusal(&parts.headers) {
             close_if_unread(&mut refused, &parts);
             return ResponseFuture::refused(refused);
         }
@@ -141,7 +142,7 @@ where
         let identity = match step {
             FirstStep::Decided(Err(error)) => {
                 // The readied clone stays for the next call.
-                return ResponseFuture::refused(self.gate.refuse(&error, &parts));
+                return ResponseFuture::refused(auth_refusal(&self.gate, &error, &parts));
             }
             FirstStep::Decided(Ok(principal)) => Identity::Known(principal),
             FirstStep::Verify { token, key } => {

@@ -4,10 +4,13 @@
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Response, StatusCode};
+use http::{HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::Value;
 
-use super::pipeline::refusal_retry_after;
+use super::body::GateBody;
+use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::pipeline::{local, start};
+use super::refuse::refusal_retry_after;
 use crate::auth::{Owner, Principal};
 use crate::denial::render::json_rpc;
 use crate::gate::Gate;
@@ -50,7 +53,7 @@ pub(crate) async fn bound_session(
         // Two ids, or one that is not text: no session can be bound to that.
         Err(()) => return Err(not_found()),
     };
-    match gate.inner.mcp.sessions.get(id).await {
+    match gate.inner.requests.sessions.get(id).await {
         Ok(Some(record)) if record.owner.is(principal) => Ok(Some(BoundSession {
             id: id.to_owned(),
             record,
@@ -88,7 +91,7 @@ pub(crate) async fn bind(
     if let Some(version) = initialize.param("protocolVersion").and_then(Value::as_str) {
         record = record.protocol_version(version);
     }
-    match gate.inner.mcp.sessions.bind(id, record).await {
+    match gate.inner.requests.sessions.bind(id, record).await {
         Ok(()) => Ok(()),
         Err(error) => {
             tracing::warn!(target: "mcp_gate::request", error = %error, "new session refused");
@@ -101,7 +104,7 @@ pub(crate) async fn bind(
 pub(crate) async fn unbind(gate: &Gate, session: &BoundSession) {
     if let Err(error) = gate
         .inner
-        .mcp
+        .requests
         .sessions
         .unbind(&session.id, &session.record.owner)
         .await
@@ -129,4 +132,52 @@ fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Byte
     };
     let error = ProtocolError::new(status, INTERNAL_ERROR, message).with_id(id);
     refusal_retry_after(&error, "5")
+}
+
+/// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
+/// session the layer cannot bind (the store is full, the owner is over quota, the store is
+/// down) is refused, and ended at the inner server so that it does not linger.
+pub(super) async fn initialize<S, ReqBody, ResBody>(
+    gate: &Gate,
+    inner: &mut S,
+    parts: Parts,
+    bytes: Bytes,
+    principal: &Principal,
+    request: &McpRequest,
+) -> Result<Response<GateBody<ResBody>>, S::Error>
+where
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
+{
+    let uri = parts.uri.clone();
+    let response = start(inner, parts, ReqBody::from(bytes)).await?;
+    let Some(session_id) = response
+        .headers()
+        .get(SESSION_HEADER)
+        .filter(|_| response.status().is_success())
+        .cloned()
+    else {
+        return Ok(response.map(GateBody::inner));
+    };
+    match bind(gate, &session_id, principal, request).await {
+        Ok(()) => Ok(response.map(GateBody::inner)),
+        Err(refused) => {
+            drop(response);
+            let mut end = Request::new(ReqBody::from(Bytes::new()));
+            *end.method_mut() = Method::DELETE;
+            *end.uri_mut() = uri;
+            end.headers_mut().insert(SESSION_HEADER, session_id);
+            end.extensions_mut().insert(principal.clone());
+            let mut again = inner.clone();
+            if std::future::poll_fn(|cx| again.poll_ready(cx))
+                .await
+                .is_ok()
+            {
+                // Best effort: the session is unusable through the layer either way.
+                let _ = again.call(end).await;
+            }
+            Ok(local(refused))
+        }
+    }
 }

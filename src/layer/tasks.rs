@@ -24,51 +24,29 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
-use tower_service::Service;
 
-use super::discovery::{ListAnswer, read_answer};
-use super::pipeline::{BoxError, internal_error, refusal, refusal_retry_after};
+use super::audit::DecisionEvent;
+use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::discovery::{ListAnswer, fetch_answer};
+use super::refuse::{internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision, new_context_id};
 use crate::gate::Gate;
 use crate::mcp::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
+use crate::mcp::era::{METHOD_HEADER, NAME_HEADER, SESSION_HEADER, VERSION_HEADER};
 use crate::mcp::request::{McpRequest, Message, classify};
 use crate::mcp::{
     ClientCapabilities, Era, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, ProtocolContext,
     ProtocolError, Target,
 };
 use crate::policy::{self, Approval, Decision, Evaluation};
+use crate::settings::TaskSettings;
 use crate::tasks::wire;
 use crate::tasks::{
     HeldCall, StartedTask, StoreError, TaskChange, TaskError, TaskId, TaskOwner, TaskRecord,
     TaskStart, TaskStatus, TaskStore, Transition,
 };
-
-/// How the layer keeps tasks.
-pub(crate) struct TaskSettings {
-    pub store: Arc<dyn TaskStore>,
-    pub ttl_ms: u64,
-    pub poll_interval_ms: u64,
-    pub start: Option<Arc<dyn TaskStart>>,
-    /// Calls one owner may have waiting for approval at once.
-    pub per_owner: usize,
-    /// The largest call (its params as JSON) the layer holds.
-    pub max_call_bytes: usize,
-}
-
-impl TaskSettings {
-    /// The time a claimed call must have left to run and record its outcome: 10 s, or half
-    /// the lifetime of short-lived tasks.
-    fn run_margin_ms(&self) -> u64 {
-        (self.ttl_ms / 2).min(10_000)
-    }
-}
-
-/// The owner key of a principal.
-fn owner_of(principal: &Principal) -> TaskOwner {
-    TaskOwner::of(principal)
-}
 
 /// Whether a `task` remediation can become a task: a modern `tools/call` that declared the
 /// Tasks extension, under a result-based revision.
@@ -141,39 +119,16 @@ pub(crate) async fn hold(
     protocol: &ProtocolContext,
     message: &str,
 ) -> Response<Bytes> {
-    let settings = &gate.inner.mcp;
-    let tasks = &settings.tasks;
+    let tasks = &gate.inner.tasks;
     let call = HeldCall::new(
         request.method.clone(),
         Value::Object(request.params().into_owned()),
         protocol.protocol_version.clone().unwrap_or_default(),
-        gate.inner.resource.as_str(),
+        gate.inner.resource.uri.as_str(),
     );
-    let size = call.params_len();
-    if size > tasks.max_call_bytes {
-        let message = format!(
-            "the call is too large to hold for approval ({size} bytes; at most {})",
-            tasks.max_call_bytes
-        );
-        return over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message);
-    }
-    let owner = owner_of(principal);
-    // Store-agnostic and checked before the create: concurrent holds of one owner can pass
-    // it together, so an owner can exceed the quota by at most the holds racing it.
-    match tasks
-        .store
-        .list(Some(&owner), Some(TaskStatus::Working), tasks.per_owner)
-        .await
-    {
-        Ok(waiting) if waiting.len() >= tasks.per_owner => {
-            let message = format!(
-                "this principal has {} calls waiting for approval, as many as one may: wait for a decision, or cancel one",
-                waiting.len()
-            );
-            return over_limit(request, StatusCode::TOO_MANY_REQUESTS, message);
-        }
-        Ok(_) => {}
-        Err(failure) => return store_failed(request, "count", &failure),
+    let owner = TaskOwner::of(principal);
+    if let Err(refused) = within_bounds(tasks, request, &call, &owner).await {
+        return refused;
     }
     let (Ok(context_id), Ok(record)) = (
         new_context_id(),
@@ -189,57 +144,106 @@ pub(crate) async fn hold(
         return internal_error(request);
     };
     let record = TaskRecord {
-        context_id: context_id.clone(),
+        context_id,
         ..record
     };
-    let id = record.id.clone();
     if let Err(failure) = tasks.store.create(record.clone()).await {
         return store_failed(request, "create", &failure);
     }
-    if let Some(hook) = &tasks.start {
-        let started = StartedTask {
-            id: id.clone(),
-            owner: record.owner.clone(),
-            call: record.call.clone(),
-            message: message.to_owned(),
-            expires_at: record.expires_at(),
-        };
-        if let Err(problem) = run_start(&**hook, started, settings.evaluate_timeout).await {
-            tracing::error!(target: "mcp_gate::tasks", task_id = %id, problem, "the start hook failed; the task is failed and the call refused");
-            let failed = internal_failure("the approval could not be requested");
-            let _ = tasks
-                .store
-                .transition(&id, TaskStatus::Working, TaskStatus::Failed, failed)
-                .await;
-            return internal_error(request);
-        }
+    if let Err(refused) = announce(gate, request, &record, message).await {
+        return refused;
     }
     // The durability check: the owner is told of a task only once the store can show it.
-    match tasks.store.get(&id).await {
+    match tasks.store.get(&record.id).await {
         Ok(Some(stored))
             if stored.status == TaskStatus::Working && stored.owner == record.owner =>
         {
-            tracing::info!(
-                target: "mcp_gate::decision",
-                context_id = %context_id,
-                task_id = %id,
-                subject = principal.subject().unwrap_or(""),
-                client_id = principal.client_id().unwrap_or(""),
-                method = %request.method,
-                target = request.target.name().unwrap_or(""),
-                decision = "deny",
-                remediation = "task",
-                expressed_as = "task",
-                "authorization decision"
-            );
-            answer(request, wire::created(&stored, settings.denial.revision))
+            DecisionEvent {
+                principal,
+                method: &request.method,
+                target: &request.target,
+                approval: false,
+                decision: "deny",
+                context_id: Some(&stored.context_id),
+                remediation: Some("task"),
+                expressed_as: Some("task"),
+                task_id: Some(stored.id.as_str()),
+            }
+            .emit();
+            answer(request, wire::created(&stored, gate.inner.denial.revision))
         }
         Ok(_) => {
-            tracing::error!(target: "mcp_gate::tasks", task_id = %id, "a task just created cannot be read back as working; refusing");
+            tracing::error!(target: "mcp_gate::tasks", task_id = %record.id, "a task just created cannot be read back as working; refusing");
             internal_error(request)
         }
         Err(failure) => store_failed(request, "read back", &failure),
     }
+}
+
+/// The bounds a call must keep to be held: its size, and its owner's waiting calls.
+async fn within_bounds(
+    tasks: &TaskSettings,
+    request: &McpRequest,
+    call: &HeldCall,
+    owner: &TaskOwner,
+) -> Result<(), Response<Bytes>> {
+    let size = call.params_len();
+    if size > tasks.max_call_bytes {
+        let message = format!(
+            "the call is too large to hold for approval ({size} bytes; at most {})",
+            tasks.max_call_bytes
+        );
+        return Err(over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message));
+    }
+    // Store-agnostic and checked before the create: concurrent holds of one owner can pass
+    // it together, so an owner can exceed the quota by at most the holds racing it.
+    match tasks
+        .store
+        .list(Some(owner), Some(TaskStatus::Working), tasks.per_owner)
+        .await
+    {
+        Ok(waiting) if waiting.len() >= tasks.per_owner => {
+            let message = format!(
+                "this principal has {} calls waiting for approval, as many as one may: wait for a decision, or cancel one",
+                waiting.len()
+            );
+            Err(over_limit(request, StatusCode::TOO_MANY_REQUESTS, message))
+        }
+        Ok(_) => Ok(()),
+        Err(failure) => Err(store_failed(request, "count", &failure)),
+    }
+}
+
+/// Runs the start hook, if one is set, for a task just stored. A hook that fails, panics or
+/// runs past the evaluate timeout fails the task and refuses the call.
+async fn announce(
+    gate: &Gate,
+    request: &McpRequest,
+    record: &TaskRecord,
+    message: &str,
+) -> Result<(), Response<Bytes>> {
+    let tasks = &gate.inner.tasks;
+    let Some(hook) = &tasks.start else {
+        return Ok(());
+    };
+    let started = StartedTask {
+        id: record.id.clone(),
+        owner: record.owner.clone(),
+        call: record.call.clone(),
+        message: message.to_owned(),
+        expires_at: record.expires_at(),
+    };
+    let limit = gate.inner.policy.evaluate_timeout;
+    let Err(problem) = run_start(&**hook, started, limit).await else {
+        return Ok(());
+    };
+    tracing::error!(target: "mcp_gate::tasks", task_id = %record.id, problem, "the start hook failed; the task is failed and the call refused");
+    let failed = internal_failure("the approval could not be requested");
+    let _ = tasks
+        .store
+        .transition(&record.id, TaskStatus::Working, TaskStatus::Failed, failed)
+        .await;
+    Err(internal_error(request))
 }
 
 async fn run_start(
@@ -247,14 +251,12 @@ async fn run_start(
     task: StartedTask,
     timeout: std::time::Duration,
 ) -> Result<(), String> {
-    use futures_util::FutureExt;
-    let guarded =
-        std::panic::AssertUnwindSafe(async move { hook.start(task).await }).catch_unwind();
-    match tokio::time::timeout(timeout, guarded).await {
-        Err(_) => Err(format!("timed out after {timeout:?}")),
-        Ok(Err(_)) => Err("panicked".to_owned()),
-        Ok(Ok(Err(error))) => Err(error.to_string()),
-        Ok(Ok(Ok(()))) => Ok(()),
+    // The call happens inside the contained future, so a hook that panics before its first
+    // await is caught too.
+    match crate::contain::contained(timeout, async move { hook.start(task).await }).await {
+        Err(contained) => Err(contained.to_string()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Ok(Ok(())) => Ok(()),
     }
 }
 
@@ -298,13 +300,13 @@ pub(crate) async fn route(
     }) else {
         return TaskRoute::NotOurs;
     };
-    let store = &gate.inner.mcp.tasks.store;
+    let store = &gate.inner.tasks.store;
     let record = match store.get(&id).await {
-        Ok(Some(record)) if record.owner == owner_of(principal) => record,
+        Ok(Some(record)) if record.owner == TaskOwner::of(principal) => record,
         Ok(_) => return TaskRoute::Answer(unknown_task(request)),
         Err(failure) => return TaskRoute::Answer(store_failed(request, "get", &failure)),
     };
-    let revision = gate.inner.mcp.denial.revision;
+    let revision = gate.inner.denial.revision;
     match &*request.method {
         "tasks/get" if record.status == TaskStatus::Approved => TaskRoute::Run(Box::new(record)),
         "tasks/get" => TaskRoute::Answer(answer(request, wire::status(&record, revision))),
@@ -383,78 +385,107 @@ pub(crate) async fn run<S, ReqBody, ResBody>(
     record: TaskRecord,
 ) -> Response<Bytes>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>> + Send + 'static,
-    S::Future: Send + 'static,
-    ReqBody: From<Bytes> + Send + 'static,
-    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<BoxError>,
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
 {
-    let settings = &gate.inner.mcp;
-    let tasks = &settings.tasks;
-    let revision = settings.denial.revision;
-    let store = tasks.store.clone();
-    let poll_answer = |record: &TaskRecord| answer(request, wire::status(record, revision));
-    // The owner's answer once the outcome is recorded, or an internal error if it could not be.
-    let conclude = |done: Option<TaskRecord>| {
-        done.map_or_else(|| internal_error(request), |done| poll_answer(&done))
+    let revision = gate.inner.denial.revision;
+    let store = gate.inner.tasks.store.clone();
+    let claimed = match claim(gate, request, &record).await {
+        Ok(claimed) => claimed,
+        Err(answered) => return answered,
     };
+    // The owner's answer once the outcome is recorded, or an internal error if it could not be.
+    let conclude = |done: Option<TaskRecord>| match done {
+        Some(done) => answer(request, wire::status(&done, revision)),
+        None => internal_error(request),
+    };
+    let unreplayable = || internal_failure("The held call could not be replayed.");
+    let Some((body, held)) = held_request(&claimed) else {
+        tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
+        return conclude(
+            record_outcome(&store, &claimed, unreplayable(), TaskStatus::Failed).await,
+        );
+    };
+    if let Err((change, to)) = judge_again(gate, principal, &claimed, &held).await {
+        return conclude(record_outcome(&store, &claimed, change, to).await);
+    }
+    let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
+        return conclude(
+            record_outcome(&store, &claimed, unreplayable(), TaskStatus::Failed).await,
+        );
+    };
+    let max = gate.inner.requests.max_answer_bytes;
+    // The call and the recording of its outcome outlive this poll: a client that disconnects
+    // now does not leave a call that ran without a recorded result.
+    let execution = tokio::spawn(async move {
+        let (change, to) = match call_inner(inner, inner_parts, body, &claimed.id, max).await {
+            Ok(result) => (TaskChange::new().result(result), TaskStatus::Completed),
+            Err(failure) => (TaskChange::new().error(failure), TaskStatus::Failed),
+        };
+        record_outcome(&store, &claimed, change, to).await
+    });
+    match execution.await {
+        Ok(Some(done)) => {
+            tracing::info!(target: "mcp_gate::tasks", task_id = %done.id, context_id = %done.context_id, status = %done.status, "approved call ran");
+            answer(request, wire::status(&done, revision))
+        }
+        _ => internal_error(request),
+    }
+}
+
+/// Claims an approved task for running (approved → executing, with time left to run it). The
+/// answer instead when it cannot be: where the task stands, or, approved too late to run
+/// before it expires, the task completed as refused.
+async fn claim(
+    gate: &Gate,
+    request: &McpRequest,
+    record: &TaskRecord,
+) -> Result<TaskRecord, Response<Bytes>> {
+    let (tasks, revision) = (&gate.inner.tasks, gate.inner.denial.revision);
     let claim = TaskChange::new().require_remaining_ms(tasks.run_margin_ms());
-    let claimed = match store
-        .transition(
-            &record.id,
-            TaskStatus::Approved,
-            TaskStatus::Executing,
-            claim,
-        )
+    let (approved, executing) = (TaskStatus::Approved, TaskStatus::Executing);
+    match tasks
+        .store
+        .transition(&record.id, approved, executing, claim)
         .await
     {
-        Ok(Transition::Applied(claimed)) => claimed,
+        Ok(Transition::Applied(claimed)) => Ok(claimed),
         // Another replica claimed it, or it was cancelled: say where it stands.
-        Ok(Transition::Conflict(Some(now))) => return poll_answer(&now),
-        Ok(Transition::Conflict(None)) => return unknown_task(request),
+        Ok(Transition::Conflict(Some(now))) => Err(answer(request, wire::status(&now, revision))),
+        Ok(Transition::Conflict(None)) => Err(unknown_task(request)),
         Err(StoreError::Expired(_)) => {
             let message = "The request was approved too late to run before its task expires.";
             let change =
                 TaskChange::new().result(wire::refusal(&record.context_id, message, revision));
-            return match store
-                .transition(
-                    &record.id,
-                    TaskStatus::Approved,
-                    TaskStatus::Completed,
-                    change,
-                )
-                .await
-            {
-                Ok(Transition::Applied(now) | Transition::Conflict(Some(now))) => poll_answer(&now),
-                Ok(Transition::Conflict(None)) => unknown_task(request),
-                Err(failure) => store_failed(request, "complete", &failure),
-            };
-        }
-        Err(failure) => return store_failed(request, "claim", &failure),
-    };
-    let finish = {
-        let (store, claimed) = (store.clone(), claimed.clone());
-        move |change: TaskChange, to: TaskStatus| {
-            let (store, claimed) = (store.clone(), claimed.clone());
-            async move {
-                match store
-                    .transition(&claimed.id, TaskStatus::Executing, to, change.clone())
+            let completed = TaskStatus::Completed;
+            Err(
+                match tasks
+                    .store
+                    .transition(&record.id, approved, completed, change)
                     .await
                 {
-                    Ok(Transition::Applied(done)) => Some(done),
-                    outcome => {
-                        tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, outcome = ?outcome.as_ref().map(Transition::is_applied), "the outcome of a claimed task could not be recorded");
-                        None
+                    Ok(Transition::Applied(now) | Transition::Conflict(Some(now))) => {
+                        answer(request, wire::status(&now, revision))
                     }
-                }
-            }
+                    Ok(Transition::Conflict(None)) => unknown_task(request),
+                    Err(failure) => store_failed(request, "complete", &failure),
+                },
+            )
         }
-    };
-    let Some((body, held)) = held_request(&claimed) else {
-        tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
-        let change = internal_failure("The held call could not be replayed.");
-        return conclude(finish(change, TaskStatus::Failed).await);
-    };
+        Err(failure) => Err(store_failed(request, "claim", &failure)),
+    }
+}
+
+/// The policy, asked again in the approval phase before the held call runs: `Ok` to run it,
+/// or the outcome to record instead (a refusal completes `unavailable`; a failing policy
+/// fails the task).
+async fn judge_again(
+    gate: &Gate,
+    principal: &Principal,
+    claimed: &TaskRecord,
+    held: &McpRequest,
+) -> Result<(), (TaskChange, TaskStatus)> {
     let approval = Approval {
         task_id: claimed.id.to_string(),
         approved_by: match &claimed.decision {
@@ -467,54 +498,65 @@ where
         protocol_version: Some(claimed.call.protocol_version.clone()),
         capabilities: ClientCapabilities::default(),
     };
+    let settings = &gate.inner.policy;
     let annotations = match &held.target {
         Target::Tool { name, .. } => settings.tool_annotations.get(name),
         _ => None,
     };
-    let evaluation = Evaluation::approved(
-        principal.clone(),
-        held.target.clone(),
-        protocol,
-        annotations,
-        approval,
-    );
-    match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
-        Ok(Decision::Allow) => {}
-        Ok(_) => {
-            tracing::info!(target: "mcp_gate::decision", context_id = %claimed.context_id, task_id = %claimed.id, subject = principal.subject().unwrap_or(""), method = "tools/call", target = held.target.name().unwrap_or(""), decision = "deny", phase = "approval", "authorization decision");
+    let target = held.target.clone();
+    let evaluation =
+        Evaluation::approved(principal.clone(), target, protocol, annotations, approval);
+    let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
+    let event = |decision: &Decision, expressed_as| DecisionEvent {
+        principal,
+        method: &held.method,
+        target: &held.target,
+        approval: true,
+        decision: decision.kind(),
+        context_id: Some(&claimed.context_id),
+        remediation: match decision {
+            Decision::Deny(remediation) => Some(remediation.kind()),
+            _ => None,
+        },
+        expressed_as,
+        task_id: Some(claimed.id.as_str()),
+    };
+    match decision {
+        Ok(Decision::Allow) => {
+            event(&Decision::Allow, None).emit();
+            Ok(())
+        }
+        Ok(other) => {
+            event(&other, Some("unavailable")).emit();
             let message = "The request was approved, but the policy no longer allows it.";
-            let change =
-                TaskChange::new().result(wire::refusal(&claimed.context_id, message, revision));
-            return conclude(finish(change, TaskStatus::Completed).await);
+            let revision = gate.inner.denial.revision;
+            let refusal = wire::refusal(&claimed.context_id, message, revision);
+            Err((TaskChange::new().result(refusal), TaskStatus::Completed))
         }
         Err(failure) => {
             tracing::error!(target: "mcp_gate::decision", task_id = %claimed.id, failure = failure.kind(), error = %failure, "the policy failed on an approved call; failing the task");
             let change = internal_failure("internal error while authorizing the request");
-            return conclude(finish(change, TaskStatus::Failed).await);
+            Err((change, TaskStatus::Failed))
         }
     }
-    tracing::info!(target: "mcp_gate::decision", context_id = %claimed.context_id, task_id = %claimed.id, subject = principal.subject().unwrap_or(""), method = "tools/call", target = held.target.name().unwrap_or(""), decision = "allow", phase = "approval", "authorization decision");
-    let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
-        let change = internal_failure("The held call could not be replayed.");
-        return conclude(finish(change, TaskStatus::Failed).await);
-    };
-    let max = settings.max_list_bytes;
-    let task_id = claimed.id.clone();
-    // The call and the recording of its outcome outlive this poll: a client that disconnects
-    // now does not leave a call that ran without a recorded result.
-    let execution = tokio::spawn(async move {
-        let (change, to) = match call_inner(inner, inner_parts, body, &task_id, max).await {
-            Ok(result) => (TaskChange::new().result(result), TaskStatus::Completed),
-            Err(failure) => (TaskChange::new().error(failure), TaskStatus::Failed),
-        };
-        finish(change, to).await
-    });
-    match execution.await {
-        Ok(Some(done)) => {
-            tracing::info!(target: "mcp_gate::tasks", task_id = %done.id, context_id = %done.context_id, status = %done.status, "approved call ran");
-            poll_answer(&done)
+}
+
+/// Records the outcome of a claimed task (executing → `to`); `None` when it could not be.
+async fn record_outcome(
+    store: &Arc<dyn TaskStore>,
+    claimed: &TaskRecord,
+    change: TaskChange,
+    to: TaskStatus,
+) -> Option<TaskRecord> {
+    match store
+        .transition(&claimed.id, TaskStatus::Executing, to, change)
+        .await
+    {
+        Ok(Transition::Applied(done)) => Some(done),
+        outcome => {
+            tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, outcome = ?outcome.as_ref().map(Transition::is_applied), "the outcome of a claimed task could not be recorded");
+            None
         }
-        _ => internal_error(request),
     }
 }
 
@@ -543,7 +585,7 @@ fn held_request(record: &TaskRecord) -> Option<(Bytes, McpRequest)> {
 fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Option<Parts> {
     let headers = &mut parts.headers;
     headers.remove(header::CONTENT_LENGTH);
-    headers.remove("mcp-session-id");
+    headers.remove(SESSION_HEADER);
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -552,10 +594,13 @@ fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Optio
         header::ACCEPT,
         HeaderValue::from_static("application/json, text/event-stream"),
     );
-    headers.insert("mcp-method", HeaderValue::from_static("tools/call"));
-    headers.insert("mcp-name", HeaderValue::from_str(held.target.name()?).ok()?);
+    headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/call"));
     headers.insert(
-        "mcp-protocol-version",
+        NAME_HEADER,
+        HeaderValue::from_str(held.target.name()?).ok()?,
+    );
+    headers.insert(
+        VERSION_HEADER,
         HeaderValue::from_str(&record.call.protocol_version).ok()?,
     );
     Some(parts)
@@ -570,23 +615,20 @@ async fn call_inner<S, ReqBody, ResBody>(
     max: usize,
 ) -> Result<Value, TaskError>
 where
-    S: Service<Request<ReqBody>, Response = Response<ResBody>>,
-    ReqBody: From<Bytes>,
-    ResBody: http_body::Body<Data = Bytes>,
-    ResBody::Error: Into<BoxError>,
+    S: Inner<ReqBody, ResBody>,
+    ReqBody: RequestBody,
+    ResBody: ResponseBody,
 {
     let failed = |message: &str| TaskError {
         code: INTERNAL_ERROR,
         message: message.to_owned(),
         data: None,
     };
-    let response = inner
-        .call(Request::from_parts(parts, ReqBody::from(body)))
-        .await
-        .map_err(|_| failed("The server failed to run the approved call."))?;
+    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
     // A held call may run long (a deploy): its answer is read without a time limit.
-    let (_, answer) = read_answer(response, max, None)
+    let (_, answer) = fetch_answer(call, max, None)
         .await
+        .map_err(|_| failed("The server failed to run the approved call."))?
         .map_err(|_| failed("The server's answer to the approved call could not be read."))?;
     let id = Value::String(task_id.to_string());
     let message = match answer {

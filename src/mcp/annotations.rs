@@ -8,17 +8,19 @@
 //! server's hints, never facts.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use serde_json::Value;
+
+use crate::deadline::OncePer;
 
 /// Tool annotations by tool name.
 pub(crate) struct ToolAnnotations {
     by_name: RwLock<HashMap<String, Arc<Value>>>,
     capacity: usize,
-    /// When the layer last listed the tools itself (milliseconds since the epoch).
-    last_learned_ms: AtomicU64,
+    /// The layer lists the tools itself at most once per ten seconds.
+    learn: OncePer,
     /// One listing at a time: callers that meet an unknown tool meanwhile wait for it.
     pub learning: tokio::sync::Mutex<()>,
 }
@@ -32,7 +34,7 @@ impl ToolAnnotations {
         Self {
             by_name: RwLock::new(HashMap::new()),
             capacity,
-            last_learned_ms: AtomicU64::new(0),
+            learn: OncePer::new(Duration::from_millis(LEARN_INTERVAL_MS)),
             learning: tokio::sync::Mutex::new(()),
         }
     }
@@ -41,13 +43,7 @@ impl ToolAnnotations {
     /// process, so a tool the server never lists costs at most that, however often it is
     /// called.
     pub fn may_learn(&self) -> bool {
-        let now = crate::tasks::now_ms();
-        let last = self.last_learned_ms.load(Ordering::Acquire);
-        now.saturating_sub(last) >= LEARN_INTERVAL_MS
-            && self
-                .last_learned_ms
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+        self.learn.try_now()
     }
 
     /// The annotations last listed for `name`.

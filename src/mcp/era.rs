@@ -96,6 +96,12 @@ pub struct ProtocolContext {
 
 /// The header that names a legacy session.
 pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+/// The headers a modern request mirrors its body in (2026-07-28 Streamable HTTP).
+pub(crate) const METHOD_HEADER: &str = "mcp-method";
+/// See [`METHOD_HEADER`].
+pub(crate) const NAME_HEADER: &str = "mcp-name";
+/// See [`METHOD_HEADER`].
+pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
 
 /// Works out the era, version and capabilities of a request.
 pub(crate) fn protocol_context(
@@ -182,16 +188,16 @@ fn check_mirrored_headers(
         Ok(Some(found)) if found == value => Ok(()),
         _ => Err(mismatch(name)),
     };
-    expect("mcp-protocol-version", version)?;
-    expect("mcp-method", &request.method)?;
+    expect(VERSION_HEADER, version)?;
+    expect(METHOD_HEADER, &request.method)?;
     let named = matches!(
         request.target,
         Target::Tool { .. } | Target::Prompt { .. } | Target::Resource { .. } | Target::Task { .. }
     );
     match request.target.name() {
-        Some(name) if named => match single_header(headers, "mcp-name") {
+        Some(name) if named => match single_header(headers, NAME_HEADER) {
             Ok(Some(found)) if decode_header_text(found).as_deref() == Some(name) => Ok(()),
-            _ => Err(mismatch("mcp-name")),
+            _ => Err(mismatch(NAME_HEADER)),
         },
         _ => Ok(()),
     }

@@ -14,12 +14,13 @@
 //! Per process: each replica learns the identity on its own, at the cost of one
 //! `server/discover` to the inner server the first time it writes a result.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use bytes::Bytes;
 use http::Response;
 use serde_json::{Map, Value};
+
+use crate::deadline::OncePer;
 
 /// Where a result names the server that wrote it.
 pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
@@ -31,7 +32,7 @@ const ASK_INTERVAL_MS: u64 = 10_000;
 pub(crate) struct ServerIdentity {
     configured: Option<Arc<Value>>,
     learned: RwLock<Option<Arc<Value>>>,
-    last_asked_ms: AtomicU64,
+    ask: OncePer,
     /// One `server/discover` at a time: callers that need the identity meanwhile wait.
     pub asking: tokio::sync::Mutex<()>,
 }
@@ -42,7 +43,7 @@ impl ServerIdentity {
         Self {
             configured: configured.map(Arc::new),
             learned: RwLock::new(None),
-            last_asked_ms: AtomicU64::new(0),
+            ask: OncePer::new(std::time::Duration::from_millis(ASK_INTERVAL_MS)),
             asking: tokio::sync::Mutex::new(()),
         }
     }
@@ -80,13 +81,7 @@ impl ServerIdentity {
         if self.get().is_some() {
             return false;
         }
-        let now = crate::tasks::now_ms();
-        let last = self.last_asked_ms.load(Ordering::Acquire);
-        now.saturating_sub(last) >= ASK_INTERVAL_MS
-            && self
-                .last_asked_ms
-                .compare_exchange(last, now, Ordering::AcqRel, Ordering::Acquire)
-                .is_ok()
+        self.ask.try_now()
     }
 }
 

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::json::{Field, Shape, parse_envelope};
+use super::json::{Envelope, Field, Shape, parse_envelope};
 use super::methods::MethodClass;
 
 /// JSON-RPC: invalid JSON.
@@ -265,62 +265,13 @@ pub(crate) enum Message {
 
 /// Classifies one JSON-RPC message body.
 pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
-    let shape = parse_envelope(body).map_err(|e| {
-        let message = if e.to_string().starts_with("duplicate key") {
-            "duplicate keys in JSON object"
-        } else {
-            "the body is not valid JSON"
-        };
-        ProtocolError::new(StatusCode::BAD_REQUEST, PARSE_ERROR, message)
-    })?;
-    let envelope = match shape {
-        Shape::Object(envelope) => envelope,
-        Shape::Array => {
-            return Err(ProtocolError::invalid_request(
-                "JSON-RPC batches are not supported",
-            ));
-        }
-        Shape::Other => {
-            return Err(ProtocolError::invalid_request(
-                "a JSON-RPC message must be an object",
-            ));
-        }
-    };
-    let id = match envelope.id {
-        None => None,
-        Some(id @ Value::String(_)) => Some(id),
-        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Some(Value::Number(n)),
-        Some(_) => {
-            return Err(ProtocolError::invalid_request(
-                "the id must be a string or an integer",
-            ));
-        }
-    };
+    let mut envelope = envelope_of(body)?;
+    let id = id_of(envelope.id.take())?;
     if !envelope.jsonrpc_is_2_0 {
         return Err(ProtocolError::invalid_request("jsonrpc must be \"2.0\"").with_id(id.as_ref()));
     }
-    let is_response = envelope.has_result || envelope.has_error;
-    let method = match envelope.method {
-        None if is_response && id.is_some() && !(envelope.has_result && envelope.has_error) => {
-            return Ok(Message::Response);
-        }
-        None => {
-            return Err(
-                ProtocolError::invalid_request("the method is missing").with_id(id.as_ref())
-            );
-        }
-        Some(Field::Str(method)) if !is_response => method,
-        Some(Field::Str(_)) => {
-            return Err(ProtocolError::invalid_request(
-                "a request cannot carry a result or an error",
-            )
-            .with_id(id.as_ref()));
-        }
-        Some(_) => {
-            return Err(
-                ProtocolError::invalid_request("the method must be a string").with_id(id.as_ref()),
-            );
-        }
+    let Some(method) = method_of(&envelope, id.as_ref())? else {
+        return Ok(Message::Response);
     };
     let Some(id) = id else {
         // Every MCP notification is named `notifications/...`. Anything else without an id is
@@ -333,34 +284,8 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
             "a request needs an id: only notifications/* methods may omit it",
         ));
     };
-    let mut params = match envelope.params {
-        None => Map::new(),
-        Some(Value::Object(params)) => params,
-        Some(_) => {
-            return Err(
-                ProtocolError::invalid_params("params must be an object").with_id(Some(&id))
-            );
-        }
-    };
     let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
-    for (key, expected) in [
-        ("_meta", "object"),
-        ("inputResponses", "object"),
-        ("requestState", "string"),
-    ] {
-        let ok = match params.get(key) {
-            None => true,
-            Some(Value::Object(_)) => expected == "object",
-            Some(Value::String(_)) => expected == "string",
-            Some(_) => false,
-        };
-        if !ok {
-            return Err(refuse(&format!(
-                "params.{key} must be a{} {expected}",
-                if expected == "object" { "n" } else { "" }
-            )));
-        }
-    }
+    let mut params = params_of(envelope.params).map_err(|problem| refuse(&problem))?;
     let (method, class) = known_method(method);
     let (target, moved) = match &*method {
         "tools/call" | "prompts/get" => call_target(&method, &mut params).map_err(refuse)?,
@@ -377,6 +302,85 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
         moved,
         target,
     }))
+}
+
+/// The body read strictly as one JSON-RPC object (no batch, no duplicate key).
+fn envelope_of(body: &[u8]) -> Result<Envelope<'_>, ProtocolError> {
+    let shape = parse_envelope(body).map_err(|e| {
+        let message = if e.to_string().starts_with("duplicate key") {
+            "duplicate keys in JSON object"
+        } else {
+            "the body is not valid JSON"
+        };
+        ProtocolError::new(StatusCode::BAD_REQUEST, PARSE_ERROR, message)
+    })?;
+    match shape {
+        Shape::Object(envelope) => Ok(envelope),
+        Shape::Array => Err(ProtocolError::invalid_request(
+            "JSON-RPC batches are not supported",
+        )),
+        Shape::Other => Err(ProtocolError::invalid_request(
+            "a JSON-RPC message must be an object",
+        )),
+    }
+}
+
+/// The message id: absent, a string or an integer.
+fn id_of(id: Option<Value>) -> Result<Option<Value>, ProtocolError> {
+    match id {
+        None => Ok(None),
+        Some(id @ Value::String(_)) => Ok(Some(id)),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Some(Value::Number(n))),
+        Some(_) => Err(ProtocolError::invalid_request(
+            "the id must be a string or an integer",
+        )),
+    }
+}
+
+/// The method of a request or notification; `None` for a well-formed response (an id and
+/// exactly one of `result` and `error`, no method).
+fn method_of<'a>(
+    envelope: &Envelope<'a>,
+    id: Option<&Value>,
+) -> Result<Option<Cow<'a, str>>, ProtocolError> {
+    let is_response = envelope.has_result || envelope.has_error;
+    let refuse = |message: &str| Err(ProtocolError::invalid_request(message).with_id(id));
+    match &envelope.method {
+        None if is_response && id.is_some() && !(envelope.has_result && envelope.has_error) => {
+            Ok(None)
+        }
+        None => refuse("the method is missing"),
+        Some(Field::Str(method)) if !is_response => Ok(Some(method.clone())),
+        Some(Field::Str(_)) => refuse("a request cannot carry a result or an error"),
+        Some(_) => refuse("the method must be a string"),
+    }
+}
+
+/// A request's params: an object (empty when absent) whose members the layer reads itself
+/// have the type the protocol gives them.
+fn params_of(params: Option<Value>) -> Result<Map<String, Value>, String> {
+    let params = match params {
+        None => Map::new(),
+        Some(Value::Object(params)) => params,
+        Some(_) => return Err("params must be an object".to_owned()),
+    };
+    for (key, expected) in [
+        ("_meta", "object"),
+        ("inputResponses", "object"),
+        ("requestState", "string"),
+    ] {
+        let ok = match params.get(key) {
+            None => true,
+            Some(Value::Object(_)) => expected == "object",
+            Some(Value::String(_)) => expected == "string",
+            Some(_) => false,
+        };
+        if !ok {
+            let article = if expected == "object" { "an" } else { "a" };
+            return Err(format!("params.{key} must be {article} {expected}"));
+        }
+    }
+    Ok(params)
 }
 
 /// `method` as a `'static` name when the method table has it, or as sent; and its class.

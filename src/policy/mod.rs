@@ -6,22 +6,52 @@
 //! A callback that panics, returns an error or runs past its timeout (5 s by default) fails
 //! the request with an internal error; it is never taken as an allow.
 //!
-//! Any `async` closure taking an [`Evaluation`] and returning `Result<Decision, E>` is a
+//! Any `async` function or closure taking an [`Evaluation`] and returning a [`Decision`] is a
 //! policy:
 //!
 //! ```
 //! use mcp_gate::policy::{Decision, Evaluation};
 //!
 //! let policy = |evaluation: Evaluation| async move {
-//!     Ok::<_, std::convert::Infallible>(match evaluation.tool() {
+//!     match evaluation.tool() {
 //!         Some("delete_everything") => Decision::unavailable("Deleting everything is never allowed."),
 //!         Some("admin_report") if !evaluation.principal().has_scope("mcp:admin") => Decision::scopes(["mcp:admin"]),
 //!         _ => Decision::allow(),
-//!     })
+//!     }
 //! };
 //! # fn check<P: mcp_gate::policy::Policy>(_: P) {}
 //! # check(policy);
 //! ```
+//!
+//! A policy that can fail returns `Result<Decision, E>` instead, for any error `E` that
+//! converts into a [`BoxError`] (every `std::error::Error + Send + Sync + 'static`, `String`,
+//! `anyhow::Error`, ...); an `Err` fails the request with an internal error:
+//!
+//! ```
+//! use mcp_gate::policy::{Decision, Evaluation};
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! #[error("the permissions database is unreachable")]
+//! struct Unreachable;
+//!
+//! async fn lookup(subject: Option<&str>) -> Result<bool, Unreachable> {
+//!     Ok(subject == Some("alice"))
+//! }
+//!
+//! async fn policy(evaluation: Evaluation) -> Result<Decision, Unreachable> {
+//!     Ok(if lookup(evaluation.principal().subject()).await? {
+//!         Decision::allow()
+//!     } else {
+//!         Decision::undisclosed("Not allowed.")
+//!     })
+//! }
+//! # fn check<P: mcp_gate::policy::Policy>(_: P) {}
+//! # check(policy);
+//! ```
+//!
+//! Both shapes are [`IntoDecision`]. The [`Evaluation`] and [`Principal`](crate::Principal)
+//! builders make a policy testable without a running layer; the [guide](crate::guide) shows a
+//! unit test.
 //!
 //! Which methods are guarded: `tools/call`, `resources/read`, `resources/subscribe`,
 //! `resources/unsubscribe`, `prompts/get`, `completion/complete` and the task methods
@@ -39,16 +69,15 @@ mod evaluation;
 mod presets;
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::time::Duration;
 
-use futures_util::FutureExt;
+use crate::contain::{Contained, contained};
 
 pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, Decision, Remediation};
 pub use details::authorization_details_cover;
-pub use evaluation::{Approval, Evaluation, Phase};
+pub use evaluation::{Approval, Evaluation, EvaluationBuilder, EvaluationError, Phase};
 pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
     deny_all, first_match, scopes_per_tool,
@@ -60,10 +89,51 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// A boxed evaluation future.
 pub type EvaluateFuture = Pin<Box<dyn Future<Output = Result<Decision, BoxError>> + Send>>;
 
+/// What a policy's future may produce: a [`Decision`], or a `Result<Decision, E>` whose error
+/// converts into a [`BoxError`].
+///
+/// Sealed: the two shapes above are the only ones, so that an output is never mistaken for a
+/// decision it does not spell out.
+///
+/// ```
+/// use mcp_gate::policy::{Decision, IntoDecision};
+///
+/// assert_eq!(Decision::allow().into_decision().ok(), Some(Decision::allow()));
+/// let failed: Result<Decision, std::io::Error> = Err(std::io::Error::other("down"));
+/// assert!(failed.into_decision().is_err());
+/// ```
+pub trait IntoDecision: sealed::Sealed {
+    /// The decision, or the error that fails the request.
+    fn into_decision(self) -> Result<Decision, BoxError>;
+}
+
+impl IntoDecision for Decision {
+    fn into_decision(self) -> Result<Decision, BoxError> {
+        Ok(self)
+    }
+}
+
+impl<E: Into<BoxError>> IntoDecision for Result<Decision, E> {
+    fn into_decision(self) -> Result<Decision, BoxError> {
+        self.map_err(Into::into)
+    }
+}
+
+mod sealed {
+    use super::Decision;
+
+    /// Keeps [`IntoDecision`](super::IntoDecision) to the shapes this crate names.
+    pub trait Sealed {}
+
+    impl Sealed for Decision {}
+    impl<E> Sealed for Result<Decision, E> {}
+}
+
 /// The application's authorization callback.
 ///
-/// Implemented for every `Fn(Evaluation) -> impl Future<Output = Result<Decision, E>>`, and
-/// implementable by hand for a type that holds state.
+/// Implemented for every `Fn(Evaluation) -> impl Future<Output = O>` where `O` is a
+/// [`Decision`] or a `Result<Decision, E>` ([`IntoDecision`]), and implementable by hand for a
+/// type that holds state.
 pub trait Policy: Send + Sync + 'static {
     /// Decides one request.
     fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture;
@@ -99,15 +169,15 @@ impl Policy for Box<dyn Policy> {
     }
 }
 
-impl<F, Fut, E> Policy for F
+impl<F, Fut> Policy for F
 where
     F: Fn(Evaluation) -> Fut + Send + Sync + 'static,
-    Fut: Future<Output = Result<Decision, E>> + Send + 'static,
-    E: Into<BoxError>,
+    Fut: Future + Send + 'static,
+    Fut::Output: IntoDecision,
 {
     fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
         let future = self(evaluation);
-        Box::pin(async move { future.await.map_err(Into::into) })
+        Box::pin(async move { future.await.into_decision() })
     }
 }
 
@@ -143,15 +213,95 @@ pub(crate) async fn run(
     evaluation: Evaluation,
     timeout: Duration,
 ) -> Result<Decision, PolicyFailure> {
-    // The call itself happens inside the guarded future, so a panic before the first await is
-    // caught too.
-    let guarded = AssertUnwindSafe(async move { policy.evaluate(evaluation).await }).catch_unwind();
-    let Ok(finished) = crate::deadline::within(timeout, guarded).await else {
-        return Err(PolicyFailure::TimedOut(timeout));
-    };
-    match finished {
-        Err(_) => Err(PolicyFailure::Panicked),
+    // The call itself happens inside the contained future, so a panic before the first await
+    // is caught too.
+    match contained(timeout, async move { policy.evaluate(evaluation).await }).await {
+        Err(Contained::TimedOut(limit)) => Err(PolicyFailure::TimedOut(limit)),
+        Err(Contained::Panicked) => Err(PolicyFailure::Panicked),
         Ok(Err(error)) => Err(PolicyFailure::Failed(error)),
         Ok(Ok(decision)) => Ok(decision),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::Value;
+
+    use super::*;
+    use crate::Principal;
+
+    fn evaluation() -> Evaluation {
+        let principal = Principal::builder().issuer("https://as.example").build();
+        Evaluation::builder(principal.expect("a principal"))
+            .tool("t", Value::Null)
+            .build()
+            .expect("an evaluation")
+    }
+
+    /// A hand-written policy that panics before it returns its future.
+    struct PanicsWhenCalled;
+
+    impl Policy for PanicsWhenCalled {
+        fn evaluate(&self, _: Evaluation) -> EvaluateFuture {
+            panic!("panicked before returning a future")
+        }
+    }
+
+    #[tokio::test]
+    async fn both_output_shapes_and_every_failure() {
+        let limit = Duration::from_millis(50);
+        let plain = |_: Evaluation| async { Decision::allow() };
+        assert_eq!(
+            run(&plain, evaluation(), limit).await.ok(),
+            Some(Decision::Allow)
+        );
+        let fallible = |_: Evaluation| async { Ok::<_, std::io::Error>(Decision::allow()) };
+        assert_eq!(
+            run(&fallible, evaluation(), limit).await.ok(),
+            Some(Decision::Allow)
+        );
+
+        let failing = |_: Evaluation| async { Err::<Decision, _>("the database is down") };
+        let failure = run(&failing, evaluation(), limit).await.err();
+        assert!(
+            matches!(&failure, Some(PolicyFailure::Failed(e)) if e.to_string() == "the database is down"),
+            "{failure:?}"
+        );
+        let io = |_: Evaluation| async { Err::<Decision, _>(std::io::Error::other("io")) };
+        let failure = run(&io, evaluation(), limit).await.err();
+        assert_eq!(failure.map(|f| f.kind()), Some("error"));
+
+        let failure = run(&PanicsWhenCalled, evaluation(), limit).await.err();
+        assert!(
+            matches!(failure, Some(PolicyFailure::Panicked)),
+            "{failure:?}"
+        );
+        let panics_later = |_: Evaluation| async {
+            tokio::task::yield_now().await;
+            if true {
+                panic!("panicked while polled");
+            }
+            Decision::allow()
+        };
+        let failure = run(&panics_later, evaluation(), limit).await.err();
+        assert!(
+            matches!(failure, Some(PolicyFailure::Panicked)),
+            "{failure:?}"
+        );
+
+        let stalled = |_: Evaluation| std::future::pending::<Decision>();
+        let failure = run(&stalled, evaluation(), limit).await.err();
+        assert!(
+            matches!(failure, Some(PolicyFailure::TimedOut(d)) if d == limit),
+            "{failure:?}"
+        );
+    }
+
+    #[test]
+    fn boxed_policies_forward() {
+        let boxed: Box<dyn Policy> = Box::new(allow_all());
+        assert!(boxed.is_open());
+        fn is_policy<P: Policy>(_: &P) {}
+        is_policy(&boxed);
     }
 }

@@ -1,0 +1,103 @@
+//! Every answer the layer gives instead of the inner server's: each one logged as one event
+//! and rendered as its JSON-RPC error (or, for authentication, its challenge).
+
+use bytes::Bytes;
+use http::request::Parts;
+use http::{Response, StatusCode, header};
+
+use super::buffer::close_if_unread;
+use crate::auth::AuthError;
+use crate::continuation::{ReplayError, StateError};
+use crate::denial::render::json_rpc;
+use crate::gate::Gate;
+use crate::mcp::request::McpRequest;
+use crate::mcp::{Era, INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolContext, ProtocolError};
+
+/// An authentication failure: one `mcp_gate::auth` event, then the challenge. Authentication
+/// happens before the body is read, so the response also closes an HTTP/1.x connection whose
+/// body is left unread.
+pub(crate) fn auth_refusal(gate: &Gate, error: &AuthError, request: &Parts) -> Response<Bytes> {
+    let status = error.status().as_u16();
+    tracing::info!(
+        target: "mcp_gate::auth",
+        status,
+        error = error.error_code().map(|c| c.as_str()).unwrap_or("none"),
+        reason = error.reason(),
+        method = %request.method,
+        "request refused"
+    );
+    let resource = &gate.inner.resource;
+    let mut response = error.to_response(&resource.metadata_url, &resource.endpoint_scope);
+    close_if_unread(&mut response, request);
+    response
+}
+
+/// A request the layer refuses itself: one `mcp_gate::request` event, then the JSON-RPC error.
+pub(crate) fn refusal(error: &ProtocolError) -> Response<Bytes> {
+    tracing::info!(target: "mcp_gate::request", status = error.status.as_u16(), code = error.code, message = %error.message, "request refused");
+    json_rpc(error.status, error.to_json(), false)
+}
+
+/// [`refusal`] of a bound that may free up (a store full or unreachable, a quota), with
+/// `Retry-After: <seconds>`.
+pub(crate) fn refusal_retry_after(error: &ProtocolError, seconds: &'static str) -> Response<Bytes> {
+    let mut response = refusal(error);
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, http::HeaderValue::from_static(seconds));
+    response
+}
+
+/// The answer to a GET, DELETE or OPTIONS that declares a body.
+pub(crate) fn bodyless_refusal(parts: &Parts) -> Response<Bytes> {
+    let mut response = refusal(&ProtocolError::invalid_request(
+        "GET, DELETE and OPTIONS requests carry no body; operations are POSTed",
+    ));
+    close_if_unread(&mut response, parts);
+    response
+}
+
+/// The answer to a state the layer cannot accept: `-32602` for a state that is wrong, and
+/// `-32603` with 429 or 503 when the replay store could not record its use (the state may be
+/// fine; its single use cannot be guaranteed now).
+pub(crate) fn state_refusal(error: &StateError, request: &McpRequest) -> Response<Bytes> {
+    let error = match error {
+        StateError::ReplayStore(store) => {
+            tracing::warn!(target: "mcp_gate::decision", error = %store, "replay store refused a state");
+            let status = match store {
+                ReplayError::OwnerQuota { .. } => StatusCode::TOO_MANY_REQUESTS,
+                _ => StatusCode::SERVICE_UNAVAILABLE,
+            };
+            ProtocolError::new(status, INTERNAL_ERROR, error.to_string())
+        }
+        other => ProtocolError::invalid_params(other.to_string()),
+    };
+    refusal(&error.with_id(Some(&request.id)))
+}
+
+/// A method in no row of the method table, answered as a server answers a method it does not
+/// have: `-32601`, with HTTP 404 on a 2026-07-28 request and 200 on a legacy one.
+pub(crate) fn method_not_found(
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+) -> Response<Bytes> {
+    let status = match protocol.era {
+        Era::Modern => StatusCode::NOT_FOUND,
+        Era::Legacy => StatusCode::OK,
+    };
+    refusal(
+        &ProtocolError::new(status, METHOD_NOT_FOUND, "Method not found")
+            .with_id(Some(&request.id)),
+    )
+}
+
+/// The answer when authorizing failed inside the layer (a policy, a store, a random source).
+pub(crate) fn internal_error(request: &McpRequest) -> Response<Bytes> {
+    let error = ProtocolError::new(
+        StatusCode::OK,
+        INTERNAL_ERROR,
+        "internal error while authorizing the request",
+    )
+    .with_id(Some(&request.id));
+    json_rpc(StatusCode::OK, error.to_json(), false)
+}
