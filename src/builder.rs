@@ -205,6 +205,8 @@ pub struct GateBuilder {
     session_idle: Duration,
     sessions_per_owner: u64,
     session_store: Option<SessionStoreSlot>,
+    /// Options given that only one other choice can honour: refused together at build.
+    conflicts: Conflicts,
     evaluate_unknown_methods: bool,
     inner_read_timeout: Duration,
     server_info: Option<serde_json::Value>,
@@ -259,6 +261,7 @@ impl Default for GateBuilder {
             session_idle: Duration::from_secs(3600),
             sessions_per_owner: 100,
             session_store: None,
+            conflicts: Conflicts::default(),
             evaluate_unknown_methods: false,
             inner_read_timeout: Duration::from_secs(30),
             server_info: None,
@@ -467,6 +470,7 @@ impl GateBuilder {
     pub fn legacy_sessions(mut self, capacity: u64, idle: Duration) -> Self {
         self.session_capacity = capacity;
         self.session_idle = idle;
+        self.conflicts.session_bounds = true;
         self
     }
 
@@ -475,12 +479,14 @@ impl GateBuilder {
     /// other owner is affected.
     pub fn legacy_sessions_per_owner(mut self, quota: u64) -> Self {
         self.sessions_per_owner = quota;
+        self.conflicts.session_bounds = true;
         self
     }
 
-    /// Keeps legacy session bindings in `store` instead of the in-memory store (whose bounds
-    /// [`legacy_sessions`](Self::legacy_sessions) and
-    /// [`legacy_sessions_per_owner`](Self::legacy_sessions_per_owner) then do not apply).
+    /// Keeps legacy session bindings in `store` instead of the in-memory store. The bounds of
+    /// the in-memory store ([`legacy_sessions`](Self::legacy_sessions),
+    /// [`legacy_sessions_per_owner`](Self::legacy_sessions_per_owner)) do not apply to it:
+    /// setting them too is refused at build ([`ConfigError::InvalidOption`]).
     pub fn session_store(mut self, store: impl crate::mcp::SessionStore) -> Self {
         self.session_store = Some(SessionStoreSlot(Arc::new(store)));
         self
@@ -497,6 +503,7 @@ impl GateBuilder {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
+        self.conflicts.origins_listed = true;
         let list = self.allowed_origins.get_or_insert_with(Vec::new);
         list.extend(
             origins
@@ -507,8 +514,10 @@ impl GateBuilder {
     }
 
     /// Accepts every `Origin` (no DNS-rebinding check). Only for an endpoint that is never
-    /// reachable from a browser on another site, or that another layer protects.
+    /// reachable from a browser on another site, or that another layer protects. Together with
+    /// [`allowed_origins`](Self::allowed_origins) it is refused at build.
     pub fn allow_any_origin(mut self) -> Self {
+        self.conflicts.any_origin = true;
         self.allowed_origins = None;
         self
     }
@@ -659,9 +668,10 @@ impl GateBuilder {
         self
     }
 
-    /// How remote key sets are refreshed.
+    /// How remote key sets are refreshed. Refused at build when no issuer fetches its keys.
     #[cfg(feature = "jwks")]
     pub fn key_refresh(mut self, refresh: crate::auth::jwks::KeyRefresh) -> Self {
+        self.conflicts.key_refresh = true;
         self.key_refresh = refresh;
         self
     }
@@ -689,6 +699,7 @@ impl GateBuilder {
             return Err(ConfigError::CryptoBackend);
         }
         self.check_limits()?;
+        self.check_conflicts()?;
         let uri = self.resource_uri()?;
         let policy = self.policy_settings()?;
         let revision = std::mem::replace(&mut self.revision, Ok(Revision::current()))?;
@@ -723,6 +734,36 @@ impl GateBuilder {
             "gate built"
         );
         Ok(Gate::from_settings(settings))
+    }
+
+    /// Options that would do nothing with the others given: each is refused, never ignored.
+    fn check_conflicts(&self) -> Result<(), ConfigError> {
+        let invalid = |field: &'static str, reason: &'static str| {
+            Err(ConfigError::InvalidOption { field, reason })
+        };
+        if self.conflicts.session_bounds && self.session_store.is_some() {
+            return invalid(
+                "legacy_sessions / legacy_sessions_per_owner",
+                "bounds of the in-memory session store; set them on the store given to session_store",
+            );
+        }
+        if self.conflicts.any_origin && self.conflicts.origins_listed {
+            return invalid(
+                "allowed_origins / allow_any_origin",
+                "either a list of origins or any origin, not both",
+            );
+        }
+        let fetches_keys = self
+            .issuers
+            .iter()
+            .any(|issuer| !matches!(issuer.keys, IssuerKeys::Static(_)));
+        if self.conflicts.key_refresh && !fetches_keys {
+            return invalid(
+                "key_refresh",
+                "no issuer fetches its keys (all have static keys)",
+            );
+        }
+        Ok(())
     }
 
     /// The bounds every duration and size option must keep.
@@ -1078,6 +1119,15 @@ impl GateBuilder {
             Err(TransportProblem::OtherScheme) => Err(invalid("scheme must be https")),
         }
     }
+}
+
+/// Which options were given whose effect depends on others (see `check_conflicts`).
+#[derive(Clone, Copy, Debug, Default)]
+struct Conflicts {
+    session_bounds: bool,
+    origins_listed: bool,
+    any_origin: bool,
+    key_refresh: bool,
 }
 
 /// A duration in whole milliseconds, saturating.

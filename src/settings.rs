@@ -62,6 +62,13 @@ pub(crate) struct RequestSettings {
     pub max_answer_bytes: usize,
 }
 
+impl RequestSettings {
+    /// The bounds of an inner answer the layer reads whole: its size and its time.
+    pub fn answer_bounds(&self) -> (usize, Option<Duration>) {
+        (self.max_answer_bytes, Some(self.inner_read_timeout))
+    }
+}
+
 /// Which `Origin` headers the endpoint accepts.
 #[derive(Clone, Debug)]
 pub(crate) enum Origins {

@@ -229,6 +229,72 @@ async fn router_layer_guards_the_router_and_leaves_merged_routes_public() {
     }
 }
 
+/// The layer answers its own metadata paths, so the order of `.layer(...)` and `.merge(...)`
+/// does not matter, and neither does leaving the metadata router out: every composition serves
+/// the same document without a token, with the router's headers, and guards `/mcp` the same.
+#[tokio::test]
+async fn composition_does_not_depend_on_order() {
+    let local = Local::new();
+    let inner = Inner::default();
+    let mcp = || {
+        Router::new()
+            .route("/mcp", post(inner_mcp))
+            .with_state(inner.clone())
+    };
+    let compositions = [
+        (
+            "layer, then merge",
+            mcp()
+                .layer(local.gate.layer())
+                .merge(local.gate.metadata_router()),
+        ),
+        (
+            "merge, then layer",
+            mcp()
+                .merge(local.gate.metadata_router())
+                .layer(local.gate.layer()),
+        ),
+        ("layer alone", mcp().layer(local.gate.layer())),
+    ];
+    let mut documents = Vec::new();
+    for (name, app) in &compositions {
+        for path in local.gate.metadata_paths() {
+            let metadata = send(app, get_request(path)).await;
+            assert_eq!(metadata.status, StatusCode::OK, "{name} {path}");
+            assert_eq!(metadata.body["resource"], RESOURCE, "{name}");
+            assert_eq!(
+                metadata.header(header::CONTENT_TYPE),
+                "application/json",
+                "{name}"
+            );
+            assert_eq!(
+                metadata.header(header::ACCESS_CONTROL_ALLOW_ORIGIN),
+                "*",
+                "{name}: open to every origin"
+            );
+            documents.push(metadata.body);
+        }
+        // A browser on another origin reads the document too (no Origin check there).
+        let mut cross = get_request(&local.gate.metadata_paths()[0]);
+        cross.headers_mut().insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://inspector.example"),
+        );
+        assert_eq!(send(app, cross).await.status, StatusCode::OK, "{name}");
+        assert_challenge(
+            &send(app, tools_call("/mcp", None, "echo")).await,
+            &local.gate,
+        );
+        let ok = send(app, tools_call("/mcp", Some(&local.token()), "echo")).await;
+        assert_eq!(ok.status, StatusCode::OK, "{name}: {}", ok.body);
+    }
+    assert!(
+        documents.windows(2).all(|pair| pair[0] == pair[1]),
+        "one document whatever the composition"
+    );
+    assert_eq!(inner.hits.load(Ordering::SeqCst), compositions.len());
+}
+
 // ---------------------------------------------------------------------------------------------
 // 2. Router::route_layer
 // ---------------------------------------------------------------------------------------------

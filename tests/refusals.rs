@@ -1861,6 +1861,59 @@ fn plain_http_resource_needs_loopback_or_an_explicit_opt_in() {
     with("http://localhost:8080/mcp").build().expect("loopback");
 }
 
+/// A builder call whose effect another one cancels is refused, never silently ignored.
+#[test]
+fn options_that_would_do_nothing_are_config_errors() {
+    let key = TestKey::es256("k1");
+    let base = || {
+        builder()
+            .resource(RESOURCE)
+            .issuer(Issuer::with_keys(ISSUER, static_keys(&key)))
+    };
+    let field_of = |error: ConfigError| match error {
+        ConfigError::InvalidOption { field, .. } => field,
+        other => panic!("{other:?}"),
+    };
+    let sessions = base()
+        .legacy_sessions_per_owner(5)
+        .session_store(mcp_gate::mcp::MemorySessionStore::new(
+            10,
+            10,
+            Duration::from_secs(60),
+        ))
+        .build()
+        .unwrap_err();
+    assert!(field_of(sessions).contains("legacy_sessions"));
+    let origins = base()
+        .allowed_origins(["https://app.example"])
+        .allow_any_origin()
+        .build()
+        .unwrap_err();
+    assert!(field_of(origins).contains("allow_any_origin"));
+    #[cfg(feature = "jwks")]
+    {
+        let refresh = base()
+            .key_refresh(mcp_gate::KeyRefresh::default())
+            .build()
+            .unwrap_err();
+        assert_eq!(field_of(refresh), "key_refresh");
+    }
+    // Each alone is fine.
+    base()
+        .legacy_sessions_per_owner(5)
+        .build()
+        .expect("bounds alone");
+    base().allow_any_origin().build().expect("any origin alone");
+    base()
+        .session_store(mcp_gate::mcp::MemorySessionStore::new(
+            10,
+            10,
+            Duration::from_secs(60),
+        ))
+        .build()
+        .expect("a store alone");
+}
+
 #[test]
 fn no_issuer_is_a_config_error() {
     let error = builder()

@@ -25,7 +25,7 @@ use serde_json::{Map, Value, json};
 
 use super::body::GateBody;
 use super::bounds::{Inner, RequestBody, ResponseBody};
-use super::discovery::{ListAnswer, fetch_answer, result_of, write_sse};
+use super::discovery::{fetch_answer, result_of};
 use super::refuse::internal_error;
 use crate::auth::Principal;
 use crate::denial::{EXTENSION_ID as DENIALS_EXTENSION, Family, Revision};
@@ -64,12 +64,8 @@ where
     };
     let limits = &settings.requests;
     let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
-    let read = fetch_answer(
-        call,
-        limits.max_answer_bytes,
-        Some(limits.inner_read_timeout),
-    );
-    let (mut head, answer) = match read.await? {
+    let read = fetch_answer(call, limits.answer_bounds());
+    let (mut head, mut answer) = match read.await? {
         Ok(read) => read,
         Err(problem) => return refuse(problem),
     };
@@ -81,28 +77,16 @@ where
         }
         Ok(())
     };
-    let body = match answer {
-        ListAnswer::Json(mut message) => match merge(&mut message) {
-            Ok(()) => Bytes::from(message.to_string()),
-            Err(problem) => return refuse(problem),
-        },
-        ListAnswer::Sse(mut events) => {
-            for event in events.iter_mut().filter(|e| !e.data.is_empty()) {
-                // `read_answer` checked that every event with data is one JSON object.
-                let Ok(mut message) = serde_json::from_str::<Value>(&event.data) else {
-                    return refuse("an event of the stream is not one JSON-RPC message");
-                };
-                if let Err(problem) = merge(&mut message) {
-                    return refuse(problem);
-                }
-                event.data = message.to_string();
-            }
-            write_sse(&events)
+    for message in &mut answer.messages {
+        if let Err(problem) = merge(message) {
+            return refuse(problem);
         }
-        ListAnswer::Other(bytes) => bytes,
-    };
+    }
     head.headers.remove(header::CONTENT_LENGTH);
-    Ok(Response::from_parts(head, GateBody::local(body)))
+    Ok(Response::from_parts(
+        head,
+        GateBody::local(answer.into_body()),
+    ))
 }
 
 /// Adds each of `extensions` to `result.capabilities.extensions` (as `{}`) unless the inner
@@ -215,22 +199,11 @@ where
         return Vec::new();
     }
     let limits = &settings.requests;
-    let read = fetch_answer(
-        caller.call(side),
-        limits.max_answer_bytes,
-        Some(limits.inner_read_timeout),
-    );
+    let read = fetch_answer(caller.call(side), limits.answer_bounds());
     let Ok(Ok((_, answer))) = read.await else {
         return Vec::new();
     };
-    match answer {
-        ListAnswer::Json(message) => vec![message],
-        ListAnswer::Sse(events) => events
-            .iter()
-            .filter_map(|event| serde_json::from_str(&event.data).ok())
-            .collect(),
-        ListAnswer::Other(_) => Vec::new(),
-    }
+    answer.messages
 }
 
 #[cfg(test)]

@@ -135,7 +135,7 @@ pub(super) async fn conceal<S, ReqBody, ResBody>(
     mut parts: Parts,
     request: &McpRequest,
     named: Named,
-    (max_bytes, limit): (usize, Duration),
+    bounds: (usize, Option<Duration>),
 ) -> Result<Response<GateBody<ResBody>>, S::Error>
 where
     S: Inner<ReqBody, ResBody>,
@@ -157,7 +157,7 @@ where
         Ok(local(internal_error(request)))
     };
     let call = start(inner, parts, ReqBody::from(probe.body.clone()));
-    let (mut head, bytes) = match fetch_whole(call, max_bytes, Some(limit)).await? {
+    let (mut head, bytes) = match fetch_whole(call, bounds).await? {
         Ok((head, _)) if head.status.is_success() && readable_type(&head).is_none() => {
             return unreadable("the answer has a content type the layer cannot read");
         }

@@ -54,14 +54,43 @@ pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
     })
 }
 
-/// An inner answer, read whole.
-pub(crate) enum ListAnswer {
-    /// `application/json`: one JSON-RPC message.
-    Json(Value),
-    /// `text/event-stream`: events, one of which is the response.
-    Sse(Vec<SseEvent>),
-    /// Not a success: no result, passed through as read.
-    Other(Bytes),
+/// An inner answer read whole: its JSON-RPC messages, to read or rewrite, and how to write
+/// them back as the inner server framed them.
+pub(crate) struct InnerAnswer {
+    /// The answer's JSON-RPC messages, in order: one for `application/json`, one per event
+    /// with data for `text/event-stream`, none for an answer that is not a success.
+    pub messages: Vec<Value>,
+    framing: Framing,
+}
+
+/// How an inner answer was framed.
+enum Framing {
+    Json,
+    /// The events as they came; those with data hold `messages` in order.
+    EventStream(Vec<SseEvent>),
+    /// Not a success: passed on as read.
+    AsIs(Bytes),
+}
+
+impl InnerAnswer {
+    /// The answer's bytes, with its messages as they are now.
+    pub fn into_body(self) -> Bytes {
+        let mut messages = self.messages.into_iter();
+        match self.framing {
+            Framing::Json => {
+                Bytes::from(messages.next().map(|m| m.to_string()).unwrap_or_default())
+            }
+            Framing::EventStream(mut events) => {
+                for event in events.iter_mut().filter(|event| !event.data.is_empty()) {
+                    if let Some(message) = messages.next() {
+                        event.data = message.to_string();
+                    }
+                }
+                write_sse(&events)
+            }
+            Framing::AsIs(bytes) => bytes,
+        }
+    }
 }
 
 /// One server-sent event, kept field by field so it can be written back.
@@ -77,8 +106,7 @@ pub(crate) struct SseEvent {
 /// outer `Err`; an answer that is late, too large or broken off as the inner one.
 pub(crate) async fn fetch_whole<F, B, E>(
     call: F,
-    max: usize,
-    limit: Option<Duration>,
+    (max, limit): (usize, Option<Duration>),
 ) -> Result<Result<(http::response::Parts, Bytes), &'static str>, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
@@ -110,14 +138,13 @@ where
 /// [`fetch_whole`], then the answer parsed (see [`parse_answer`]).
 pub(crate) async fn fetch_answer<F, B, E>(
     call: F,
-    max: usize,
-    limit: Option<Duration>,
-) -> Result<Result<(http::response::Parts, ListAnswer), &'static str>, E>
+    bounds: (usize, Option<Duration>),
+) -> Result<Result<(http::response::Parts, InnerAnswer), &'static str>, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
     B: Body<Data = Bytes>,
 {
-    Ok(fetch_whole(call, max, limit)
+    Ok(fetch_whole(call, bounds)
         .await?
         .and_then(|(parts, bytes)| parse_answer(parts, bytes)))
 }
@@ -155,35 +182,40 @@ pub(crate) enum Readable {
 pub(crate) fn parse_answer(
     parts: http::response::Parts,
     bytes: Bytes,
-) -> Result<(http::response::Parts, ListAnswer), &'static str> {
+) -> Result<(http::response::Parts, InnerAnswer), &'static str> {
+    let answer = |messages, framing| InnerAnswer { messages, framing };
     if !parts.status.is_success() {
-        return Ok((parts, ListAnswer::Other(bytes)));
+        return Ok((parts, answer(Vec::new(), Framing::AsIs(bytes))));
     }
-    let answer = match readable_type(&parts) {
-        Some(Readable::Json) => {
-            let message: Value =
-                serde_json::from_slice(&bytes).map_err(|_| "the answer is not JSON")?;
-            if !message.is_object() {
-                return Err("the answer is not one JSON-RPC message");
-            }
-            ListAnswer::Json(message)
-        }
+    let one_message = |text: &[u8], problem| match serde_json::from_slice::<Value>(text) {
+        Ok(message) if message.is_object() => Ok(message),
+        _ => Err(problem),
+    };
+    let parsed = match readable_type(&parts) {
+        Some(Readable::Json) => answer(
+            vec![one_message(
+                &bytes,
+                "the answer is not one JSON-RPC message",
+            )?],
+            Framing::Json,
+        ),
         Some(Readable::EventStream) => {
             let text = std::str::from_utf8(&bytes).map_err(|_| "the event stream is not UTF-8")?;
             let events = parse_sse(text);
-            for event in &events {
-                // Events without data (rmcp's priming event) carry no message.
-                if !event.data.is_empty()
-                    && !serde_json::from_str::<Value>(&event.data).is_ok_and(|m| m.is_object())
-                {
-                    return Err("an event of the stream is not one JSON-RPC message");
-                }
-            }
-            ListAnswer::Sse(events)
+            // Events without data (rmcp's priming event) carry no message.
+            let messages = events
+                .iter()
+                .filter(|event| !event.data.is_empty())
+                .map(|event| {
+                    let problem = "an event of the stream is not one JSON-RPC message";
+                    one_message(event.data.as_bytes(), problem)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            answer(messages, Framing::EventStream(events))
         }
         None => return Err("the answer has a content type the layer cannot read"),
     };
-    Ok((parts, answer))
+    Ok((parts, parsed))
 }
 
 fn parse_sse(text: &str) -> Vec<SseEvent> {
@@ -286,41 +318,24 @@ impl ListRequest<'_> {
         };
         let limits = &settings.requests;
         let call = start(inner, parts, ReqBody::from(body));
-        let read = fetch_answer(
-            call,
-            limits.max_answer_bytes,
-            Some(limits.inner_read_timeout),
-        );
-        let (mut head, answer) = match read.await? {
+        let read = fetch_answer(call, limits.answer_bounds());
+        let (mut head, mut answer) = match read.await? {
             Ok(read) => read,
             Err(problem) => {
                 tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
                 return Ok(local(internal_error(self.request)));
             }
         };
-        let filtered = match answer {
-            ListAnswer::Json(mut message) => match self.filter(&mut message, &binding).await {
-                Ok(()) => Bytes::from(message.to_string()),
-                Err(response) => return Ok(local(response)),
-            },
-            ListAnswer::Sse(mut events) => {
-                for event in &mut events {
-                    // `read_answer` checked that every event with data is one JSON object.
-                    let Ok(mut message) = serde_json::from_str::<serde_json::Value>(&event.data)
-                    else {
-                        continue;
-                    };
-                    if let Err(response) = self.filter(&mut message, &binding).await {
-                        return Ok(local(response));
-                    }
-                    event.data = message.to_string();
-                }
-                write_sse(&events)
+        for message in &mut answer.messages {
+            if let Err(response) = self.filter(message, &binding).await {
+                return Ok(local(response));
             }
-            ListAnswer::Other(bytes) => bytes,
-        };
+        }
         head.headers.remove(header::CONTENT_LENGTH);
-        Ok(Response::from_parts(head, GateBody::local(filtered)))
+        Ok(Response::from_parts(
+            head,
+            GateBody::local(answer.into_body()),
+        ))
     }
 
     /// The request to send on when the client's cursor is one of the layer's: the same request

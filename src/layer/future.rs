@@ -39,7 +39,8 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    pub(crate) fn refused(response: Response<Bytes>) -> Self {
+    /// An answer the layer wrote itself (a refusal, the metadata document).
+    pub(crate) fn answered(response: Response<Bytes>) -> Self {
         Self {
             kind: Kind::Refused {
                 response: Some(response),

@@ -169,7 +169,7 @@ where
         }
         Verdict::Conceal(component) => {
             let limits = &call.gate.inner.requests;
-            let bounds = (limits.max_answer_bytes, limits.inner_read_timeout);
+            let bounds = limits.answer_bounds();
             let probe = conceal(inner, *call.parts, &call.request, component, bounds);
             Ok(Next::Done(Box::pin(probe).await?))
         }

@@ -44,6 +44,7 @@ mod discovery;
 mod future;
 mod guarded;
 mod interaction;
+mod metadata;
 pub(crate) mod origin;
 mod pipeline;
 mod refuse;

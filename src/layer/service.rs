@@ -11,6 +11,7 @@ use tower_service::Service;
 use super::body::GateBody;
 use super::buffer::{close_if_unread, declares_body};
 use super::future::ResponseFuture;
+use super::metadata::metadata_answer;
 use super::pipeline::{BoxError, Identity, admit, after_authentication};
 use super::refuse::{auth_refusal, bodyless_refusal};
 use super::verbs::{Door, Verb, door, not_allowed};
@@ -112,21 +113,26 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
+        // The metadata document, whatever the composition: open to every origin, no token.
+        if let Some(mut document) = metadata_answer(&self.gate, &parts) {
+            close_if_unread(&mut document, &parts);
+            return ResponseFuture::answered(document);
+        }
         // Before anything else: a browser page from an origin that may not call this endpoint.
         if let Some(mut refused) = self.gate.inner.requests.origins.refusal(&parts.headers) {
             close_if_unread(&mut refused, &parts);
-            return ResponseFuture::refused(refused);
+            return ResponseFuture::answered(refused);
         }
         let verb = match door(&parts.method, &parts.headers) {
             Door::Authenticate(verb) => verb,
             Door::NotAllowed => {
                 let mut response = not_allowed(&parts.method);
                 close_if_unread(&mut response, &parts);
-                return ResponseFuture::refused(response);
+                return ResponseFuture::answered(response);
             }
             Door::Preflight => {
                 if declares_body(&parts) {
-                    return ResponseFuture::refused(bodyless_refusal(&parts));
+                    return ResponseFuture::answered(bodyless_refusal(&parts));
                 }
                 parts.headers.remove(header::AUTHORIZATION);
                 let mut inner = self.ready.take().unwrap_or_else(|| S::clone(&self.shared));
@@ -142,7 +148,7 @@ where
         let identity = match step {
             FirstStep::Decided(Err(error)) => {
                 // The readied clone stays for the next call.
-                return ResponseFuture::refused(auth_refusal(&self.gate, &error, &parts));
+                return ResponseFuture::answered(auth_refusal(&self.gate, &error, &parts));
             }
             FirstStep::Decided(Ok(principal)) => Identity::Known(principal),
             FirstStep::Verify { token, key } => {

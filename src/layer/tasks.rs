@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 
 use super::audit::DecisionEvent;
 use super::bounds::{Inner, RequestBody, ResponseBody};
-use super::discovery::{ListAnswer, fetch_answer};
+use super::discovery::fetch_answer;
 use super::refuse::{internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
@@ -626,21 +626,16 @@ where
     };
     let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
     // A held call may run long (a deploy): its answer is read without a time limit.
-    let (_, answer) = fetch_answer(call, max, None)
+    let (_, answer) = fetch_answer(call, (max, None))
         .await
         .map_err(|_| failed("The server failed to run the approved call."))?
         .map_err(|_| failed("The server's answer to the approved call could not be read."))?;
     let id = Value::String(task_id.to_string());
-    let message = match answer {
-        ListAnswer::Json(message) => Some(message),
-        ListAnswer::Sse(events) => events
-            .iter()
-            .filter_map(|event| serde_json::from_str::<Value>(&event.data).ok())
-            .find(|message| message.get("id") == Some(&id)),
-        ListAnswer::Other(_) => None,
-    }
-    .filter(|message| message.get("id") == Some(&id))
-    .ok_or_else(|| failed("The server gave no answer to the approved call."))?;
+    let message = answer
+        .messages
+        .into_iter()
+        .find(|message| message.get("id") == Some(&id))
+        .ok_or_else(|| failed("The server gave no answer to the approved call."))?;
     if let Some(result) = message.get("result").filter(|r| r.is_object()) {
         return Ok(result.clone());
     }

@@ -48,7 +48,9 @@ pub enum Era {
 pub struct ClientCapabilities(Arc<Map<String, Value>>);
 
 impl ClientCapabilities {
-    pub(crate) fn from_object(map: Map<String, Value>) -> Self {
+    /// The capabilities a client declared (the `capabilities` object of `initialize`, or
+    /// `_meta["io.modelcontextprotocol/clientCapabilities"]` of a modern request).
+    pub fn from_object(map: Map<String, Value>) -> Self {
         Self(Arc::new(map))
     }
 

@@ -20,9 +20,10 @@ pub use era::{
 };
 pub use identity::SERVER_INFO_META;
 pub use methods::{EntryKind, Listing, METHODS, MethodClass, MethodRow, method_class};
+pub(crate) use request::ProtocolError;
 pub use request::{
     CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, ProtocolError, Target, UNSUPPORTED_VERSION,
+    METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, Target, UNSUPPORTED_VERSION,
 };
 pub use sessions::{
     MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,

@@ -35,7 +35,7 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 
 /// A request the layer refuses before any policy runs, as a JSON-RPC error.
 #[derive(Clone, Debug, PartialEq)]
-pub struct ProtocolError {
+pub(crate) struct ProtocolError {
     /// HTTP status of the answer.
     pub status: StatusCode,
     /// JSON-RPC error code.

@@ -243,22 +243,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tasks::{HeldCall, TaskDecision};
+    use crate::tasks::TaskDecision;
+    use serde_json::Value;
 
     fn record(ttl_ms: u64) -> TaskRecord {
-        TaskRecord::new(
-            TaskOwner::new("https://as.example", Some("alice".into()), None),
-            HeldCall::new(
-                "tools/call",
-                json!({"name": "deploy"}),
-                "2026-07-28",
-                "https://mcp.example/mcp",
-            ),
-            "actx_1",
-            ttl_ms,
-            1000,
-        )
-        .unwrap()
+        crate::tasks::record::sample_record(Value::Null, "actx_1", ttl_ms)
     }
 
     #[test]
@@ -327,19 +316,7 @@ mod tests {
     #[test]
     fn the_byte_budget_refuses_and_frees_with_expiry() {
         let record = |env: &str, ttl_ms: u64| {
-            TaskRecord::new(
-                TaskOwner::new("https://as.example", Some("alice".into()), None),
-                crate::tasks::HeldCall::new(
-                    "tools/call",
-                    json!({"name": "deploy", "arguments": {"env": env}}),
-                    "2026-07-28",
-                    "https://mcp.example/mcp",
-                ),
-                "ctx",
-                ttl_ms,
-                1_000,
-            )
-            .unwrap()
+            crate::tasks::record::sample_record(json!({"env": env}), "ctx", ttl_ms)
         };
         let one = record(&"x".repeat(1_000), 60_000);
         let size = one.call.params_len();

@@ -512,6 +512,29 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
+/// A held `deploy` call of alice's, for the unit tests of the task modules.
+#[cfg(test)]
+pub(crate) fn sample_record(arguments: Value, context_id: &str, ttl_ms: u64) -> TaskRecord {
+    let mut params = serde_json::Map::new();
+    params.insert("name".into(), "deploy".into());
+    if !arguments.is_null() {
+        params.insert("arguments".into(), arguments);
+    }
+    TaskRecord::new(
+        TaskOwner::new("https://as.example", Some("alice".into()), None),
+        HeldCall::new(
+            "tools/call",
+            Value::Object(params),
+            "2026-07-28",
+            "https://mcp.example/mcp",
+        ),
+        context_id,
+        ttl_ms,
+        1_000,
+    )
+    .unwrap_or_else(|error| panic!("a sample record: {error}"))
+}
+
 #[cfg(test)]
 mod tests {
     use proptest::prelude::*;

@@ -93,22 +93,9 @@ pub(crate) fn refusal(context_id: &str, message: &str, revision: Revision) -> Va
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tasks::{HeldCall, TaskOwner};
 
     fn record() -> TaskRecord {
-        TaskRecord::new(
-            TaskOwner::new("https://as.example", Some("alice".into()), None),
-            HeldCall::new(
-                "tools/call",
-                json!({"name": "deploy"}),
-                "2026-07-28",
-                "https://mcp.example/mcp",
-            ),
-            "actx_AAAAAAAAAAAAAAAAAAAAAA",
-            60_000,
-            1_000,
-        )
-        .unwrap()
+        crate::tasks::record::sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000)
     }
 
     #[test]
