@@ -1,8 +1,10 @@
 //! A scripted tour of every decision the layer can take, over loopback, in one process.
 //!
 //! It starts the example MCP server (rmcp) behind the layer with the example policy, the
-//! embedded development issuer, and a plain HTTP client, then prints each request and the
-//! full response a client sees: status line, the headers that matter, and the body.
+//! embedded development issuer, and a plain HTTP client, then prints a short legend of what to
+//! look for and each exchange: the request, the status line, any `WWW-Authenticate`
+//! challenge, and the body, compacted (no `jsonrpc` member nor rmcp's `serverInfo`, long
+//! opaque strings cut to `head…tail`, short objects on one line).
 //!
 //! ```text
 //! cargo run --example demo
@@ -32,6 +34,37 @@ struct Tour {
 
 type Failure = Box<dyn std::error::Error>;
 
+/// What the reader is about to see, printed before the first request.
+const LEGEND: &str = "\
+How to read this tour: `>` lines are what the client sends, `<` lines what it gets back.
+Bodies are compact: `jsonrpc` and rmcp's `serverInfo` are left out, tokens show their first
+characters, longer opaque strings (requestState, authorization_remediation) `head…tail`.
+
+WWW-Authenticate   the OAuth challenge of a 401/403: the scope to ask for, the metadata
+                   document (resource_metadata), the error (insufficient_scope, ...).
+envelope           the SEP-2643 denial: result._meta[\"io.modelcontextprotocol/authorization\"]
+                   in the result-based revisions (this tour), error.data.authorization in the
+                   error-based one. Present only when the call did not run.
+  reason           why the call was refused: insufficient_authorization.
+  remediation      (result-based only) available (a remedy is described), unavailable
+                   (do not retry), undisclosed (the server does not say whether one exists).
+  remediationHints how to get access: authorization_remediation (a token for exactly this
+                   operation), url (approve at a page), task (wait for an approver). A missing
+                   scope is a 403 insufficient_scope challenge instead.
+  authorizationContextId  names this denial; a retry may echo it under
+                   params._meta[\"io.modelcontextprotocol/authorization-context-id\"].
+resultType         (2026-07-28 clients) complete, input_required (answer the inputRequests
+                   and retry) or task (the call is held: poll tasks/get).
+requestState       the layer's signed state of an input_required round trip, sent back as is;
+inputResponses     with the client's answers, under the inputRequests' `mcp-gate/...` keys.";
+
+/// Members left out of printed bodies: the JSON-RPC version and rmcp's own server info.
+const ELIDED: [&str; 2] = ["jsonrpc", "io.modelcontextprotocol/serverInfo"];
+
+/// The width a printed body tries to fit (after its `> ` or `< `): an object or array that
+/// fits stays on one line.
+const WIDTH: usize = 94;
+
 impl Tour {
     fn title(&self, text: &str) {
         println!("\n{}\n{text}\n{}", "=".repeat(78), "=".repeat(78));
@@ -47,7 +80,7 @@ impl Tour {
             form.push(("authorization_details", details.to_string()));
         }
         println!(
-            "\n> POST {} (client_credentials, scope {scope:?}{})",
+            "\n> POST {} (client_credentials, scope: {scope}{})",
             self.token_endpoint,
             if details.is_some() {
                 ", with authorization_details"
@@ -69,9 +102,9 @@ impl Tour {
             .ok_or("no access_token")?
             .to_owned();
         println!(
-            "< access token for scope {:?}: {}...",
-            answer["scope"],
-            &token[..24.min(token.len())]
+            "< access token {}... (scope: {})",
+            &token[..24.min(token.len())],
+            answer["scope"].as_str().unwrap_or("none")
         );
         Ok(token)
     }
@@ -93,7 +126,7 @@ impl Tour {
         for (name, value) in headers {
             println!("> {name}: {value}");
         }
-        println!("{}", indent(&serde_json::to_string_pretty(&body)?, "> "));
+        println!("{}", show(&body, "> "));
         let mut request = self
             .http
             .post(&self.mcp)
@@ -108,17 +141,112 @@ impl Tour {
         }
         let response = request.send().await?;
         let status = response.status();
-        println!("\n< HTTP/1.1 {status}");
-        for name in ["www-authenticate", "cache-control", "content-type"] {
-            if let Some(value) = response.headers().get(name) {
-                println!("< {name}: {}", value.to_str().unwrap_or("<binary>"));
-            }
+        println!("< HTTP/1.1 {status}");
+        if let Some(value) = response.headers().get("www-authenticate") {
+            let value = value.to_str().unwrap_or("<binary>");
+            println!("< www-authenticate: {}", shorten_quoted(value));
         }
         let text = response.text().await?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        println!("<\n{}", indent(&serde_json::to_string_pretty(&body)?, "< "));
+        println!("{}", show(&body, "< "));
         Ok((status.as_u16(), body))
     }
+}
+
+/// A body as the tour prints it: each line behind `prefix`, noise left out, opaque strings
+/// shortened, and every object or array that fits the width on one line.
+fn show(value: &Value, prefix: &str) -> String {
+    let mut out = String::new();
+    layout(&tidy(value), 0, 0, &mut out);
+    indent(&out, prefix)
+}
+
+/// The value without the [`ELIDED`] members (nor a `_meta` left empty by them), its opaque
+/// strings shortened.
+fn tidy(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(key, _)| !ELIDED.contains(&key.as_str()))
+                .map(|(key, value)| (key.clone(), tidy(value)))
+                .filter(|(key, tidied)| {
+                    !(key == "_meta" && tidied.as_object().is_some_and(|m| m.is_empty()))
+                        || map[key.as_str()].as_object().is_some_and(|m| m.is_empty())
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(tidy).collect()),
+        Value::String(text) => Value::String(shorten(text)),
+        other => other.clone(),
+    }
+}
+
+/// A long token-like string (base64url, dots, dashes) as `head…tail`; anything else as is.
+fn shorten(text: &str) -> String {
+    let opaque = text
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"-_.=".contains(&b));
+    if opaque && text.len() > 40 {
+        format!("{}…{}", &text[..16], &text[text.len() - 8..])
+    } else {
+        text.to_owned()
+    }
+}
+
+/// A header value with its quoted parameters [`shorten`]ed.
+fn shorten_quoted(value: &str) -> String {
+    value
+        .split('"')
+        .enumerate()
+        .map(|(i, part)| {
+            if i % 2 == 1 {
+                shorten(part)
+            } else {
+                part.to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\"")
+}
+
+/// Writes `value`, which starts at `column` of a line indented by `margin` spaces: on one
+/// line if it fits [`WIDTH`], else one member a line.
+fn layout(value: &Value, margin: usize, column: usize, out: &mut String) {
+    let flat = value.to_string();
+    let fits = column + flat.len() <= WIDTH;
+    let (open, close, members): (char, char, Vec<(String, &Value)>) = match value {
+        Value::Object(map) if !fits && !map.is_empty() => (
+            '{',
+            '}',
+            map.iter()
+                .map(|(key, value)| (format!("{}: ", Value::from(key.as_str())), value))
+                .collect(),
+        ),
+        Value::Array(items) if !fits && !items.is_empty() => (
+            '[',
+            ']',
+            items.iter().map(|item| (String::new(), item)).collect(),
+        ),
+        _ => {
+            out.push_str(&flat);
+            return;
+        }
+    };
+    let inner = margin + 2;
+    out.push(open);
+    let count = members.len();
+    for (i, (key, member)) in members.into_iter().enumerate() {
+        out.push('\n');
+        out.push_str(&" ".repeat(inner));
+        out.push_str(&key);
+        layout(member, inner, inner + key.len(), out);
+        if i + 1 < count {
+            out.push(',');
+        }
+    }
+    out.push('\n');
+    out.push_str(&" ".repeat(margin));
+    out.push(close);
 }
 
 fn indent(text: &str, prefix: &str) -> String {
@@ -163,11 +291,19 @@ fn expect(what: &str, ok: bool) -> Result<(), Failure> {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Failure> {
+async fn main() -> std::process::ExitCode {
+    println!("{LEGEND}");
     // Bounded: the tour finishes by itself, or fails after a minute.
-    tokio::time::timeout(std::time::Duration::from_secs(60), tour())
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(60), tour())
         .await
-        .map_err(|_| "the tour did not finish within 60 s")?
+        .unwrap_or_else(|_| Err("the tour did not finish within 60 s".into()));
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("demo failed: {error}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 async fn tour() -> Result<(), Failure> {
@@ -178,7 +314,8 @@ async fn tour() -> Result<(), Failure> {
     let scopes = ["mcp:read", "mcp:write", "mcp:admin"]
         .map(String::from)
         .to_vec();
-    let issuer = dev_issuer::DevIssuer::start(0, &resource, scopes).await?;
+    let loopback = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+    let issuer = dev_issuer::DevIssuer::start(loopback, &resource, scopes).await?;
     let gate = Gate::builder()
         .evaluate(policy::DemoPolicy::new(approvals.clone(), origin))
         .development_mode()
@@ -193,9 +330,10 @@ async fn tour() -> Result<(), Failure> {
         .merge(approvals.router(gate.clone()));
     tokio::spawn(async move { axum::serve(listener, app).await });
     println!(
-        "mcp-gate demo: MCP server {resource}, issuer {}, SEP-2643 revision {}",
+        "\nmcp-gate demo: MCP server {resource}, issuer {}\nSEP-2643 revision {} ({})",
         issuer.issuer,
-        gate.revision()
+        gate.revision(),
+        gate.revision().summary()
     );
 
     let tour = Tour {
@@ -220,10 +358,7 @@ async fn tour() -> Result<(), Failure> {
         .await?
         .json()
         .await?;
-    println!(
-        "<\n{}",
-        indent(&serde_json::to_string_pretty(&document)?, "< ")
-    );
+    println!("{}", show(&document, "< "));
 
     tour.title("3. Allowed: echo, with a token for mcp:read");
     let token = tour.token("mcp:read", None).await?;
@@ -293,8 +428,8 @@ async fn tour() -> Result<(), Failure> {
         &URL_SAFE_NO_PAD.decode(body["authorization_remediation"].as_str().unwrap_or(""))?,
     )?;
     println!(
-        "\nauthorization_remediation, decoded:\n{}",
-        indent(&serde_json::to_string_pretty(&remedy)?, "  ")
+        "\nauthorization_remediation, decoded (RFC 9396 details to ask the issuer for):\n{}",
+        show(&remedy, "  ")
     );
     let paid = tour
         .token("mcp:read", Some(&remedy["authorization_details"]))
@@ -343,6 +478,11 @@ async fn tour() -> Result<(), Failure> {
         .as_str()
         .ok_or("no state")?
         .to_owned();
+    let context_id =
+        result["_meta"]["io.modelcontextprotocol/authorization"]["authorizationContextId"]
+            .as_str()
+            .ok_or("no authorizationContextId")?
+            .to_owned();
     println!("\n(the user opens {url} and approves, signed in as the same subject)");
     let approved = tour.http.post(&url).bearer_auth(&token).send().await?;
     println!(
@@ -350,13 +490,17 @@ async fn tour() -> Result<(), Failure> {
         approved.status(),
         approved.text().await?
     );
-    let retry = modern_call(
+    let mut retry = modern_call(
         12,
         "share_folder",
         json!({"folder": "team-docs"}),
         &caps,
         json!({"requestState": state, "inputResponses": {"mcp-gate/approval": {"action": "accept"}}}),
     );
+    // The retry echoes the denial's context id, for correlation only: the layer trusts the
+    // signed requestState, never the echo.
+    retry["params"]["_meta"]["io.modelcontextprotocol/authorization-context-id"] =
+        json!(context_id);
     let (_, body) = tour.send(Some(&token), &headers, retry).await?;
     expect(
         "shared after approval",

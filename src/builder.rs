@@ -45,7 +45,7 @@ pub struct Issuer {
 #[derive(Clone, Debug)]
 enum IssuerKeys {
     Discover,
-    JwksUri(String),
+    JwksUri(#[cfg_attr(not(feature = "jwks"), allow(dead_code))] String),
     Static(StaticKeys),
 }
 
@@ -219,6 +219,7 @@ pub struct GateBuilder {
     max_rounds: u32,
     development_mode: bool,
     conceal: bool,
+    list_remediable: bool,
     task_store: TaskStoreSlot,
     task_ttl: Duration,
     task_poll_interval: Duration,
@@ -276,6 +277,7 @@ impl Default for GateBuilder {
             max_rounds: 3,
             development_mode: false,
             conceal: false,
+            list_remediable: false,
             task_store: TaskStoreSlot(None),
             task_ttl: Duration::from_secs(86_400),
             task_poll_interval: Duration::from_secs(5),
@@ -608,6 +610,19 @@ impl GateBuilder {
         self
     }
 
+    /// Keeps listed an entry of `tools/list` (and the other listings) whose discovery decision
+    /// is a remedy the client can act on: a scope step-up, a credential, a URL approval, a
+    /// task or a confirmation. By default only `Decision::Allow` keeps an entry listed, so a
+    /// tool that needs a step-up vanishes from the list of a token that lacks the scope: a
+    /// list is a disclosure too, and hiding is the choice that fails closed. `unavailable`,
+    /// `undisclosed` and an abstaining policy hide the entry either way. (A policy can also
+    /// show an entry by returning `Decision::allow()` in
+    /// [`Phase::Discovery`](crate::policy::Phase::Discovery).)
+    pub fn list_remediable_entries(mut self) -> Self {
+        self.list_remediable = true;
+        self
+    }
+
     /// Where calls held for approval (the `task` remediation) are kept. The default is an
     /// in-memory [`MemoryTaskStore`](crate::tasks::MemoryTaskStore) of 10,000 tasks: tasks
     /// then die with the process and are invisible to other replicas. Give production
@@ -676,7 +691,8 @@ impl GateBuilder {
         self
     }
 
-    /// The HTTP client for discovery, JWKS and introspection (default: a new rustls client).
+    /// The HTTP client for discovery, JWKS and introspection (default: a new client on the TLS
+    /// stack the features chose, following no redirects).
     #[cfg(feature = "jwks")]
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);
@@ -695,6 +711,7 @@ impl GateBuilder {
 
     /// Checks every option and builds the gate. Performs no I/O: keys are fetched on first use.
     pub fn build(mut self) -> Result<Gate, ConfigError> {
+        crate::crypto_backend::select();
         if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
             return Err(ConfigError::CryptoBackend);
         }
@@ -714,6 +731,7 @@ impl GateBuilder {
             continuation: self.continuation_settings()?,
             discovery: DiscoverySettings {
                 conceal: self.conceal,
+                list_remediable: self.list_remediable,
                 server_identity: ServerIdentity::new(self.server_info.clone()),
             },
             tasks: self.task_settings(),
@@ -845,10 +863,7 @@ impl GateBuilder {
         #[cfg(feature = "jwks")]
         let http_client = match self.http_client.clone() {
             Some(client) => client,
-            None => reqwest::Client::builder()
-                .redirect(reqwest::redirect::Policy::none())
-                .build()
-                .map_err(|e| ConfigError::HttpClient(e.to_string()))?,
+            None => default_http_client()?,
         };
         let leeway = self.leeway.as_secs();
         let mut trusted = Vec::with_capacity(self.issuers.len());
@@ -1118,6 +1133,24 @@ impl GateBuilder {
             )),
             Err(TransportProblem::OtherScheme) => Err(invalid("scheme must be https")),
         }
+    }
+}
+
+/// The HTTP client the layer makes when none is given: no redirects. reqwest panics when its
+/// TLS stack has no crypto provider (the `rustls-no-provider` feature without one installed);
+/// that is a configuration error here, not a panic.
+#[cfg(feature = "jwks")]
+fn default_http_client() -> Result<reqwest::Client, ConfigError> {
+    let build = || {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+    };
+    match std::panic::catch_unwind(build) {
+        Ok(built) => built.map_err(|e| ConfigError::HttpClient(e.to_string())),
+        Err(_) => Err(ConfigError::HttpClient(
+            "the TLS stack has no crypto provider: with `rustls-no-provider`, install a rustls CryptoProvider before building the gate".into(),
+        )),
     }
 }
 

@@ -197,9 +197,14 @@ impl Keyring {
 
     /// [`Keyring::from_config`] on the contents of the file at `path`.
     pub fn from_file(path: impl AsRef<std::path::Path>) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|_| ConfigError::InvalidOption {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::InvalidOption {
             field: "continuation keys",
-            reason: "the key file could not be read as UTF-8 text",
+            reason: match error.kind() {
+                std::io::ErrorKind::NotFound => "the key file does not exist",
+                std::io::ErrorKind::PermissionDenied => "the key file may not be read",
+                std::io::ErrorKind::InvalidData => "the key file is not UTF-8 text",
+                _ => "the key file could not be read",
+            },
         })?;
         Self::from_config(&text)
     }

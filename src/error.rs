@@ -49,12 +49,17 @@ pub enum ConfigError {
     #[error("the key set for issuer {0:?} holds no usable verification key")]
     NoUsableKey(String),
     /// A remote key source was configured but the crate was built without the `jwks` feature.
-    #[error("remote keys for issuer {0:?} need the `jwks` feature")]
-    JwksFeatureDisabled(String),
-    /// No single JWT crypto backend is active.
     #[error(
-        "no JWT crypto backend is active: enable exactly one of the features `rust_crypto` and \
-         `aws-lc-rs`, or install one with jsonwebtoken::crypto::CryptoProvider::install_default"
+        "remote keys for issuer {0:?} need the `jwks` feature (enabled by `rustls`, \
+         `rustls-no-provider` or `native-tls`)"
+    )]
+    JwksFeatureDisabled(String),
+    /// No JWT crypto backend is active: the crate was built with neither `crypto-rust` nor
+    /// `crypto-aws-lc`, and the application installed no `jsonwebtoken` provider. (With both
+    /// features on, aws-lc-rs is used: that is not an error.)
+    #[error(
+        "no JWT crypto backend is active: enable the feature `crypto-rust` or `crypto-aws-lc`, \
+         or install one with jsonwebtoken::crypto::CryptoProvider::install_default"
     )]
     CryptoBackend,
     /// A scope string does not follow RFC 6749 §3.3.

@@ -52,7 +52,12 @@ impl std::fmt::Debug for Gate {
 
 impl Gate {
     /// Starts a configuration.
+    ///
+    /// With both JWT crypto features on (`crypto-rust` and `crypto-aws-lc`), this installs
+    /// aws-lc-rs as jsonwebtoken's process-wide provider, unless the application installed
+    /// one first.
     pub fn builder() -> GateBuilder {
+        crate::crypto_backend::select();
         GateBuilder::default()
     }
 

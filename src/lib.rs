@@ -93,16 +93,27 @@
 //!
 //! ## Feature flags
 //!
-//! | feature | default | what it adds |
-//! |---|---|---|
-//! | `rust_crypto` | yes | pure-Rust JWT signature verification |
-//! | `aws-lc-rs` | no | JWT verification through aws-lc-rs; with `rust_crypto` too, [`GateBuilder::build`] returns [`ConfigError::CryptoBackend`] |
-//! | `jwks` | yes | remote key sets and issuer discovery (reqwest + rustls) |
-//! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate |
-//! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] |
-//! | `redis` | no | `tasks::RedisTaskStore`, durable approval tasks shared between replicas |
+//! | feature | default | what it enables | C code it builds |
+//! |---|---|---|---|
+//! | `crypto-rust` | yes | JWT signature verification in pure Rust (RustCrypto) | none |
+//! | `crypto-aws-lc` | no | JWT signature verification through aws-lc-rs; when `crypto-rust` is on too, aws-lc-rs is used | `aws-lc-sys` |
+//! | `rustls` | yes | `jwks` over rustls with its default provider, aws-lc-rs (reqwest's default); `rediss://` for `redis` | `aws-lc-sys` |
+//! | `rustls-no-provider` | no | `jwks` over rustls with the provider the application installs (`rustls::crypto::CryptoProvider::install_default`) before building the gate; `rediss://` for `redis` | none; the provider's own (ring and aws-lc-rs build C) |
+//! | `native-tls` | no | `jwks` over the platform's TLS: OpenSSL on Linux, SChannel on Windows, Security.framework on macOS; reqwest prefers it when a rustls feature is on too | on Linux and other Unix: `openssl-sys` (a C compiler, OpenSSL's headers and pkg-config); none on Windows and macOS |
+//! | `jwks` | yes, through `rustls` | remote key sets and issuer discovery over reqwest; alone, plain `http://` only | none |
+//! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate; implies `jwks` | none |
+//! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] (and `tower-http` for its CORS) | none |
+//! | `redis` | no | the Redis stores shared between replicas (`tasks::RedisTaskStore` and others) | none |
+//!
+//! The features are additive. At least one JWT backend must be on, or the application
+//! installs a `jsonwebtoken::crypto::CryptoProvider` itself; otherwise [`GateBuilder::build`]
+//! returns [`ConfigError::CryptoBackend`]. `--all-features` builds a crate that verifies with
+//! aws-lc-rs and fetches keys over native TLS. Without any C code:
+//! `default-features = false, features = ["crypto-rust", "axum"]` (static keys only), plus
+//! `rustls-no-provider` for remote keys with a pure-Rust rustls provider.
 
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
@@ -111,6 +122,7 @@ pub mod guide {}
 mod builder;
 mod contain;
 pub mod continuation;
+mod crypto_backend;
 mod deadline;
 pub mod denial;
 mod error;

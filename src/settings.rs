@@ -99,6 +99,8 @@ pub(crate) struct ContinuationSettings {
 pub(crate) struct DiscoverySettings {
     /// Conceal mode: refusals answered as the inner server answers unknown components.
     pub conceal: bool,
+    /// Entries whose discovery decision is a remedy the client can act on stay listed.
+    pub list_remediable: bool,
     /// The inner server's identity, for the results the layer writes.
     pub server_identity: ServerIdentity,
 }

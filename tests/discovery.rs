@@ -114,37 +114,7 @@ async fn sse_list_answers_are_filtered_too() {
     )
     .await;
     let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
-    let reply = server.post(Some(&token), &[], &init.to_string()).await;
-    let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
-    let headers = [
-        ("mcp-session-id", session.as_str()),
-        ("mcp-protocol-version", "2025-11-25"),
-    ];
-    server
-        .post(
-            Some(&token),
-            &headers,
-            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        )
-        .await;
-    let reply = server
-        .post(Some(&token), &headers, &list(1, "tools/list", None))
-        .await;
-    assert!(
-        reply.headers["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("text/event-stream")
-    );
-    let data = reply
-        .text
-        .lines()
-        .find_map(|l| l.strip_prefix("data: ").filter(|d| d.contains("\"tools\"")))
-        .unwrap_or_else(|| panic!("no list in {}", reply.text));
-    let message: Value = serde_json::from_str(data).unwrap();
-    let tools = names(&message["result"], "tools");
+    let tools = legacy_session_tools(&server, &token).await;
     assert!(tools.contains(&"echo".to_owned()));
     assert!(!tools.contains(&"whoami".to_owned()), "{tools:?}");
 }
@@ -586,4 +556,97 @@ async fn prompts_and_resources_are_filtered_and_guarded_like_tools() {
         reply.body["result"]["contents"][0]["text"],
         "Salaries: confidential."
     );
+}
+
+/// `list_remediable_entries()`: a tool the client could unlock (a scope step-up, a
+/// confirmation) stays listed, while `undisclosed` still hides; by default only an allow
+/// lists. The README's quick-start policy answers `admin_report` with a step-up in every
+/// phase, which is the case this setting is for.
+#[tokio::test]
+async fn remediable_entries_are_listed_only_when_asked_for() {
+    let key = TestKey::es256("k1");
+    let tools_seen = |list_remediable: bool| {
+        let issuer_keys = keys(&key);
+        let key = &key;
+        async move {
+            let service = StreamableHttpService::new(
+                || Ok(common::tools::DemoServer::default()),
+                Arc::new(LocalSessionManager::default()),
+                StreamableHttpServerConfig::default(),
+            );
+            let server = GatedServer::start_with(
+                move |_| {
+                    let builder = Gate::builder()
+                        .issuer(Issuer::with_keys(ISSUER, issuer_keys))
+                        .evaluate(|e: Evaluation| async move {
+                            match e.tool() {
+                                Some("admin_report") if !e.principal().has_scope("mcp:admin") => {
+                                    Decision::scopes(["mcp:admin"])
+                                }
+                                Some("delete_file") => Decision::ask("Delete it?"),
+                                Some("secret_sauce") => Decision::undisclosed(""),
+                                _ => Decision::allow(),
+                            }
+                        });
+                    if list_remediable {
+                        builder.list_remediable_entries()
+                    } else {
+                        builder
+                    }
+                },
+                Router::new().nest_service("/mcp", service),
+            )
+            .await;
+            let token = key.mint(&claims(ISSUER, &server.url, "mcp:read"));
+            legacy_session_tools(&server, &token).await
+        }
+    };
+    let hidden = tools_seen(false).await;
+    let listed = tools_seen(true).await;
+    for tool in ["admin_report", "delete_file"] {
+        assert!(
+            !hidden.contains(&tool.to_owned()),
+            "{tool} hidden by default: {hidden:?}"
+        );
+        assert!(
+            listed.contains(&tool.to_owned()),
+            "{tool} listed when asked: {listed:?}"
+        );
+    }
+    assert!(
+        !listed.contains(&"secret_sauce".to_owned()),
+        "undisclosed still hides"
+    );
+    assert!(hidden.contains(&"echo".to_owned()) && listed.contains(&"echo".to_owned()));
+}
+
+/// Opens a legacy session with `token`, lists the tools (rmcp answers with an event stream)
+/// and returns their names.
+async fn legacy_session_tools(server: &GatedServer, token: &str) -> Vec<String> {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}});
+    let reply = server.post(Some(token), &[], &init.to_string()).await;
+    let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    server.post(Some(token), &headers, initialized).await;
+    let reply = server
+        .post(Some(token), &headers, &list(1, "tools/list", None))
+        .await;
+    assert!(
+        reply.headers["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let data = reply
+        .text
+        .lines()
+        .find_map(|l| l.strip_prefix("data: ").filter(|d| d.contains("\"tools\"")))
+        .unwrap_or_else(|| panic!("no list in {}", reply.text));
+    let message: Value = serde_json::from_str(data).unwrap();
+    names(&message["result"], "tools")
 }

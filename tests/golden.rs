@@ -8,8 +8,15 @@
 //! for byte, after replacing the values that are random or time-dependent on every render:
 //! continuation states, `actx_` context ids, `tsk_` task ids and RFC 3339 timestamps.
 //!
-//! The files are generated from [`cases`] by running the tests with `MCP_GATE_BLESS=1`, then
-//! reviewed by hand. Without that variable the files are only read, never written.
+//! `spec/<revision-id>/exchanges/*.json` continue the fixtures whose answer starts a round trip
+//! of the layer's (URL approval, confirmation, held task) with the legs that follow: the retry
+//! with the layer's `requestState`, the `tasks/get` polls, an approver's decision in between.
+//! [`every_exchange_matches_the_layer_byte_for_byte`] replays every leg through one gate and
+//! compares what the policy was shown, what reached the inner handler and the response.
+//!
+//! The files are generated from [`cases`] and [`exchange_cases`] by running the tests with
+//! `MCP_GATE_BLESS=1`, then reviewed by hand. Without that variable the files are only read,
+//! never written.
 
 #[path = "common/tokens.rs"]
 mod tokens;
@@ -108,6 +115,9 @@ fn parse_decision(dsl: &Value) -> Result<Decision, String> {
         .ok_or("decision must be an object with exactly one member")?;
     let (kind, body) = object.iter().next().expect("one member");
     match kind.as_str() {
+        // Only in the later legs of an exchange: a fixture's request is always refused.
+        "allow" if body.as_object().is_some_and(Map::is_empty) => Ok(Decision::allow()),
+        "allow" => Err("allow takes no options: {\"allow\": {}}".into()),
         "ask" => Ok(Decision::ask(string(body, "ask")?)),
         "deny" => {
             let deny = body
@@ -510,6 +520,8 @@ type Seen = Arc<Mutex<Vec<(Option<String>, String)>>>;
 
 struct Harness {
     app: Router,
+    /// The gate in front of the router (exchanges decide its tasks through it).
+    gate: Gate,
     /// Requests that reached the inner `/mcp` handler.
     hits: Arc<AtomicUsize>,
     /// What reached the inner handler: the `Content-Length` header it saw, and the body.
@@ -523,6 +535,8 @@ struct Harness {
 struct InnerState {
     hits: Arc<AtomicUsize>,
     seen: Seen,
+    /// Answer `tools/call` with a tool result (exchanges), instead of `{"reached": "inner"}`.
+    tool_results: bool,
 }
 
 /// The inner MCP handler. It must never see a denied request; it answers `initialize` with a
@@ -534,12 +548,29 @@ async fn inner(State(state): State<InnerState>, headers: HeaderMap, body: String
         .map(|v| v.to_str().unwrap_or("<not ASCII>").to_owned());
     state.seen.lock().unwrap().push((length, body.clone()));
     let request: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
-    let result = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"reached": "inner"}});
+    let answer = if state.tool_results && request["method"] == "tools/call" {
+        tool_result(&request)
+    } else {
+        json!({"reached": "inner"})
+    };
+    let result = json!({"jsonrpc": "2.0", "id": request["id"], "result": answer});
     if request["method"] == "initialize" {
         ([("mcp-session-id", SESSION_ID)], axum::Json(result)).into_response()
     } else {
         axum::Json(result).into_response()
     }
+}
+
+/// The inner server's stand-in answer to a `tools/call` in an exchange: a modern
+/// `CallToolResult` naming the tool it ran, and the server in `_meta`.
+fn tool_result(request: &Value) -> Value {
+    let tool = request.pointer("/params/name").and_then(Value::as_str);
+    json!({
+        "resultType": "complete",
+        "content": [{"type": "text", "text": format!("The inner server ran {}.", tool.unwrap_or("?"))}],
+        "isError": false,
+        "_meta": {SERVER_INFO_META: {"name": SERVER_NAME, "version": SERVER_VERSION}},
+    })
 }
 
 fn gate_builder(revision: &str, config: &Config) -> GateBuilder {
@@ -568,6 +599,17 @@ impl Harness {
         config: &Config,
         decide: impl Fn(&Evaluation) -> Decision + Send + Sync + 'static,
     ) -> Result<Self, ConfigError> {
+        Self::assemble(revision, config, decide, false)
+    }
+
+    /// The gate with the policy `decide` in front of the counting inner handler, which
+    /// answers `tools/call` with a tool result if `tool_results` is set.
+    fn assemble(
+        revision: &str,
+        config: &Config,
+        decide: impl Fn(&Evaluation) -> Decision + Send + Sync + 'static,
+        tool_results: bool,
+    ) -> Result<Self, ConfigError> {
         let evaluations = Arc::new(AtomicUsize::new(0));
         let counter = evaluations.clone();
         let policy = move |evaluation: Evaluation| {
@@ -584,6 +626,7 @@ impl Harness {
         let state = InnerState {
             hits: Arc::new(AtomicUsize::new(0)),
             seen: Arc::new(Mutex::new(Vec::new())),
+            tool_results,
         };
         let app = Router::new()
             .route("/mcp", post(inner))
@@ -591,6 +634,7 @@ impl Harness {
             .layer(gate.layer());
         Ok(Self {
             app,
+            gate,
             hits: state.hits,
             seen: state.seen,
             evaluations,
@@ -3588,4 +3632,802 @@ fn state_normalisation_is_exact() {
         assert_ne!(normalize(&malformed), STATE_PLACEHOLDER, "{malformed}");
     }
     assert_eq!(normalize("mcpgate1."), "mcpgate1.");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exchanges: the layer's own round trips, every leg stored and replayed like the fixtures
+// ---------------------------------------------------------------------------------------------
+
+/// What the first leg of every exchange says: it is the fixture of the same case.
+const FIRST_LEG: &str =
+    "The first leg: the request and the response of the fixture of the same case name.";
+
+fn exchanges_dir(revision: &str) -> PathBuf {
+    spec_dir().join(revision).join("exchanges")
+}
+
+/// One leg of an exchange, as the table defines it and the file stores it: what happens off
+/// the wire before it, what the policy returns if the layer asks it during the leg (`None`:
+/// the layer must not ask), and the request, where `mcpgate1.<state>` stands for the
+/// `requestState` of the previous leg's response and `tsk_<random>` for the task id of the
+/// exchange's `CreateTaskResult`.
+#[derive(Clone, Debug, PartialEq)]
+struct LegInput {
+    title: String,
+    description: String,
+    before: Option<Value>,
+    decision: Option<Value>,
+    request: Value,
+}
+
+/// What the layer did in one leg, normalised like a fixture's response.
+#[derive(Clone, Debug, PartialEq)]
+struct LegOutput {
+    /// What the policy saw (`phase`, and `answered` or `approval` when there is one); `None`
+    /// when the layer did not ask it.
+    evaluation: Option<Value>,
+    /// The body the inner handler received, if the leg reached it.
+    forwarded: Option<String>,
+    response: Expected,
+}
+
+/// An exchange of the table: a fixture case continued by further legs.
+#[derive(Clone, Debug)]
+struct ExchangeCase {
+    /// `<case>--<outcome>`.
+    name: String,
+    case: Case,
+    description: String,
+    /// The legs after the first (the first is the case's own request and decision).
+    later: Vec<LegInput>,
+    revisions: Vec<&'static str>,
+}
+
+impl ExchangeCase {
+    fn legs(&self) -> Vec<LegInput> {
+        let first = LegInput {
+            title: "The call".into(),
+            description: FIRST_LEG.into(),
+            before: None,
+            decision: Some(self.case.decision.clone()),
+            request: self.case.request.clone(),
+        };
+        std::iter::once(first)
+            .chain(self.later.iter().cloned())
+            .collect()
+    }
+}
+
+fn leg(
+    title: &str,
+    description: &str,
+    before: Option<Value>,
+    decision: Option<Value>,
+    request: Value,
+) -> LegInput {
+    LegInput {
+        title: title.into(),
+        description: description.into(),
+        before,
+        decision,
+        request,
+    }
+}
+
+/// The case's request again with a new id and `extra` merged into its params.
+fn retry_request(case: &Case, id: i64, extra: Value) -> Value {
+    let mut request = case.request.clone();
+    request["body"]["id"] = json!(id);
+    let params = request["body"]["params"].as_object_mut().expect("params");
+    for (key, value) in extra.as_object().expect("extra params") {
+        params.insert(key.clone(), value.clone());
+    }
+    request
+}
+
+/// The retry's own params: the layer's state and one answer under the layer's key.
+fn answering(key: &str, response: Value) -> Value {
+    json!({"requestState": STATE_PLACEHOLDER, "inputResponses": {key: response}})
+}
+
+/// The owner's `tasks/get` for the exchange's task, declaring the Tasks extension.
+fn poll_request(id: i64) -> Value {
+    let op = Op {
+        label: "tasks-get",
+        method: "tasks/get",
+        name: TASK_ID_PLACEHOLDER,
+        params: json!({"taskId": TASK_ID_PLACEHOLDER}),
+    };
+    request_for(&modern_tasks(), &op, json!(id))
+}
+
+/// The exchange table: for each first leg that starts a round trip of the layer's, the legs
+/// that follow it.
+fn exchange_cases() -> Vec<ExchangeCase> {
+    let table = cases();
+    let case = |name: &str| {
+        table
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no case {name}"))
+            .clone()
+    };
+    let ask = case("ask--modern-form-elicitation--tools-call");
+    let url = case("url--modern-url-elicitation--tools-call");
+    let task = case("task--modern-tasks-extension--tools-call");
+    let result_based = vec![REV_CURRENT, REV_6BFF];
+    let confirm = "mcp-gate/confirm";
+    let approval = "mcp-gate/approve_folder";
+    let allow = || Some(json!({"allow": {}}));
+    let approved_retry = leg(
+        "The retry, after the approval",
+        "The same call again, with a new JSON-RPC id, the `requestState` of the previous response and `accept` under `mcp-gate/approve_folder` (the decision's input key). The policy sees the answer (`Evaluation::answered()`), checks its own record of the approval (here it finds one) and returns `allow`. The layer forwards the call without its state and input key, and the inner server's result comes back untouched.",
+        None,
+        allow(),
+        retry_request(&url, 164, answering(approval, json!({"action": "accept"}))),
+    );
+    let mut list = vec![
+        ExchangeCase {
+            name: format!("{}--confirmed", ask.name),
+            description: "The confirmation round trip, confirmed: the user accepts with `approve: true`, and the call reaches the inner server once.".into(),
+            later: vec![leg(
+                "The retry, confirmed",
+                "The same call again, with a new JSON-RPC id, the `requestState` of the previous response, and the user's answer under `mcp-gate/confirm`: `accept` with `content: {approve: true}`. The policy is asked again and returns the same `ask`; the layer sees the confirmation, removes its state and input key, and forwards the call. The inner server's result comes back untouched.",
+                None,
+                Some(ask.decision.clone()),
+                retry_request(
+                    &ask,
+                    184,
+                    answering(confirm, json!({"action": "accept", "content": {"approve": true}})),
+                ),
+            )],
+            case: ask.clone(),
+            revisions: REVISIONS.to_vec(),
+        },
+        ExchangeCase {
+            name: format!("{}--declined", ask.name),
+            description: "The confirmation round trip, declined: the user declines, and the call ends with the revision's `undisclosed` denial without reaching the inner server.".into(),
+            later: vec![leg(
+                "The retry, declined",
+                "The same call again, with a new JSON-RPC id, the `requestState` of the previous response, and `decline` under `mcp-gate/confirm`. The policy is asked again and returns the same `ask`. Anything but `accept` with `approve: true` (`decline`, `cancel`, `approve: false`, no answer) gets the revision's `undisclosed` denial, and the inner server is not reached.",
+                None,
+                Some(ask.decision.clone()),
+                retry_request(&ask, 184, answering(confirm, json!({"action": "decline"}))),
+            )],
+            case: ask.clone(),
+            revisions: REVISIONS.to_vec(),
+        },
+        ExchangeCase {
+            name: format!("{}--approved", url.name),
+            description: "The URL round trip, approved: the user approves on the page, the application records it, and the retry reaches the inner server.".into(),
+            later: vec![approved_retry.clone()],
+            case: url.clone(),
+            revisions: result_based.clone(),
+        },
+        ExchangeCase {
+            name: format!("{}--retried-before-approval", url.name),
+            description: "The URL round trip, retried before the application recorded the approval: the layer asks again with a new state, and the retry after the approval reaches the inner server.".into(),
+            later: vec![
+                leg(
+                    "The retry, before the approval is recorded",
+                    "The same call again with the `requestState` and `accept` under `mcp-gate/approve_folder`, sent before the user finished on the page. The policy sees the answer, finds no approval in its own record and returns the same `url` decision; the layer asks again with a new `requestState` (round 2). After the third round (the default limit) it answers `undisclosed` instead.",
+                    None,
+                    Some(url.decision.clone()),
+                    retry_request(&url, 164, answering(approval, json!({"action": "accept"}))),
+                ),
+                LegInput {
+                    description: "The call again, with the `requestState` of the latest response (each state answers one retry). This time the policy finds the approval and returns `allow`; the layer forwards the call without its state and input key, and the inner server's result comes back untouched.".into(),
+                    request: retry_request(&url, 165, answering(approval, json!({"action": "accept"}))),
+                    ..approved_retry
+                },
+            ],
+            case: url.clone(),
+            revisions: result_based.clone(),
+        },
+        ExchangeCase {
+            name: format!("{}--approved", task.name),
+            description: "The held task, approved: the owner polls while it waits, an approver approves it, and the next poll runs the call once and returns its result.".into(),
+            later: vec![
+                leg(
+                    "The poll, while the task waits",
+                    "The owner polls with `tasks/get`: the task id of the `CreateTaskResult` in `params.taskId` and in `Mcp-Name`, and `_meta` with the protocol version and client capabilities declaring the Tasks extension (without it the layer answers `-32021`; another principal, or an id the store does not know, gets `-32602` \"Unknown task\"). The layer answers from its task store: status `working`, with the envelope of the `CreateTaskResult`.",
+                    None,
+                    None,
+                    poll_request(172),
+                ),
+                leg(
+                    "The poll after the approval",
+                    "Before this poll an approver approved the task out of band, with `gate.tasks().approve(task_id, \"release-manager\")`, which sends nothing. The poll claims the task, asks the policy again in the approval phase (`Evaluation::approval()` names the task and the approver; only `allow` runs the call), and runs the held call once through the inner server, as a `tools/call` whose JSON-RPC id is the task id and whose client capabilities are empty. The answer is the completed task, with the inner server's result in `result` and no envelope.",
+                    Some(json!({"approve_task": {"by": "release-manager"}})),
+                    allow(),
+                    poll_request(173),
+                ),
+                leg(
+                    "The poll after that",
+                    "Every later poll returns the same completed task from the store: the call does not run again.",
+                    None,
+                    None,
+                    poll_request(174),
+                ),
+            ],
+            case: task.clone(),
+            revisions: result_based.clone(),
+        },
+        ExchangeCase {
+            name: format!("{}--refused", task.name),
+            description: "The held task, refused: an approver refuses it, and the next poll returns the completed task with an `unavailable` result; the call never runs.".into(),
+            later: vec![leg(
+                "The poll after the refusal",
+                "Before this poll an approver refused the task out of band, with `gate.tasks().refuse(task_id, \"change freeze\")`. The poll returns the completed task; its `result` is a tool result with `isError: true`, the reason in the text, and the envelope with `remediation: unavailable` and the task's context id. The call never runs.",
+                Some(json!({"refuse_task": {"reason": "change freeze"}})),
+                None,
+                poll_request(172),
+            )],
+            case: task,
+            revisions: result_based,
+        },
+    ];
+    list.sort_by(|a, b| a.name.cmp(&b.name));
+    list
+}
+
+/// What the exchange's policy returns during the current leg, and what it was shown.
+#[derive(Default)]
+struct Script {
+    decision: Option<Decision>,
+    evaluations: Vec<Value>,
+}
+
+/// What the policy was shown, as stored: the phase, and the retry's answer or the approval.
+fn evaluation_seen(evaluation: &Evaluation) -> Value {
+    use mcp_gate::policy::Phase;
+    let phase = match evaluation.phase() {
+        Phase::Invocation => "invocation",
+        Phase::Discovery => "discovery",
+        Phase::Approval => "approval",
+        _ => "another phase",
+    };
+    let mut seen = json!({"phase": phase});
+    if let Some(answered) = evaluation.answered() {
+        seen["answered"] = json!({
+            "interaction": serde_json::to_value(answered.interaction()).expect("serialises"),
+            "input_key": answered.input_key(),
+            "action": format!("{:?}", answered.action()).to_lowercase(),
+            "confirmed": answered.confirmed(),
+            "round": answered.round(),
+        });
+    }
+    if let Some(approval) = evaluation.approval() {
+        seen["approval"] =
+            json!({"task_id": approval.task_id, "approved_by": approval.approved_by});
+    }
+    serde_json::from_str(&normalize(&seen.to_string())).expect("still JSON")
+}
+
+/// `value` with the placeholders of a leg's request replaced by the exchange's own values.
+fn fill(value: &Value, state: Option<&str>, task: Option<&str>) -> Result<Value, String> {
+    Ok(match value {
+        Value::String(s) if s == STATE_PLACEHOLDER => json!(
+            state.ok_or("the request uses the state, but the previous response carries none")?
+        ),
+        Value::String(s) if s == TASK_ID_PLACEHOLDER => {
+            json!(task.ok_or("the request uses the task id, but no task was created")?)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| fill(item, state, task))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| Ok((k.clone(), fill(v, state, task)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// Decides the exchange's task out of band, as an approver would.
+async fn decide_task(harness: &Harness, before: &Value, task: Option<&str>) -> Result<(), String> {
+    let (action, options) = before
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+        .ok_or("before must be an object with exactly one member")?;
+    let task = task.ok_or("no task to decide")?;
+    let option = |name: &str| {
+        options
+            .as_object()
+            .filter(|o| o.len() == 1)
+            .and_then(|o| o.get(name))
+            .and_then(Value::as_str)
+            .ok_or(format!(
+                "before.{action} must be {{\"{name}\": \"<text>\"}}"
+            ))
+    };
+    let decided = match action.as_str() {
+        "approve_task" => harness.gate.tasks().approve(task, option("by")?).await,
+        "refuse_task" => harness.gate.tasks().refuse(task, option("reason")?).await,
+        other => return Err(format!("before: unknown action {other:?}")),
+    };
+    decided.map(drop).map_err(|e| e.to_string())
+}
+
+/// Problems with the random handles in a body before normalisation: every `requestState`,
+/// `authorizationContextId`, `taskId`, `createdAt` and `lastUpdatedAt`, wherever it is, must
+/// have the layer's form.
+fn handle_problems(value: &Value, problems: &mut Vec<String>) {
+    match value {
+        Value::Object(members) => {
+            for (key, member) in members {
+                let text = member.as_str().unwrap_or_default();
+                let well_formed = match key.as_str() {
+                    "requestState" => is_request_state(text),
+                    "authorizationContextId" => is_context_id(text),
+                    "taskId" => is_task_id(text),
+                    "createdAt" | "lastUpdatedAt" => is_timestamp(text),
+                    _ => true,
+                };
+                if !well_formed {
+                    problems.push(format!("{key} {member} is not of the layer's form"));
+                }
+                handle_problems(member, problems);
+            }
+        }
+        Value::Array(items) => items
+            .iter()
+            .for_each(|item| handle_problems(item, problems)),
+        _ => {}
+    }
+}
+
+/// Runs every leg of an exchange through one gate, in order.
+async fn run_exchange(
+    revision: &str,
+    config: &Config,
+    legs: &[LegInput],
+) -> Result<Vec<LegOutput>, String> {
+    let script: Arc<Mutex<Script>> = Arc::default();
+    let policy = script.clone();
+    let harness = Harness::assemble(
+        revision,
+        config,
+        move |evaluation: &Evaluation| {
+            let mut script = policy.lock().unwrap();
+            script.evaluations.push(evaluation_seen(evaluation));
+            script
+                .decision
+                .clone()
+                .unwrap_or_else(|| Decision::undisclosed("this leg does not expect the policy"))
+        },
+        true,
+    )
+    .map_err(|e| format!("the gate does not build: {e}"))?;
+    let (mut state, mut task): (Option<String>, Option<String>) = (None, None);
+    let mut outputs = Vec::new();
+    for (n, leg) in legs.iter().enumerate() {
+        let at = |problem: String| format!("leg {}: {problem}", n + 1);
+        if let Some(before) = &leg.before {
+            decide_task(&harness, before, task.as_deref())
+                .await
+                .map_err(|e| at(format!("before: {e}")))?;
+        }
+        let decision = leg.decision.as_ref().map(parse_decision).transpose();
+        {
+            let mut script = script.lock().unwrap();
+            script.decision = decision.map_err(at)?;
+            script.evaluations.clear();
+        }
+        let filled = fill(&leg.request, state.as_deref(), task.as_deref()).map_err(at)?;
+        let request = parse_request(&filled).map_err(at)?;
+        if request.initialize.is_some() {
+            return Err(at("a leg cannot set up a legacy session".into()));
+        }
+        let reached = harness.seen.lock().unwrap().len();
+        let reply = harness.send(&request.headers, &request.body).await;
+        let asked = std::mem::take(&mut script.lock().unwrap().evaluations);
+        let evaluation = match (asked.as_slice(), leg.decision.is_some()) {
+            ([], false) => None,
+            ([one], true) => Some(one.clone()),
+            (asked, expected) => {
+                return Err(at(format!(
+                    "the policy was asked {} times; the leg expects {}",
+                    asked.len(),
+                    usize::from(expected)
+                )));
+            }
+        };
+        let forwarded = match &harness.seen.lock().unwrap()[reached..] {
+            [] => None,
+            [(length, body)] => {
+                if length
+                    .as_ref()
+                    .is_some_and(|l| *l != body.len().to_string())
+                {
+                    return Err(at(format!("forwarded with a wrong Content-Length: {body}")));
+                }
+                if body.contains(STATE_PREFIX) || body.contains("\"mcp-gate/") {
+                    return Err(at(format!(
+                        "the layer's state or input keys were forwarded: {body}"
+                    )));
+                }
+                Some(body.clone())
+            }
+            more => return Err(at(format!("the inner handler ran {} times", more.len()))),
+        };
+        let body = reply.json();
+        if body.get("id") != request.body.get("id") {
+            return Err(at(format!(
+                "the response's id is not the request's: {}",
+                reply.body
+            )));
+        }
+        let mut problems = Vec::new();
+        handle_problems(&body, &mut problems);
+        if let Some(forwarded) = &forwarded {
+            let forwarded = serde_json::from_str(forwarded).unwrap_or(Value::Null);
+            handle_problems(&forwarded, &mut problems);
+        }
+        if !problems.is_empty() {
+            return Err(at(problems.join("; ")));
+        }
+        state = request_state(&body).map(str::to_owned);
+        if body.pointer("/result/resultType") == Some(&json!("task")) {
+            task = body
+                .pointer("/result/taskId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        outputs.push(LegOutput {
+            evaluation,
+            forwarded: forwarded.as_deref().map(normalize),
+            response: reply.normalized(),
+        });
+    }
+    Ok(outputs)
+}
+
+/// One leg as the exchange file stores it.
+fn leg_json(input: &LegInput, output: &LegOutput) -> Value {
+    let parsed = |body: &str| serde_json::from_str::<Value>(body).expect("JSON");
+    let mut leg = json!({
+        "title": input.title,
+        "description": input.description,
+        "policy": match (&input.decision, &output.evaluation) {
+            (Some(decision), Some(evaluation)) => {
+                json!({"decision": decision, "evaluation": evaluation})
+            }
+            _ => Value::Null,
+        },
+        "request": input.request,
+        "forwarded": output.forwarded.as_ref().map(|body| json!({
+            "body": body,
+            "body_json": parsed(body),
+        })),
+        "response": {
+            "status": output.response.status,
+            "headers": output.response.headers,
+            "body": output.response.body,
+            "body_json": parsed(&output.response.body),
+        },
+    });
+    if let Some(before) = &input.before {
+        leg["before"] = before.clone();
+    }
+    leg
+}
+
+/// Regenerates every exchange file from [`exchange_cases`].
+async fn bless_exchanges() {
+    for exchange in exchange_cases() {
+        let legs = exchange.legs();
+        let config = parse_config(&exchange.case.config).expect("config");
+        for revision in &exchange.revisions {
+            let outputs = run_exchange(revision, &config, &legs)
+                .await
+                .unwrap_or_else(|e| panic!("{revision}/{}: {e}", exchange.name));
+            let stored: Vec<Value> = legs
+                .iter()
+                .zip(&outputs)
+                .map(|(input, output)| leg_json(input, output))
+                .collect();
+            let file = json!({
+                "exchange": exchange.name,
+                "case": exchange.case.name,
+                "description": exchange.description,
+                "config": exchange.case.config,
+                "legs": stored,
+            });
+            let dir = exchanges_dir(revision);
+            std::fs::create_dir_all(&dir).expect("exchanges dir");
+            let path = dir.join(format!("{}.json", exchange.name));
+            let text = serde_json::to_string_pretty(&file).expect("json") + "\n";
+            let temp = path.with_extension("json.tmp");
+            std::fs::write(&temp, text).expect("write exchange");
+            std::fs::rename(&temp, &path).expect("rename exchange");
+        }
+    }
+}
+
+/// One parsed exchange file.
+#[derive(Clone, Debug)]
+struct Exchange {
+    file: PathBuf,
+    revision: String,
+    name: String,
+    case: String,
+    description: String,
+    config_dsl: Value,
+    config: Config,
+    legs: Vec<(LegInput, LegOutput)>,
+}
+
+fn parse_leg(value: &Value) -> Result<(LegInput, LegOutput), String> {
+    let object = value.as_object().ok_or("a leg is an object")?;
+    only_keys(
+        object,
+        &[
+            "title",
+            "description",
+            "before",
+            "policy",
+            "request",
+            "forwarded",
+            "response",
+        ],
+        "leg",
+    )?;
+    let text = |name: &str| string(object.get(name).unwrap_or(&Value::Null), name);
+    let (decision, evaluation) = match object.get("policy") {
+        Some(Value::Null) => (None, None),
+        Some(Value::Object(policy)) => {
+            only_keys(policy, &["decision", "evaluation"], "policy")?;
+            let decision = policy.get("decision").ok_or("policy.decision is missing")?;
+            parse_decision(decision)?;
+            let evaluation = policy
+                .get("evaluation")
+                .filter(|e| e.is_object())
+                .ok_or("policy.evaluation must be an object")?;
+            (Some(decision.clone()), Some(evaluation.clone()))
+        }
+        _ => return Err("policy must be null or {decision, evaluation}".into()),
+    };
+    let request = object.get("request").ok_or("request is missing")?.clone();
+    parse_request(&request)?;
+    let forwarded = match object.get("forwarded") {
+        Some(Value::Null) => None,
+        Some(Value::Object(forwarded)) => {
+            only_keys(forwarded, &["body", "body_json"], "forwarded")?;
+            let body = string(
+                forwarded.get("body").unwrap_or(&Value::Null),
+                "forwarded.body",
+            )?;
+            let parsed: Value = serde_json::from_str(&body)
+                .map_err(|e| format!("forwarded.body is not JSON: {e}"))?;
+            if forwarded.get("body_json") != Some(&parsed) {
+                return Err("forwarded.body_json is not forwarded.body parsed".into());
+            }
+            Some(body)
+        }
+        _ => return Err("forwarded must be null or {body, body_json}".into()),
+    };
+    let response = parse_response(object.get("response").ok_or("response is missing")?)?;
+    Ok((
+        LegInput {
+            title: text("title")?,
+            description: text("description")?,
+            before: object.get("before").cloned(),
+            decision,
+            request,
+        },
+        LegOutput {
+            evaluation,
+            forwarded,
+            response,
+        },
+    ))
+}
+
+fn parse_exchange(file: &Path, revision: &str) -> Result<Exchange, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("unreadable: {e}"))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| format!("not JSON: {e}"))?;
+    let object = value.as_object().ok_or("an exchange is a JSON object")?;
+    only_keys(
+        object,
+        &["exchange", "case", "description", "config", "legs"],
+        "exchange",
+    )?;
+    let text = |name: &str| string(object.get(name).unwrap_or(&Value::Null), name);
+    let name = text("exchange")?;
+    let stem = file
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or_default();
+    if name != stem {
+        return Err(format!(
+            "exchange {name:?} does not match the file name {stem:?}"
+        ));
+    }
+    let case = text("case")?;
+    if !name.starts_with(&format!("{case}--")) {
+        return Err(format!(
+            "exchange {name:?} does not continue its case {case:?}"
+        ));
+    }
+    let config_dsl = object.get("config").ok_or("config is missing")?.clone();
+    let config = parse_config(&config_dsl)?;
+    let legs = object
+        .get("legs")
+        .and_then(Value::as_array)
+        .ok_or("legs must be an array")?
+        .iter()
+        .enumerate()
+        .map(|(n, leg)| parse_leg(leg).map_err(|e| format!("leg {}: {e}", n + 1)))
+        .collect::<Result<Vec<_>, _>>()?;
+    if legs.len() < 2 {
+        return Err("an exchange has at least two legs".into());
+    }
+    Ok(Exchange {
+        file: file.to_owned(),
+        revision: revision.to_owned(),
+        name,
+        case,
+        description: text("description")?,
+        config_dsl,
+        config,
+        legs,
+    })
+}
+
+/// Every exchange on disk, blessed first when `MCP_GATE_BLESS` is set. A revision without an
+/// `exchanges/` folder has none; the table test says whether it should.
+fn exchanges() -> &'static [Exchange] {
+    static EXCHANGES: OnceLock<Vec<Exchange>> = OnceLock::new();
+    EXCHANGES.get_or_init(|| {
+        if std::env::var_os(BLESS_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+            std::thread::spawn(|| {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                runtime.block_on(bless_exchanges());
+            })
+            .join()
+            .expect("blessing the exchanges failed");
+        }
+        let mut problems = Vec::new();
+        let mut exchanges = Vec::new();
+        for revision in REVISIONS {
+            let dir = exchanges_dir(revision);
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut files: Vec<PathBuf> =
+                entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            files.sort();
+            for file in files {
+                if file.extension().and_then(|e| e.to_str()) != Some("json") {
+                    problems.push(format!("{}: not a .json exchange", file.display()));
+                    continue;
+                }
+                match parse_exchange(&file, revision) {
+                    Ok(exchange) => exchanges.push(exchange),
+                    Err(problem) => problems.push(format!("{}: {problem}", file.display())),
+                }
+            }
+        }
+        assert!(problems.is_empty(), "exchanges:\n{}", problems.join("\n"));
+        exchanges
+    })
+}
+
+#[tokio::test]
+async fn every_exchange_matches_the_layer_byte_for_byte() {
+    let exchanges = exchanges();
+    let mut failures = Vec::new();
+    for exchange in exchanges {
+        let at = exchange.file.display();
+        let inputs: Vec<LegInput> = exchange.legs.iter().map(|(i, _)| i.clone()).collect();
+        let actual = match run_exchange(&exchange.revision, &exchange.config, &inputs).await {
+            Ok(actual) => actual,
+            Err(problem) => {
+                failures.push(format!("{at}: {problem}"));
+                continue;
+            }
+        };
+        let differences: Vec<String> = exchange
+            .legs
+            .iter()
+            .zip(&actual)
+            .enumerate()
+            .filter(|(_, ((_, expected), actual))| expected != *actual)
+            .map(|(n, ((_, expected), actual))| {
+                format!(
+                    "  leg {}:\n    expected {expected:?}\n    actual   {actual:?}",
+                    n + 1
+                )
+            })
+            .collect();
+        if !differences.is_empty() {
+            failures.push(format!("{at}:\n{}", differences.join("\n")));
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {} exchanges differ (if the change is intended, rerun with {BLESS_ENV}=1 and review the diff):\n{}",
+        failures.len(),
+        exchanges.len(),
+        failures.join("\n")
+    );
+}
+
+/// The files are the table's, each first leg is its fixture, and exchanges exist exactly
+/// where the first leg starts a round trip of the layer's.
+#[test]
+fn exchange_files_and_the_exchange_table_agree() {
+    let table = exchange_cases();
+    let on_disk: BTreeSet<(String, String)> = exchanges()
+        .iter()
+        .map(|e| (e.revision.clone(), e.name.clone()))
+        .collect();
+    let wanted: BTreeSet<(String, String)> = table
+        .iter()
+        .flat_map(|e| e.revisions.iter().map(|r| (r.to_string(), e.name.clone())))
+        .collect();
+    let missing: Vec<_> = wanted.difference(&on_disk).collect();
+    let stale: Vec<_> = on_disk.difference(&wanted).collect();
+    assert!(
+        missing.is_empty(),
+        "exchanges without a file (run with {BLESS_ENV}=1): {missing:?}"
+    );
+    assert!(
+        stale.is_empty(),
+        "exchange files the table does not generate (delete them, or add the exchange): {stale:?}"
+    );
+    for exchange in &table {
+        for revision in REVISIONS {
+            let round_trip = matches!(
+                exchange.case.shape(revision),
+                Shape::Confirmation | Shape::UrlInput | Shape::Task
+            );
+            assert_eq!(
+                exchange.revisions.contains(&revision),
+                round_trip,
+                "{revision}/{}: an exchange exists exactly where its first leg starts a round trip",
+                exchange.name
+            );
+        }
+    }
+    let by_name: BTreeMap<&str, &ExchangeCase> =
+        table.iter().map(|e| (e.name.as_str(), e)).collect();
+    for exchange in exchanges() {
+        let at = exchange.file.display();
+        let case = by_name[exchange.name.as_str()];
+        assert_eq!(exchange.case, case.case.name, "{at}");
+        assert_eq!(exchange.description, case.description, "{at}");
+        assert_eq!(exchange.config_dsl, case.case.config, "{at}");
+        let inputs: Vec<LegInput> = exchange.legs.iter().map(|(i, _)| i.clone()).collect();
+        assert_eq!(inputs, case.legs(), "{at}: the legs are not the table's");
+        let fixture = fixtures()
+            .iter()
+            .find(|f| f.revision == exchange.revision && f.case == exchange.case)
+            .unwrap_or_else(|| panic!("{at}: no fixture {}", exchange.case));
+        let (first, answered) = &exchange.legs[0];
+        assert_eq!(first.decision.as_ref(), Some(&fixture.decision_dsl), "{at}");
+        assert_eq!(exchange.config, fixture.config, "{at}");
+        let request = parse_request(&first.request).expect("parsed at load");
+        assert_eq!(request.headers, fixture.request.headers, "{at}");
+        assert_eq!(request.body, fixture.request.body, "{at}");
+        assert_eq!(
+            answered,
+            &LegOutput {
+                evaluation: Some(json!({"phase": "invocation"})),
+                forwarded: None,
+                response: fixture.response.clone(),
+            },
+            "{at}: the first leg is not its fixture"
+        );
+    }
 }

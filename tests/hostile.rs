@@ -499,7 +499,7 @@ fn form_decode(raw: &str) -> Vec<u8> {
     out
 }
 
-/// The documented carrier rules (README, Security model, step 1) and size limit (step 2).
+/// The documented carrier rules (`docs/security.md`, step 1) and size limit (step 2).
 fn expected_carrier(carrier: &Carrier, valid: &str) -> AuthExpect {
     use AuthExpect::*;
     let request = |kind| Refuse(AuthError::InvalidRequest(kind));

@@ -1,8 +1,10 @@
 //! The wire pages, `docs/wire/*.md`: for each kind of remedy, the exact exchanges stored in the
-//! golden fixtures of the `current` SEP-2643 revision (`spec/<id>/fixtures/*.json`).
+//! golden fixtures of the `current` SEP-2643 revision (`spec/<id>/fixtures/*.json`), and for
+//! the layer's own round trips the legs that follow the first answer
+//! (`spec/<id>/exchanges/*.json`: the retry, the polls).
 //!
-//! The pages are generated from the fixtures, so they cannot drift from what the layer sends
-//! (`tests/golden.rs` checks the fixtures against the layer byte for byte). Without
+//! The pages are generated from those files, so they cannot drift from what the layer sends
+//! (`tests/golden.rs` checks both against the layer byte for byte). Without
 //! `MCP_GATE_BLESS`, this test renders every page in memory and fails when a committed page
 //! differs, is missing, or is stale. With `MCP_GATE_BLESS=1` it rewrites the pages and removes
 //! stale ones:
@@ -12,7 +14,7 @@
 //! git diff docs/wire     # read the change before keeping it
 //! ```
 //!
-//! Rendering is deterministic: fixtures are read in file-name order, and nothing depends on
+//! Rendering is deterministic: files are read in file-name order, and nothing depends on
 //! the clock, the environment or randomness. No sockets, no layer: only files.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,7 +114,8 @@ layer answers HTTP 200 with an `InputRequiredResult`: one `elicitation/create` r
 mode under a `mcp-gate/<key>` input key, an envelope with a `url` hint, and a signed
 `requestState`. The client opens the page, then retries with the state and its answer. On the
 retry the policy runs again and sees the answer through `Evaluation::answered()`; it must check
-its own record of the approval.
+its own record of the approval. The first case below continues with its retries: allowed once
+the application has recorded the approval, and asked again when the client retries before that.
 
 Every other request (legacy, no URL elicitation, another method) gets `undisclosed`, with the
 page named in the text. An approval URL the layer will not send (plain `http` outside
@@ -140,8 +143,9 @@ lifetime and poll interval, and an envelope with a `task` hint. The client polls
 once and returns its result; a refusal completes the task as `unavailable`.
 
 Every other request (legacy, no Tasks extension, another method) makes no task and gets
-`undisclosed`, with the wait described in the text. Polling, approval, refusal and expiry take
-several requests, so they are tested in `tests/tasks.rs`, not shown here.",
+`undisclosed`, with the wait described in the text. The first case below continues with the
+owner's polls: while the task waits, after an approval, and after a refusal. Cancellation, expiry
+and what other principals see are tested in `tests/tasks.rs`.",
         shown: &[
             "task--modern-tasks-extension--tools-call",
             "task--modern-tasks-extension--resources-read",
@@ -161,7 +165,7 @@ HTTP 200 with an `InputRequiredResult`: one `elicitation/create` request in form
 input key `mcp-gate/confirm`, whose schema has one required boolean, `approve`, and a signed
 `requestState`. A confirmation is not a denial, so there is no envelope. The retry carries the
 state and the answer; only `accept` with `approve: true` lets the call through to the inner
-server.
+server. The first case below continues with both retries, confirmed and declined.
 
 Every other request (legacy, even in a session that declared elicitation at `initialize`; no
 form elicitation; another method) gets `undisclosed`, with the question in the text.",
@@ -334,6 +338,162 @@ fn fixtures() -> Vec<Fixture> {
     paths.sort();
     assert!(!paths.is_empty(), "{}: no fixtures", dir.display());
     paths.iter().map(|p| load(p)).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exchanges: the legs after a fixture's first answer
+// ---------------------------------------------------------------------------------------------
+
+/// One leg of an exchange, as stored.
+struct Leg {
+    title: String,
+    description: String,
+    /// What happened off the wire before the leg (an approver's decision), in the file's DSL.
+    before: Option<Value>,
+    /// What the policy returned, and what it was shown; `None` when it was not asked.
+    policy: Option<(Value, Value)>,
+    request_headers: Vec<(String, String)>,
+    request_body: Value,
+    /// The body the inner server received, exactly as stored.
+    forwarded: Option<String>,
+    status: u16,
+    response_headers: Vec<(String, String)>,
+    response_body: String,
+}
+
+/// One stored exchange: a fixture's first leg and the legs that follow it.
+struct Exchange {
+    name: String,
+    case: String,
+    description: String,
+    legs: Vec<Leg>,
+}
+
+impl Exchange {
+    /// The part of the name after the case: `confirmed`, `retried-before-approval`, ...
+    fn outcome(&self) -> &str {
+        self.name
+            .strip_prefix(&self.case)
+            .and_then(|rest| rest.strip_prefix("--"))
+            .unwrap_or(&self.name)
+    }
+}
+
+fn revision_dir(revision: &str) -> PathBuf {
+    root().join("spec").join(revision)
+}
+
+fn json_files(dir: &Path) -> Vec<PathBuf> {
+    let mut paths: Vec<PathBuf> = match std::fs::read_dir(dir) {
+        Ok(entries) => entries
+            .map(|entry| entry.expect("a directory entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
+    paths.sort();
+    paths
+}
+
+fn load_leg(leg: &Value, at: &str) -> Leg {
+    let field = |pointer: &str| -> &Value {
+        leg.pointer(pointer)
+            .unwrap_or_else(|| panic!("{at}: no {pointer}"))
+    };
+    let text_of = |pointer: &str| -> String {
+        field(pointer)
+            .as_str()
+            .unwrap_or_else(|| panic!("{at}: {pointer} must be a string"))
+            .to_owned()
+    };
+    let policy = match field("/policy") {
+        Value::Null => None,
+        _ => Some((
+            field("/policy/decision").clone(),
+            field("/policy/evaluation").clone(),
+        )),
+    };
+    let forwarded = match field("/forwarded") {
+        Value::Null => None,
+        _ => Some(text_of("/forwarded/body")),
+    };
+    Leg {
+        title: text_of("/title"),
+        description: text_of("/description"),
+        before: leg.get("before").cloned(),
+        policy,
+        request_headers: string_pairs(field("/request/headers"), "request.headers"),
+        request_body: field("/request/body").clone(),
+        forwarded,
+        status: field("/response/status")
+            .as_u64()
+            .and_then(|s| u16::try_from(s).ok())
+            .unwrap_or_else(|| panic!("{at}: response.status must be a status code")),
+        response_headers: string_pairs(field("/response/headers"), "response.headers"),
+        response_body: text_of("/response/body"),
+    }
+}
+
+fn load_exchange(path: &Path) -> Exchange {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let file: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let text_of = |member: &str| -> String {
+        file.get(member)
+            .and_then(Value::as_str)
+            .unwrap_or_else(|| panic!("{name}: {member} must be a string"))
+            .to_owned()
+    };
+    let legs = file
+        .get("legs")
+        .and_then(Value::as_array)
+        .unwrap_or_else(|| panic!("{name}: legs must be an array"))
+        .iter()
+        .enumerate()
+        .map(|(n, leg)| load_leg(leg, &format!("{name}, leg {}", n + 1)))
+        .collect();
+    Exchange {
+        name: text_of("exchange"),
+        case: text_of("case"),
+        description: text_of("description"),
+        legs,
+    }
+}
+
+/// Every exchange of `revision`, in file-name order.
+fn exchanges(revision: &str) -> Vec<Exchange> {
+    json_files(&revision_dir(revision).join("exchanges"))
+        .iter()
+        .map(|p| load_exchange(p))
+        .collect()
+}
+
+/// The other pinned revisions, each with its fixtures and the names of its exchanges, to say
+/// on the pages where an exchange exists and where it does not.
+struct OtherRevision {
+    id: &'static str,
+    fixtures: Vec<Fixture>,
+    exchanges: BTreeSet<String>,
+}
+
+fn other_revisions() -> Vec<OtherRevision> {
+    let current = mcp_gate::Revision::current().id();
+    mcp_gate::Revision::supported()
+        .filter(|id| *id != current)
+        .map(|id| OtherRevision {
+            id,
+            fixtures: json_files(&revision_dir(id).join("fixtures"))
+                .iter()
+                .map(|p| load(p))
+                .collect(),
+            exchanges: exchanges(id).into_iter().map(|e| e.name).collect(),
+        })
+        .collect()
+}
+
+/// `c74b0c9…`, as the pages name a revision.
+fn short(revision: &str) -> String {
+    format!("`{}…`", &revision[..7])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -548,8 +708,8 @@ fn inline_or_block(out: &mut String, label: &str, value: &Value) {
 
 fn generated_notice() -> String {
     format!(
-        "<!-- Generated by tests/wire_pages.rs from spec/{}/fixtures/. Do not edit by hand: \
-         run `{REGENERATE}`. -->\n",
+        "<!-- Generated by tests/wire_pages.rs from spec/{0}/fixtures/ and \
+         spec/{0}/exchanges/. Do not edit by hand: run `{REGENERATE}`. -->\n",
         mcp_gate::Revision::current().id()
     )
 }
@@ -581,34 +741,60 @@ fn render_exchange(out: &mut String, fixture: &Fixture) {
         writeln!(out, "```json\n{}\n```\n", reindent(&compact)).unwrap();
     }
 
-    out.push_str("Request:\n\n```http\nPOST /mcp HTTP/1.1\n");
-    for (name, value) in &fixture.request_headers {
+    render_request(
+        out,
+        "Request:",
+        &fixture.request_headers,
+        &fixture.request_body,
+    );
+    render_response(
+        out,
+        case,
+        fixture.status,
+        &fixture.response_headers,
+        &fixture.response_body,
+    );
+}
+
+fn render_request(out: &mut String, label: &str, headers: &[(String, String)], body: &Value) {
+    writeln!(out, "{label}\n\n```http\nPOST /mcp HTTP/1.1").unwrap();
+    for (name, value) in headers {
         writeln!(out, "{name}: {value}").unwrap();
     }
-    let body = serde_json::to_string(&fixture.request_body).expect("JSON serialises");
+    let body = serde_json::to_string(body).expect("JSON serialises");
     writeln!(out, "\n{}\n```\n", reindent(&body)).unwrap();
+}
 
-    let status = fixture.status;
+/// The status, the pinned headers and the stored body; a challenge's
+/// `authorization_remediation` decoded below it.
+fn render_response(
+    out: &mut String,
+    case: &str,
+    status: u16,
+    headers: &[(String, String)],
+    body: &str,
+) {
     writeln!(
         out,
         "Response:\n\n```http\nHTTP/1.1 {status} {}",
         reason_phrase(status)
     )
     .unwrap();
-    for (name, value) in &fixture.response_headers {
+    for (name, value) in headers {
         writeln!(out, "{name}: {value}").unwrap();
     }
-    let pretty = reindent(&fixture.response_body);
+    let pretty = reindent(body);
     assert_eq!(
         strip_insignificant_whitespace(&pretty),
-        fixture.response_body,
+        body,
         "{case}: re-indenting the response body changed it"
     );
     writeln!(out, "\n{pretty}\n```\n").unwrap();
 
-    if let Some(encoded) = fixture
-        .response_header("www-authenticate")
-        .map(challenge_params)
+    if let Some(encoded) = headers
+        .iter()
+        .find(|(n, _)| n == "www-authenticate")
+        .map(|(_, v)| challenge_params(v))
         .and_then(|params| {
             params
                 .into_iter()
@@ -630,7 +816,180 @@ fn render_exchange(out: &mut String, fixture: &Fixture) {
     }
 }
 
-fn render_page(kind: &Kind, cases: &[&Fixture]) -> String {
+/// Where the first leg's exchanges are stored, and why a revision has none.
+fn render_revisions_note(
+    out: &mut String,
+    fixture: &Fixture,
+    exchanges: &[&Exchange],
+    others: &[OtherRevision],
+) {
+    let current = mcp_gate::Revision::current().id();
+    let mut with = vec![format!("{} (`current`)", short(current))];
+    let mut without = Vec::new();
+    for other in others {
+        if exchanges.iter().all(|e| other.exchanges.contains(&e.name)) {
+            with.push(short(other.id));
+        } else if let Some(theirs) = other.fixtures.iter().find(|f| f.case == fixture.case) {
+            assert!(
+                exchanges.iter().all(|e| !other.exchanges.contains(&e.name)),
+                "{}: {} has some of this case's exchanges but not all",
+                fixture.case,
+                other.id
+            );
+            let error_based = matches!(
+                mcp_gate::Revision::select(other.id).map(|r| r.family()),
+                Ok(mcp_gate::denial::Family::ErrorBased)
+            );
+            without.push(format!(
+                "Under {}{}, there is no second leg: it answers this request with a {}, which \
+                 ends the exchange (the fixture [`{}`](../../spec/{}/fixtures/{}.json)).",
+                short(other.id),
+                if error_based {
+                    ", the error-based revision"
+                } else {
+                    ""
+                },
+                summary(theirs),
+                theirs.case,
+                other.id,
+                theirs.case
+            ));
+        }
+    }
+    let count = match exchanges.len() {
+        1 => "One continuation of this first leg is".to_owned(),
+        2 => "Two continuations of this first leg are".to_owned(),
+        3 => "Three continuations of this first leg are".to_owned(),
+        n => format!("{n} continuations of this first leg are"),
+    };
+    let mut note = format!(
+        "{count} stored as exchanges (`spec/<revision>/exchanges/`, \
+         [format](../../spec/README.md#exchange-format)) under {}; shown here for the \
+         `current` one.",
+        join_and(&with)
+    );
+    for sentence in without {
+        note.push(' ');
+        note.push_str(&sentence);
+    }
+    writeln!(out, "{note}\n").unwrap();
+}
+
+fn join_and(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// The legs after the first of one exchange.
+fn render_continuation(out: &mut String, exchange: &Exchange) {
+    writeln!(
+        out,
+        "#### Then: {} (`{}`)\n",
+        exchange.outcome().replace('-', " "),
+        exchange.name
+    )
+    .unwrap();
+    writeln!(out, "{}\n", exchange.description).unwrap();
+    for (n, leg) in exchange.legs.iter().enumerate().skip(1) {
+        let at = format!("{}, leg {}", exchange.name, n + 1);
+        writeln!(out, "##### {}. {}\n", n + 1, leg.title).unwrap();
+        writeln!(out, "{}\n", leg.description).unwrap();
+        if let Some(before) = &leg.before {
+            inline_or_block(
+                out,
+                "Before it, off the wire ([`before`](../../spec/README.md#exchange-format)):",
+                before,
+            );
+        }
+        match &leg.policy {
+            None => out.push_str("The policy is not asked.\n\n"),
+            Some((decision, evaluation)) => {
+                let phase = evaluation
+                    .get("phase")
+                    .and_then(Value::as_str)
+                    .unwrap_or_else(|| panic!("{at}: the evaluation has no phase"));
+                write!(out, "The policy is asked in the `{phase}` phase.").unwrap();
+                for (member, accessor) in [
+                    ("answered", "Evaluation::answered()"),
+                    ("approval", "Evaluation::approval()"),
+                ] {
+                    if let Some(shown) = evaluation.get(member) {
+                        let compact = serde_json::to_string(shown).expect("JSON serialises");
+                        write!(out, " `{accessor}` shows `{compact}`.").unwrap();
+                    }
+                }
+                let decision = serde_json::to_string(decision).expect("JSON serialises");
+                writeln!(
+                    out,
+                    " It returns `{decision}` ([DSL](../../spec/README.md#decision-dsl)).\n"
+                )
+                .unwrap();
+            }
+        }
+        let request = format!(
+            "{} {}",
+            serde_json::to_string(&leg.request_body).expect("JSON serialises"),
+            leg.request_headers
+                .iter()
+                .map(|(_, v)| v.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
+        let stands_for: Vec<&str> = [
+            (
+                "mcpgate1.<state>",
+                "`mcpgate1.<state>` is the `requestState` of the previous answer, sent back unchanged",
+            ),
+            (
+                "tsk_<random>",
+                "`tsk_<random>` is the task id of the `CreateTaskResult`",
+            ),
+        ]
+        .into_iter()
+        .filter(|(placeholder, _)| request.contains(placeholder))
+        .map(|(_, meaning)| meaning)
+        .collect();
+        let label = if stands_for.is_empty() {
+            "Request:".to_owned()
+        } else {
+            format!("Request ({}):", stands_for.join("; "))
+        };
+        render_request(out, &label, &leg.request_headers, &leg.request_body);
+        match &leg.forwarded {
+            None => out.push_str("The inner server is not reached.\n\n"),
+            Some(body) => {
+                let pretty = reindent(body);
+                assert_eq!(
+                    strip_insignificant_whitespace(&pretty),
+                    *body,
+                    "{at}: re-indenting the forwarded body changed it"
+                );
+                writeln!(
+                    out,
+                    "The inner server receives, as the layer forwards it:\n\n```json\n{pretty}\n```\n"
+                )
+                .unwrap();
+            }
+        }
+        render_response(
+            out,
+            &at,
+            leg.status,
+            &leg.response_headers,
+            &leg.response_body,
+        );
+    }
+}
+
+fn render_page(
+    kind: &Kind,
+    cases: &[&Fixture],
+    exchanges: &[Exchange],
+    others: &[OtherRevision],
+) -> String {
     let mut out = generated_notice();
     writeln!(out, "\n# {}\n", kind.title).unwrap();
     writeln!(out, "{}\n", kind.intro).unwrap();
@@ -671,6 +1030,13 @@ fn render_page(kind: &Kind, cases: &[&Fixture]) -> String {
             )
         });
         render_exchange(&mut out, fixture);
+        let continued: Vec<&Exchange> = exchanges.iter().filter(|e| e.case == *wanted).collect();
+        if !continued.is_empty() {
+            render_revisions_note(&mut out, fixture, &continued, others);
+            for exchange in continued {
+                render_continuation(&mut out, exchange);
+            }
+        }
     }
     while out.ends_with("\n\n") {
         out.pop();
@@ -678,7 +1044,7 @@ fn render_page(kind: &Kind, cases: &[&Fixture]) -> String {
     out
 }
 
-fn render_index(counts: &[(&Kind, usize)]) -> String {
+fn render_index(counts: &[(&Kind, usize, usize)]) -> String {
     let revision = mcp_gate::Revision::current().id();
     let mut out = generated_notice();
     out.push_str("\n# On the wire: one page per kind of remedy\n\n");
@@ -687,15 +1053,18 @@ fn render_index(counts: &[(&Kind, usize)]) -> String {
         "These pages show exactly what a client sends and what `mcp-gate` answers when the \
          policy refuses a request or asks for something first. Each page covers one kind of \
          remedy. They are generated from the golden fixtures of the `current` SEP-2643 revision \
-         ([`spec/{revision}/fixtures/`](../../spec/{revision}/fixtures/)), which \
-         `tests/golden.rs` compares byte for byte with what the layer writes. \
-         `tests/wire_pages.rs` fails when a page no longer matches the fixtures, so the pages \
-         cannot drift from the code.\n"
+         ([`spec/{revision}/fixtures/`](../../spec/{revision}/fixtures/)) and, for the \
+         layer's own round trips, from the exchanges that continue them \
+         ([`spec/{revision}/exchanges/`](../../spec/{revision}/exchanges/)): the retry or the \
+         poll the client sends next and what it gets. `tests/golden.rs` replays both through \
+         the layer and compares them byte for byte with what it writes; \
+         `tests/wire_pages.rs` fails when a page no longer matches them, so the pages cannot \
+         drift from the code.\n"
     )
     .unwrap();
-    out.push_str("| page | policy returns | the client receives | cases |\n");
-    out.push_str("|---|---|---|---|\n");
-    for (kind, count) in counts {
+    out.push_str("| page | policy returns | the client receives | cases | exchanges |\n");
+    out.push_str("|---|---|---|---|---|\n");
+    for (kind, count, continued) in counts {
         let remedies = kind
             .remedies
             .iter()
@@ -704,7 +1073,7 @@ fn render_index(counts: &[(&Kind, usize)]) -> String {
             .join(", ");
         writeln!(
             out,
-            "| [{}]({}.md) | {remedies} | {} | {count} |",
+            "| [{}]({}.md) | {remedies} | {} | {count} | {continued} |",
             kind.title, kind.page, kind.short
         )
         .unwrap();
@@ -712,7 +1081,8 @@ fn render_index(counts: &[(&Kind, usize)]) -> String {
     out.push_str(
         "\nThe \"policy returns\" column gives the remedy part of the case names \
          (`<remedy>[--<gate option>]--<era>--<method>`, see \
-         [Case names](../../spec/README.md#case-names)).\n\n",
+         [Case names](../../spec/README.md#case-names)). \"Exchanges\" counts the stored \
+         continuations of the page's cases: what follows the first answer.\n\n",
     );
     out.push_str(
         "## How to read an exchange\n\n\
@@ -735,12 +1105,23 @@ fn render_index(counts: &[(&Kind, usize)]) -> String {
          - **Eras.** `legacy` requests carry no protocol version in `_meta` (MCP 2025-11-25); \
          `modern` ones carry `io.modelcontextprotocol/protocolVersion: 2026-07-28` and their \
          client capabilities in `_meta`, and their `Mcp-Method` / `Mcp-Name` headers repeat the \
-         body.\n\n",
+         body.\n\
+         - **Later legs.** Where the first answer starts a round trip of the layer's (a URL \
+         approval, a confirmation, a held task), the case continues with the legs that follow \
+         it, each stored with its request and the exact answer: whether the policy is asked, \
+         what `Evaluation` shows it and what it returns; what the inner server receives, if the \
+         call reaches it; and what happens off the wire in between (an approver's decision). \
+         In those requests `mcpgate1.<state>` stands for the `requestState` of the previous \
+         answer, which the client sends back unchanged, and `tsk_<random>` for the task id of \
+         the `CreateTaskResult`. The inner server is a stand-in that answers every `tools/call` \
+         with a tool result naming the tool.\n\n",
     );
     writeln!(
         out,
         "Allowed requests have no page: the layer passes them to the inner server byte for \
-         byte and returns its answer untouched. Refusals that happen before the policy runs \
+         byte and returns its answer untouched (an allowed retry of the layer's own round trip \
+         is forwarded without the layer's `requestState` and input keys, as its later leg \
+         shows). Refusals that happen before the policy runs \
          (token, carrier, JSON-RPC errors) are listed in [Troubleshooting](../troubleshooting.md).\n\n\
          To regenerate after the fixtures changed (`MCP_GATE_BLESS=1 cargo test --test golden`), \
          run `{REGENERATE}` and review `git diff docs/wire`."
@@ -767,6 +1148,20 @@ fn render_all() -> BTreeMap<String, String> {
             });
         by_kind.entry(kind.page).or_default().push(fixture);
     }
+    let current = mcp_gate::Revision::current().id();
+    let exchanges = exchanges(current);
+    let others = other_revisions();
+    for exchange in &exchanges {
+        assert!(
+            KINDS
+                .iter()
+                .any(|k| k.shown.contains(&exchange.case.as_str())),
+            "the exchange {} continues {}, which no wire page shows in full: add it to KINDS in \
+             tests/wire_pages.rs",
+            exchange.name,
+            exchange.case
+        );
+    }
     let mut pages = BTreeMap::new();
     let mut counts = Vec::new();
     for kind in KINDS {
@@ -777,8 +1172,15 @@ fn render_all() -> BTreeMap<String, String> {
              tests/wire_pages.rs",
             kind.page
         );
-        pages.insert(format!("{}.md", kind.page), render_page(kind, &cases));
-        counts.push((kind, cases.len()));
+        pages.insert(
+            format!("{}.md", kind.page),
+            render_page(kind, &cases, &exchanges, &others),
+        );
+        let continued = exchanges
+            .iter()
+            .filter(|e| kind.shown.contains(&e.case.as_str()))
+            .count();
+        counts.push((kind, cases.len(), continued));
     }
     pages.insert("README.md".to_owned(), render_index(&counts));
     for text in pages.values_mut() {

@@ -28,7 +28,7 @@ pub const CLIENT_SECRET: &str = "dev-secret";
 
 /// A running development issuer.
 pub struct DevIssuer {
-    /// The issuer identifier (`http://127.0.0.1:PORT`).
+    /// The issuer identifier (`http://` and the address it listens on).
     pub issuer: String,
     /// The token endpoint.
     pub token_endpoint: String,
@@ -44,15 +44,31 @@ struct IssuerState {
 }
 
 impl DevIssuer {
-    /// Starts the issuer on `127.0.0.1` (`port` 0 picks a free port). Tokens requested without a
-    /// `resource` parameter are issued for `default_resource`.
+    /// Starts the issuer on `listen`, a loopback address (port 0 picks a free port); any other
+    /// address is refused. Tokens requested without a `resource` parameter are issued for
+    /// `default_resource`.
     pub async fn start(
-        port: u16,
+        listen: SocketAddr,
         default_resource: &str,
         scopes: Vec<String>,
     ) -> std::io::Result<Self> {
-        let listener =
-            tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+        if !listen.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "the development issuer listens on loopback only, not {listen}: it gives a \
+                     token to anyone who knows its fixed client secret"
+                ),
+            ));
+        }
+        let listener = tokio::net::TcpListener::bind(listen)
+            .await
+            .map_err(|error| {
+                std::io::Error::new(
+                    error.kind(),
+                    format!("the development issuer cannot listen on {listen}: {error}"),
+                )
+            })?;
         let issuer = format!("http://{}", listener.local_addr()?);
         let (key, kid, jwks) = generate_key().map_err(std::io::Error::other)?;
         let state = Arc::new(IssuerState {

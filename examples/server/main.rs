@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! cargo run --example server                       # with an embedded development issuer
+//! cargo run --example server -- --dev-issuer-listen 127.0.0.1:9000   # ... at a fixed address
 //! cargo run --example server -- --issuer https://auth.example.com --resource https://mcp.example.com/mcp
 //! cargo run --example server --features redis -- --redis redis://127.0.0.1:6379/   # shared tasks
 //! MCP_GATE_CONTINUATION_KEYS="k1:<base64url secret>" cargo run --example server   # shared keys
@@ -18,6 +19,7 @@ mod task_console;
 mod tools;
 
 use std::net::SocketAddr;
+use std::process::ExitCode;
 
 use axum::Router;
 use clap::Parser;
@@ -36,6 +38,16 @@ struct Options {
     /// A trusted issuer (repeatable). Without one, a development issuer starts in-process.
     #[arg(long = "issuer")]
     issuers: Vec<String>,
+    /// Where the development issuer listens, when there is no --issuer (loopback only). Port 0
+    /// picks a free port at each start; a fixed one keeps the issuer URL and token endpoint the
+    /// same across restarts (not its tokens: its signing key is new at each start).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        default_value = "127.0.0.1:0",
+        conflicts_with = "issuers"
+    )]
+    dev_issuer_listen: SocketAddr,
     /// The JWK set URL of the issuer, instead of discovery (needs exactly one --issuer).
     #[arg(long)]
     jwks_uri: Option<String>,
@@ -69,15 +81,26 @@ struct Options {
 /// The environment variable the example reads continuation-state keys from.
 const KEYS_VARIABLE: &str = "MCP_GATE_CONTINUATION_KEYS";
 
+/// Runs the server; a configuration or start-up error is printed as a sentence (its
+/// `Display`, not its `Debug` form) and the process exits with status 1.
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,rmcp=warn".into()),
         )
         .init();
-    let options = Options::parse();
+    match run(Options::parse()).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let resource = options
         .resource
         .clone()
@@ -105,7 +128,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             let scopes = ["mcp:read", "mcp:write", "mcp:admin"]
                 .map(String::from)
                 .to_vec();
-            let issuer = dev_issuer::DevIssuer::start(0, &resource, scopes).await?;
+            let issuer =
+                dev_issuer::DevIssuer::start(options.dev_issuer_listen, &resource, scopes).await?;
             builder = builder.issuer(issuer.issuer.as_str());
             dev = Some(issuer);
         }
@@ -130,10 +154,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         builder = with_redis(builder, url).await?;
     }
     let keys = match &options.continuation_keys_file {
-        Some(path) => Some(mcp_gate::continuation::Keyring::from_file(path)?),
-        None if std::env::var_os(KEYS_VARIABLE).is_some() => {
-            Some(mcp_gate::continuation::Keyring::from_env(KEYS_VARIABLE)?)
-        }
+        Some(path) => Some(
+            mcp_gate::continuation::Keyring::from_file(path)
+                .map_err(|error| format!("--continuation-keys-file {}: {error}", path.display()))?,
+        ),
+        None if std::env::var_os(KEYS_VARIABLE).is_some() => Some(
+            mcp_gate::continuation::Keyring::from_env(KEYS_VARIABLE)
+                .map_err(|error| format!("{KEYS_VARIABLE}: {error}"))?,
+        ),
         None => None,
     };
     if let Some(keys) = keys {
@@ -147,9 +175,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .layer(gate.layer())
         .merge(gate.metadata_router())
         .merge(approvals.router(gate.clone()));
-    let listener = tokio::net::TcpListener::bind(options.listen).await?;
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|error| format!("cannot listen on {} (--listen): {error}", options.listen))?;
     let address = listener.local_addr()?;
-    let console_listener = tokio::net::TcpListener::bind(options.console_listen).await?;
+    let console_listener = tokio::net::TcpListener::bind(options.console_listen)
+        .await
+        .map_err(|error| {
+            format!(
+                "cannot listen on {} (--console-listen): {error}",
+                options.console_listen
+            )
+        })?;
     let console_address = console_listener.local_addr()?;
     let console = task_console::router(gate.tasks(), format!("http://{console_address}"));
     tokio::spawn(async move {

@@ -93,6 +93,7 @@ impl JwtVerifier {
         Self { issuers, typ }
     }
 
+    #[cfg(feature = "jwks")]
     pub fn issuers(&self) -> &[TrustedIssuer] {
         &self.issuers
     }

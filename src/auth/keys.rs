@@ -59,6 +59,7 @@ impl KeySet {
         Self { keys }
     }
 
+    #[cfg(feature = "jwks")]
     pub fn len(&self) -> usize {
         self.keys.len()
     }

@@ -392,7 +392,15 @@ impl ListRequest<'_> {
             annotations,
         );
         match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
-            Ok(decision) => Ok(decision == Decision::Allow),
+            Ok(decision) => Ok(match decision {
+                Decision::Allow => true,
+                // A remedy the client can act on keeps the entry listed only when asked for.
+                Decision::Ask { .. } => self.gate.inner.discovery.list_remediable,
+                Decision::Deny(remedy) => {
+                    self.gate.inner.discovery.list_remediable && remedy.is_actionable()
+                }
+                _ => false,
+            }),
             Err(failure) => {
                 tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, failure = failure.kind(), error = %failure, "the policy failed on a list entry; refusing the list");
                 Err(internal_error(self.request))

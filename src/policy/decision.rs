@@ -202,6 +202,22 @@ impl Remediation {
         self
     }
 
+    /// Whether the client can act on this remedy (a scope step-up, a credential, a URL
+    /// approval, a task), as opposed to `unavailable` and `undisclosed`.
+    ///
+    /// ```
+    /// use mcp_gate::policy::Remediation;
+    ///
+    /// assert!(Remediation::Scope { scopes: vec!["mcp:admin".into()] }.is_actionable());
+    /// assert!(!Remediation::Undisclosed { message: String::new() }.is_actionable());
+    /// ```
+    pub fn is_actionable(&self) -> bool {
+        !matches!(
+            self,
+            Remediation::Unavailable { .. } | Remediation::Undisclosed { .. }
+        )
+    }
+
     /// A short stable name for logs: `scope`, `credential`, `url`, `task`, `unavailable`,
     /// `undisclosed`.
     pub fn kind(&self) -> &'static str {

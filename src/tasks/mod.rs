@@ -7,8 +7,8 @@
 //! ([`TaskStore::transition`]), an in-process [`MemoryTaskStore`] and, with the feature
 //! `redis`, a shared `RedisTaskStore`; [`Approvals`] to decide tasks from an approval page or a
 //! worker in another process; and the [`TaskStart`] hook. The layer holds calls, answers their
-//! owners' `tasks/get` and `tasks/cancel`, and runs approved calls (see the README's "Durable
-//! approval tasks").
+//! owners' `tasks/get` and `tasks/cancel`, and runs approved calls (see "Durable approval tasks"
+//! in `docs/security.md`).
 //!
 //! # Threat model
 //!
