@@ -83,6 +83,12 @@ if [[ -x "$venv/bin/python" && -f "$py_stamp" && "$(cat "$py_stamp")" == "$py_wa
   :
 else
   if ! [[ -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c 'import sys' 2>/dev/null; then
+    # A venv this user cannot write (made by another user, say root) is never removed: that
+    # would delete someone else's working environment. Say so and stop.
+    if [[ -e "$venv" && ! -w "$venv" ]]; then
+      log "tests/peers/.venv exists but is not writable by $(id -un): remove or fix it yourself"
+      exit 1
+    fi
     log "creating venv tests/peers/.venv"
     rm -rf "$venv"
     python3 -m venv "$venv"
