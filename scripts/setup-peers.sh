@@ -2,8 +2,11 @@
 # Install the external test peers used by mcp-gate's integration tests:
 #   - tests/peers/node_modules  (oidc-provider AS, MCP TypeScript SDK client) from package-lock.json
 #   - tests/peers/.venv         (MCP Python SDK client: mcp==2.3.0, pinned by py-constraints.txt)
-#   - redis-server              (Debian package; the RedisTaskStore tests start their own on a
-#                                free loopback port), installed only when missing
+#   - tests/conformance/node_modules (the official MCP conformance suite, its reference servers
+#                                and a Node 22 for the suite alone)
+#   - redis-server, iproute2, util-linux (Debian packages, installed only when missing: the Redis
+#                                tests start their own server; the conformance test runs in a
+#                                private network namespace)
 # Idempotent: each part is skipped when already up to date. Needs node/npm and python3 (with venv).
 set -euo pipefail
 
@@ -19,23 +22,28 @@ if command -v flock >/dev/null 2>&1; then
   flock 9
 fi
 
-# ---- Redis server ----------------------------------------------------------------------------
-# tests/task_store_redis.rs starts `redis-server` itself; without it those tests skip outside CI
-# and fail inside CI.
-if ! command -v redis-server >/dev/null 2>&1; then
+# ---- System packages ---------------------------------------------------------------------------
+# tests/task_store_redis.rs and the other Redis tests start `redis-server` themselves;
+# tests/conformance.rs runs its servers inside a private network namespace (`unshare` from
+# util-linux, `ip` from iproute2). Each missing one is installed with apt-get. Without root or
+# password-less sudo (or without apt-get) this says so and goes on: those tests then skip
+# outside CI and fail inside it, so CI still notices.
+missing=()
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+if ((${#missing[@]})); then
   as_root=()
   [[ "$(id -u)" -eq 0 ]] || as_root=(sudo -n)
   if command -v apt-get >/dev/null 2>&1; then
-    log "apt-get install redis-server"
-    # Without root or password-less sudo this fails: say so and go on (the Redis tests then
-    # skip outside CI and fail inside it, so CI still notices).
+    log "apt-get install ${missing[*]}"
     if ! { "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
       && "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-        --no-install-recommends redis-server >/dev/null; }; then
-      log "could not install redis-server (needs root or password-less sudo): install it yourself"
+        --no-install-recommends "${missing[@]}" >/dev/null; }; then
+      log "could not install ${missing[*]} (needs root or password-less sudo): install them yourself"
     fi
   else
-    log "redis-server is missing and apt-get is not available: install it to run the Redis tests"
+    log "${missing[*]} missing and apt-get is not available: install them to run every test"
   fi
 fi
 
