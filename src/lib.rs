@@ -102,7 +102,7 @@
 //! | `native-tls` | no | `jwks` over the platform's TLS: OpenSSL on Linux, SChannel on Windows, Security.framework on macOS; reqwest prefers it when a rustls feature is on too | on Linux and other Unix: `openssl-sys` (a C compiler, OpenSSL's headers and pkg-config); none on Windows and macOS |
 //! | `jwks` | yes, through `rustls` | remote key sets and issuer discovery over reqwest; alone, plain `http://` only | none |
 //! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate; implies `jwks` | none |
-//! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] (and `tower-http` for its CORS) | none |
+//! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] | none |
 //! | `redis` | no | the Redis stores shared between replicas (`tasks::RedisTaskStore` and others) | none |
 //!
 //! The features are additive. At least one JWT backend must be on, or the application

@@ -7,7 +7,9 @@ mod common;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::peers::{AuthServer, ClientRun, GatedServer, Sdk, run_client};
+use common::peers::{
+    AuthServer, ClientRun, GatedServer, Sdk, assert_credential_challenge, run_client,
+};
 use mcp_gate::denial::ENVELOPE_KEY;
 use serde_json::Value;
 
@@ -32,36 +34,6 @@ fn calls<'a>(run: &'a ClientRun, name: &str) -> Vec<&'a Value> {
 
 fn envelope(step: &Value) -> &Value {
     &step["result"]["_meta"][ENVELOPE_KEY]
-}
-
-/// The credential challenge: `insufficient_authorization` with the payment details.
-fn assert_credential_challenge(run: &ClientRun) {
-    let challenge = run
-        .http
-        .iter()
-        .filter_map(|h| h["www_authenticate"].as_str())
-        .find(|c| c.contains("insufficient_authorization"))
-        .unwrap_or_else(|| panic!("no credential challenge: {run:#?}"));
-    let encoded = challenge
-        .split("authorization_remediation=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("authorization_remediation parameter");
-    let remedy: Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).expect("base64url")).expect("JSON");
-    assert_eq!(
-        remedy["authorization_details"][0]["type"],
-        "payment_initiation"
-    );
-    assert_eq!(
-        remedy["authorization_details"][0]["instructedAmount"]["amount"],
-        "40.00"
-    );
-    assert!(
-        remedy["authorization_reference"]
-            .as_str()
-            .is_some_and(|r| r.starts_with("ref_"))
-    );
 }
 
 #[tokio::test]

@@ -19,7 +19,9 @@ use std::sync::Arc;
 use axum::Router;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::peers::{AuthServer, ClientRun, GatedServer, Sdk, run_client};
+use common::peers::{
+    AuthServer, ClientRun, GatedServer, Sdk, assert_credential_challenge, run_client,
+};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
@@ -179,37 +181,6 @@ fn assert_challenge_bodies(run: &ClientRun, status: u16, error: &str, message: &
         assert_envelope(&body["error"]["data"]["authorization"], None);
     }
     answers.len()
-}
-
-/// The credential challenge: `insufficient_authorization` with the payment details.
-/// (A verbatim copy of the helper in tests/sdk_denials.rs, which is private to that file.)
-fn assert_credential_challenge(run: &ClientRun) {
-    let challenge = run
-        .http
-        .iter()
-        .filter_map(|h| h["www_authenticate"].as_str())
-        .find(|c| c.contains("insufficient_authorization"))
-        .unwrap_or_else(|| panic!("no credential challenge: {run:#?}"));
-    let encoded = challenge
-        .split("authorization_remediation=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("authorization_remediation parameter");
-    let remedy: Value =
-        serde_json::from_slice(&URL_SAFE_NO_PAD.decode(encoded).expect("base64url")).expect("JSON");
-    assert_eq!(
-        remedy["authorization_details"][0]["type"],
-        "payment_initiation"
-    );
-    assert_eq!(
-        remedy["authorization_details"][0]["instructedAmount"]["amount"],
-        "40.00"
-    );
-    assert!(
-        remedy["authorization_reference"]
-            .as_str()
-            .is_some_and(|r| r.starts_with("ref_"))
-    );
 }
 
 /// The scope challenge: `403 insufficient_scope` naming every scope `admin_report` needs, with

@@ -38,44 +38,71 @@ impl ProtectedResourceMetadata {
     }
 }
 
+/// The answer at a metadata path, for the router and the layer alike: the document with
+/// `Cache-Control: public, max-age=300` to `GET` and `HEAD`, an open CORS preflight to
+/// `OPTIONS`, `405` to anything else; `Access-Control-Allow-Origin: *` on all of them (the
+/// document is public, and browser clients discover through it).
+pub(crate) fn answer(document: &Bytes, method: &http::Method) -> http::Response<Bytes> {
+    use http::{HeaderValue, Method, StatusCode, header};
+
+    let mut response = http::Response::new(Bytes::new());
+    let headers = response.headers_mut();
+    headers.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
+    match *method {
+        Method::GET | Method::HEAD => {
+            headers.insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            headers.insert(
+                header::CACHE_CONTROL,
+                HeaderValue::from_static("public, max-age=300"),
+            );
+            *response.body_mut() = document.clone();
+        }
+        Method::OPTIONS => {
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_METHODS,
+                HeaderValue::from_static("GET, OPTIONS"),
+            );
+            headers.insert(
+                header::ACCESS_CONTROL_ALLOW_HEADERS,
+                HeaderValue::from_static("*"),
+            );
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        _ => {
+            headers.insert(
+                header::ALLOW,
+                HeaderValue::from_static("GET, HEAD, OPTIONS"),
+            );
+            *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
+        }
+    }
+    response
+}
+
+/// The metadata routes: [`answer`] at each path.
 #[cfg(feature = "axum")]
 pub(crate) fn router<S: Clone + Send + Sync + 'static>(
     paths: &[String],
     document: Bytes,
 ) -> axum::Router<S> {
-    use axum::routing::get;
-    use http::{HeaderValue, Method, header};
-    use tower_http::cors::{Any, CorsLayer};
+    use axum::routing::any;
 
-    let serve = move || {
-        let document = document.clone();
-        async move {
-            (
-                [
-                    (
-                        header::CONTENT_TYPE,
-                        HeaderValue::from_static("application/json"),
-                    ),
-                    (
-                        header::CACHE_CONTROL,
-                        HeaderValue::from_static("public, max-age=300"),
-                    ),
-                ],
-                document,
-            )
-        }
+    let serve = move |method: http::Method| {
+        let response = answer(&document, &method).map(axum::body::Body::from);
+        async move { response }
     };
     // The paths are literal: a resource path may hold `:`, `*`, `{` or `}`, which axum would
     // otherwise read as route syntax (or refuse with a panic).
     let mut router = axum::Router::new().without_v07_checks();
     for path in paths {
         let literal = path.replace('{', "{{").replace('}', "}}");
-        router = router.route(&literal, get(serve.clone()));
+        router = router.route(&literal, any(serve.clone()));
     }
-    router.layer(
-        CorsLayer::new()
-            .allow_origin(Any)
-            .allow_methods([Method::GET, Method::OPTIONS])
-            .allow_headers(Any),
-    )
+    router
 }

@@ -28,7 +28,7 @@ use crate::denial::Family;
 use crate::denial::new_context_id;
 use crate::denial::render::{Denial, DenialContext};
 use crate::gate::Gate;
-use crate::mcp::identity::stamp;
+use crate::mcp::identity::name_result;
 use crate::mcp::request::{McpRequest, listen_uris};
 use crate::mcp::{Era, ProtocolContext, Target};
 use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
@@ -188,16 +188,23 @@ where
     ReqBody: RequestBody,
     ResBody: ResponseBody,
 {
-    let is_result = || {
-        serde_json::from_slice::<serde_json::Value>(response.body())
-            .is_ok_and(|message| message.get("result").is_some())
-    };
-    if call.protocol.era != Era::Modern || !is_result() {
+    if call.protocol.era != Era::Modern {
         return response;
     }
+    // Read once: the identity is only looked for when there is a result to name.
+    let (mut parts, body) = response.into_parts();
+    let Some(mut message) = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .filter(|message| message.get("result").is_some())
+    else {
+        return Response::from_parts(parts, body);
+    };
     match advertise::server_identity(call.gate, inner, &call.parts, &call.request).await {
-        Some(info) => stamp(response, &info),
-        None => response,
+        Some(info) if name_result(&mut message, &info) => {
+            parts.headers.remove(header::CONTENT_LENGTH);
+            Response::from_parts(parts, Bytes::from(message.to_string()))
+        }
+        _ => Response::from_parts(parts, body),
     }
 }
 

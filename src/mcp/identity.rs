@@ -91,26 +91,36 @@ pub(crate) fn is_implementation(value: &Value) -> bool {
         && value.get("version").is_some_and(Value::is_string)
 }
 
-/// `response` with `info` in its result's `_meta`, unless it already names a server. A body
-/// that is not a JSON-RPC result (an error, a refusal) is returned as it is.
+/// `response` with `info` in its result's `_meta` (see [`name_result`]). A body that is not a
+/// JSON-RPC result (an error, a refusal) is returned as it is.
 pub(crate) fn stamp(response: Response<Bytes>, info: &Value) -> Response<Bytes> {
-    let (parts, body) = response.into_parts();
+    let (mut parts, body) = response.into_parts();
     let Ok(mut message) = serde_json::from_slice::<Value>(&body) else {
         return Response::from_parts(parts, body);
     };
-    let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else {
+    if !name_result(&mut message, info) {
         return Response::from_parts(parts, body);
+    }
+    parts.headers.remove(http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, Bytes::from(message.to_string()))
+}
+
+/// Puts `info` in the `_meta` of `message`'s result, unless it already names a server; whether
+/// `message` changed (a message that is not a result with an object `_meta` does not).
+pub(crate) fn name_result(message: &mut Value, info: &Value) -> bool {
+    let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else {
+        return false;
     };
     let meta = result
         .entry("_meta")
         .or_insert_with(|| Value::Object(Map::new()));
-    let Some(meta) = meta.as_object_mut() else {
-        return Response::from_parts(parts, body);
-    };
-    meta.entry(SERVER_INFO_META).or_insert_with(|| info.clone());
-    let mut parts = parts;
-    parts.headers.remove(http::header::CONTENT_LENGTH);
-    Response::from_parts(parts, Bytes::from(message.to_string()))
+    match meta.as_object_mut() {
+        Some(meta) if !meta.contains_key(SERVER_INFO_META) => {
+            meta.insert(SERVER_INFO_META.to_owned(), info.clone());
+            true
+        }
+        _ => false,
+    }
 }
 
 #[cfg(test)]

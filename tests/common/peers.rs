@@ -456,3 +456,37 @@ pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// The example policy's credential challenge for `transfer` (40.00 EUR), as an SDK client saw
+/// it: `insufficient_authorization` with the payment details and a derived reference.
+pub fn assert_credential_challenge(run: &ClientRun) {
+    let challenge = run
+        .http
+        .iter()
+        .filter_map(|h| h["www_authenticate"].as_str())
+        .find(|c| c.contains("insufficient_authorization"))
+        .unwrap_or_else(|| panic!("no credential challenge: {run:#?}"));
+    let encoded = challenge
+        .split("authorization_remediation=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("authorization_remediation parameter");
+    let remedy: Value = serde_json::from_slice(
+        &base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, encoded)
+            .expect("base64url"),
+    )
+    .expect("JSON");
+    assert_eq!(
+        remedy["authorization_details"][0]["type"],
+        "payment_initiation"
+    );
+    assert_eq!(
+        remedy["authorization_details"][0]["instructedAmount"]["amount"],
+        "40.00"
+    );
+    assert!(
+        remedy["authorization_reference"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("ref_"))
+    );
+}
