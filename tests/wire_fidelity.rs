@@ -117,6 +117,12 @@ impl Stack {
         .await
     }
 
+    /// A 2026-07-28 `tools/call` of `tool` with `arguments`.
+    async fn call_tool(&self, tool: &str, arguments: Value, capabilities: Value) -> Reply {
+        let params = json!({"name": tool, "arguments": arguments});
+        self.modern("tools/call", params, tool, capabilities).await
+    }
+
     /// A legacy request (no `_meta`, the 2025-11-25 header, no session).
     async fn legacy(&self, method: &str, params: Value) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params});
@@ -488,12 +494,7 @@ async fn a_denial_result_names_rmcp_as_rmcp_names_itself() {
     let (stack, surface) = Stack::surface(|b| b).await;
     for round in 0..3 {
         let reply = stack
-            .modern(
-                "tools/call",
-                json!({"name": "delete_everything", "arguments": {}}),
-                "delete_everything",
-                json!({}),
-            )
+            .call_tool("delete_everything", json!({}), json!({}))
             .await;
         assert_eq!(reply.status, 200, "{reply:?}");
         let denied = result(&reply);
@@ -523,12 +524,7 @@ async fn a_denial_result_names_rmcp_as_rmcp_names_itself() {
         .await;
     assert_eq!(result(&discovered)["_meta"][SERVER_INFO_META], rmcp);
     let reply = stack
-        .modern(
-            "tools/call",
-            json!({"name": "delete_everything", "arguments": {}}),
-            "delete_everything",
-            json!({}),
-        )
+        .call_tool("delete_everything", json!({}), json!({}))
         .await;
     assert_eq!(result(&reply)["_meta"][SERVER_INFO_META], rmcp, "{reply:?}");
     assert_eq!(
@@ -545,24 +541,14 @@ async fn a_configured_identity_wins_and_the_inner_server_is_not_asked() {
     let files = json!({"name": "files", "version": "1.4.0"});
     // Undisclosed, as a CallToolResult.
     let reply = stack
-        .modern(
-            "tools/call",
-            json!({"name": "delete_everything", "arguments": {}}),
-            "delete_everything",
-            json!({}),
-        )
+        .call_tool("delete_everything", json!({}), json!({}))
         .await;
     let denied = result(&reply);
     assert_eq!(envelope(&denied)["remediation"], "undisclosed", "{denied}");
     assert_eq!(denied["_meta"][SERVER_INFO_META], files, "{denied}");
     // A CreateTaskResult.
     let reply = stack
-        .modern(
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "x"}}),
-            "echo",
-            tasks_capabilities(),
-        )
+        .call_tool("echo", json!({"text": "x"}), tasks_capabilities())
         .await;
     let task = result(&reply);
     assert_eq!(task["resultType"], "task", "{task}");
@@ -588,12 +574,7 @@ async fn legacy_results_and_error_denials_carry_no_server_info() {
     let files = json!({"name": "files", "version": "1.4.0"});
     // The identity is known: a modern denial result carries it ...
     let modern_call = stack
-        .modern(
-            "tools/call",
-            json!({"name": "delete_everything", "arguments": {}}),
-            "delete_everything",
-            json!({}),
-        )
+        .call_tool("delete_everything", json!({}), json!({}))
         .await;
     assert_eq!(
         result(&modern_call)["_meta"][SERVER_INFO_META],
@@ -753,12 +734,7 @@ async fn an_anonymous_inner_server_is_asked_at_most_once_per_ten_seconds() {
 async fn a_task_that_fails_at_rmcp_says_why() {
     let (stack, surface) = Stack::surface(|b| b).await;
     let created = stack
-        .modern(
-            "tools/call",
-            json!({"name": "echo", "arguments": {}}),
-            "echo",
-            tasks_capabilities(),
-        )
+        .call_tool("echo", json!({}), tasks_capabilities())
         .await;
     let task = result(&created);
     assert_eq!(task["resultType"], "task", "{created:?}");
@@ -915,14 +891,7 @@ fn rfc6750_description_bytes(text: &str) -> bool {
 #[tokio::test]
 async fn a_credential_challenge_puts_a_plain_description_last() {
     let (stack, surface) = Stack::surface(|b| b).await;
-    let modern_call = stack
-        .modern(
-            "tools/call",
-            json!({"name": "transfer", "arguments": {}}),
-            "transfer",
-            json!({}),
-        )
-        .await;
+    let modern_call = stack.call_tool("transfer", json!({}), json!({})).await;
     let legacy_call = stack
         .legacy("tools/call", json!({"name": "transfer", "arguments": {}}))
         .await;
@@ -994,14 +963,7 @@ async fn a_credential_challenge_puts_a_plain_description_last() {
 #[tokio::test]
 async fn a_scope_challenge_puts_the_description_last() {
     let (stack, surface) = Stack::surface(|b| b).await;
-    let modern_call = stack
-        .modern(
-            "tools/call",
-            json!({"name": "admin_report", "arguments": {}}),
-            "admin_report",
-            json!({}),
-        )
-        .await;
+    let modern_call = stack.call_tool("admin_report", json!({}), json!({})).await;
     let legacy_call = stack
         .legacy(
             "tools/call",
