@@ -25,13 +25,6 @@ async fn demo_server(auth: &AuthServer) -> GatedServer {
     .await
 }
 
-fn calls<'a>(run: &'a ClientRun, name: &str) -> Vec<&'a Value> {
-    run.steps
-        .iter()
-        .filter(|s| s["step"] == "call" && s["name"] == name)
-        .collect()
-}
-
 fn envelope(step: &Value) -> &Value {
     &step["result"]["_meta"][ENVELOPE_KEY]
 }
@@ -76,12 +69,12 @@ async fn typescript_sdk_legacy_client_sees_every_decision() {
 
     // Allowed.
     assert_eq!(
-        calls(&run, "echo")[0]["result"]["content"][0]["text"],
+        run.calls("echo")[0]["result"]["content"][0]["text"],
         "allowed"
     );
 
     // Scope step-up: a 403 naming every scope the call needs, then, with the wider token, success.
-    let admin = calls(&run, "admin_report");
+    let admin = run.calls("admin_report");
     assert_eq!(admin[0]["ok"], false);
     assert_eq!(admin[0]["error"]["http_status"], 403);
     let step_up = run
@@ -106,7 +99,7 @@ async fn typescript_sdk_legacy_client_sees_every_decision() {
         ),
         ("secret_sauce", "undisclosed", "You cannot use this tool."),
     ] {
-        let step = calls(&run, tool)[0];
+        let step = run.calls(tool)[0];
         assert_eq!(step["ok"], true, "{step}");
         assert_eq!(step["result"]["isError"], true);
         assert_eq!(step["result"]["content"][0]["text"], text);
@@ -123,7 +116,7 @@ async fn typescript_sdk_legacy_client_sees_every_decision() {
     }
 
     // Credential remedy: the SDK re-authorizes once, gets the same challenge, and surfaces a 401.
-    let transfer = calls(&run, "transfer")[0];
+    let transfer = run.calls("transfer")[0];
     assert_eq!(transfer["ok"], false);
     assert_eq!(transfer["error"]["http_status"], 401);
     assert_credential_challenge(&run);
@@ -169,12 +162,12 @@ async fn python_sdk_modern_client_sees_every_decision() {
     );
 
     assert_eq!(
-        calls(&run, "echo")[0]["result"]["content"][0]["text"],
+        run.calls("echo")[0]["result"]["content"][0]["text"],
         "allowed"
     );
 
     // Scope step-up, completed by the SDK itself: 403, a token for the union, then success.
-    let admin = calls(&run, "admin_report")[0];
+    let admin = run.calls("admin_report")[0];
     assert_eq!(admin["ok"], true, "{run:#?}");
     assert_eq!(
         admin["result"]["content"][0]["text"],
@@ -191,12 +184,7 @@ async fn python_sdk_modern_client_sees_every_decision() {
             .is_some_and(|c| c.contains("scope=\"mcp:admin mcp:read\"")),
         "{forbidden}"
     );
-    let stepped_up = run.http.iter().any(|h| {
-        h["url"] == auth.token_endpoint.as_str()
-            && h["form"]["scope"]
-                .as_str()
-                .is_some_and(|s| s.contains("mcp:admin") && s.contains("mcp:read"))
-    });
+    let stepped_up = run.asked_for_scopes(&auth.token_endpoint, &["mcp:admin", "mcp:read"]);
     assert!(
         stepped_up,
         "the SDK asked for the union of scopes: {run:#?}"
@@ -207,14 +195,14 @@ async fn python_sdk_modern_client_sees_every_decision() {
         ("delete_everything", "unavailable"),
         ("secret_sauce", "undisclosed"),
     ] {
-        let step = calls(&run, tool)[0];
+        let step = run.calls(tool)[0];
         assert_eq!(step["ok"], true, "{step}");
         assert_eq!(step["result"]["isError"], true);
         assert_eq!(step["result"]["resultType"], "complete");
         assert_eq!(envelope(step)["remediation"], remediation);
     }
 
-    let transfer = calls(&run, "transfer")[0];
+    let transfer = run.calls("transfer")[0];
     assert_eq!(transfer["ok"], false);
     assert_eq!(transfer["error"]["http_status"], 401);
     assert_credential_challenge(&run);

@@ -92,13 +92,6 @@ fn client_args<'a>(auth: &'a AuthServer, extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
-fn calls<'a>(run: &'a ClientRun, name: &str) -> Vec<&'a Value> {
-    run.steps
-        .iter()
-        .filter(|s| s["step"] == "call" && s["name"] == name)
-        .collect()
-}
-
 fn assert_connected(run: &ClientRun, protocol_version: &str) {
     let connect = run
         .steps
@@ -273,13 +266,13 @@ async fn typescript_sdk_legacy_client_surfaces_error_based_denials() {
     assert_connected(&run, "2025-11-25");
 
     assert_eq!(
-        calls(&run, "echo")[0]["result"]["content"][0]["text"],
+        run.calls("echo")[0]["result"]["content"][0]["text"],
         "allowed"
     );
 
     // Scope: the SDK acts on the 403 status and challenge, never on the JSON-RPC body; the
     // application steps up to the union the challenge names and the retry succeeds.
-    let admin = calls(&run, "admin_report");
+    let admin = run.calls("admin_report");
     assert_eq!(admin[0]["ok"], false);
     assert_eq!(admin[0]["error"]["class"], "StreamableHTTPError");
     assert_eq!(admin[0]["error"]["code"], 403);
@@ -304,7 +297,7 @@ async fn typescript_sdk_legacy_client_surfaces_error_based_denials() {
         ("delete_everything", "Deleting everything is never allowed."),
         ("secret_sauce", "You cannot use this tool."),
     ] {
-        let step = calls(&run, tool)[0];
+        let step = run.calls(tool)[0];
         assert_eq!(step["ok"], false, "{step}");
         assert!(step.get("result").is_none(), "{step}");
         assert_denial_error(&step["error"], "McpError", &ts_message(DENIAL, text));
@@ -313,7 +306,7 @@ async fn typescript_sdk_legacy_client_surfaces_error_based_denials() {
 
     // Credential: the SDK re-authorizes, gets the same challenge, and surfaces the 401; every
     // 401 carried the JSON-RPC error body.
-    let transfer = calls(&run, "transfer")[0];
+    let transfer = run.calls("transfer")[0];
     assert_eq!(transfer["ok"], false);
     assert_eq!(transfer["error"]["class"], "StreamableHTTPError");
     assert_eq!(transfer["error"]["code"], 401);
@@ -341,7 +334,7 @@ async fn typescript_sdk_with_url_elicitation_gets_url_elicitation_required() {
     // A session whose initialize declared elicitation.url: the SDK's own
     // UrlElicitationRequiredError (-32042).
     assert_connected(&run, "2025-11-25");
-    let step = calls(&run, "share_folder")[0];
+    let step = run.calls("share_folder")[0];
     assert_eq!(step["ok"], false, "{run:#?}");
     let error = &step["error"];
     assert_eq!(error["class"], "UrlElicitationRequiredError", "{error}");
@@ -378,7 +371,7 @@ async fn typescript_sdk_with_url_elicitation_gets_url_elicitation_required() {
     // The same session without elicitation.url: the plain error, the URL in the message (and,
     // without the flag, the client reports no raw `wire`).
     assert_connected(&without_capability, "2025-11-25");
-    let step = calls(&without_capability, "share_folder")[0];
+    let step = without_capability.calls("share_folder")[0];
     assert_eq!(step["ok"], false);
     assert!(step["error"].get("wire").is_none(), "{step}");
     assert_plain_url_denial(
@@ -391,7 +384,7 @@ async fn typescript_sdk_with_url_elicitation_gets_url_elicitation_required() {
     // elicitation.url declared, but the inner server keeps no session, so the layer cannot
     // remember the declaration: the plain error again.
     assert_connected(&without_session, "2025-11-25");
-    let step = calls(&without_session, "share_folder")[0];
+    let step = without_session.calls("share_folder")[0];
     assert_eq!(step["ok"], false);
     assert_plain_url_denial(
         &step["error"],
@@ -430,25 +423,20 @@ async fn python_sdk_modern_client_surfaces_error_based_denials() {
     assert_connected(&run, "2026-07-28");
 
     assert_eq!(
-        calls(&run, "echo")[0]["result"]["content"][0]["text"],
+        run.calls("echo")[0]["result"]["content"][0]["text"],
         "allowed"
     );
 
     // Scope step-up, completed by the SDK itself from the challenge (the body is a JSON-RPC
     // error now): 403, a token for the union, then success.
-    let admin = calls(&run, "admin_report")[0];
+    let admin = run.calls("admin_report")[0];
     assert_eq!(admin["ok"], true, "{run:#?}");
     assert_eq!(
         admin["result"]["content"][0]["text"],
         "admin report: all systems nominal"
     );
     assert_scope_challenge(&run);
-    let stepped_up = run.http.iter().any(|h| {
-        h["url"] == auth.token_endpoint.as_str()
-            && h["form"]["scope"]
-                .as_str()
-                .is_some_and(|s| s.contains("mcp:admin") && s.contains("mcp:read"))
-    });
+    let stepped_up = run.asked_for_scopes(&auth.token_endpoint, &["mcp:admin", "mcp:read"]);
     assert!(
         stepped_up,
         "the SDK asked for the union of scopes: {run:#?}"
@@ -459,7 +447,7 @@ async fn python_sdk_modern_client_surfaces_error_based_denials() {
         ("delete_everything", "Deleting everything is never allowed."),
         ("secret_sauce", "You cannot use this tool."),
     ] {
-        let step = calls(&run, tool)[0];
+        let step = run.calls(tool)[0];
         assert_eq!(step["ok"], false, "{step}");
         assert!(step.get("result").is_none(), "{step}");
         assert_denial_error(&step["error"], "MCPError", text);
@@ -468,7 +456,7 @@ async fn python_sdk_modern_client_surfaces_error_based_denials() {
 
     // Credential: the SDK re-authorizes once, gets the same challenge, and then surfaces the
     // JSON-RPC error the last 401 carried (an MCPError with its data), not a bare HTTP error.
-    let transfer = calls(&run, "transfer")[0];
+    let transfer = run.calls("transfer")[0];
     assert_eq!(transfer["ok"], false);
     assert_eq!(transfer["error"]["http_status"], 401);
     assert_denial_error(&transfer["error"], "MCPError", TRANSFER_MESSAGE);
@@ -485,7 +473,7 @@ async fn python_sdk_modern_client_surfaces_error_based_denials() {
     assert_eq!(transfer["error"]["data"], last_401["error"]["data"]);
 
     // A URL remedy on a modern request: the plain error, the URL in the message.
-    let share = calls(&run, "share_folder")[0];
+    let share = run.calls("share_folder")[0];
     assert_eq!(share["ok"], false);
     assert_plain_url_denial(&share["error"], "MCPError", "", &server);
 }
@@ -504,7 +492,7 @@ async fn python_sdk_legacy_session_with_elicitation_gets_url_elicitation_require
     // The SDK raises its generic MCPError for -32042 (not its UrlElicitationRequiredError),
     // keeping `data` whole: the envelope with the url hint beside the elicitations.
     assert_connected(&run, "2025-11-25");
-    let step = calls(&run, "share_folder")[0];
+    let step = run.calls("share_folder")[0];
     assert_eq!(step["ok"], false, "{run:#?}");
     let error = &step["error"];
     assert_eq!(error["class"], "MCPError", "{error}");
@@ -526,7 +514,7 @@ async fn python_sdk_legacy_session_with_elicitation_gets_url_elicitation_require
 
     // Without --elicit the session declared no elicitation: the plain error.
     assert_connected(&without_capability, "2025-11-25");
-    let step = calls(&without_capability, "share_folder")[0];
+    let step = without_capability.calls("share_folder")[0];
     assert_eq!(step["ok"], false);
     assert_plain_url_denial(&step["error"], "MCPError", "", &sessions);
 }

@@ -327,6 +327,27 @@ pub struct ClientRun {
 }
 
 impl ClientRun {
+    /// Every step line for calls of `name`, in order (a retried call has two).
+    pub fn calls(&self, name: &str) -> Vec<&Value> {
+        self.steps
+            .iter()
+            .filter(|s| s["step"] == "call" && s["name"] == name)
+            .collect()
+    }
+
+    /// Whether the client asked `token_endpoint` for a token holding every scope of `scopes`
+    /// (a step-up to the union of scopes).
+    pub fn asked_for_scopes(&self, token_endpoint: &str, scopes: &[&str]) -> bool {
+        self.http.iter().any(|h| {
+            h["url"] == token_endpoint
+                && h["form"]["scope"].as_str().is_some_and(|asked| {
+                    scopes
+                        .iter()
+                        .all(|scope| asked.split(' ').any(|s| s == *scope))
+                })
+        })
+    }
+
     /// The step line for a tool call.
     pub fn call(&self, name: &str) -> &Value {
         self.steps
