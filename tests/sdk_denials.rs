@@ -5,11 +5,7 @@
 
 mod common;
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use common::peers::{
-    AuthServer, ClientRun, GatedServer, Sdk, assert_credential_challenge, run_client,
-};
+use common::peers::{AuthServer, GatedServer, Sdk, assert_credential_challenge, run_client};
 use mcp_gate::denial::ENVELOPE_KEY;
 use serde_json::Value;
 

@@ -17,8 +17,6 @@ mod common;
 use std::sync::Arc;
 
 use axum::Router;
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::peers::{
     AuthServer, ClientRun, GatedServer, Sdk, assert_credential_challenge, run_client,
 };
