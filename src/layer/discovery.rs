@@ -29,6 +29,7 @@ use super::pipeline::{local, protocol_error, start};
 use super::refuse::internal_error;
 use crate::auth::Principal;
 use crate::gate::Gate;
+use crate::mcp::annotations::ListedTool;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{EntryKind, Listing, ProtocolContext, ProtocolError, Target};
 use crate::policy::{self, Decision, Evaluation, Phase};
@@ -367,10 +368,7 @@ impl ListRequest<'_> {
     async fn shows(&self, entry: &serde_json::Value) -> Result<bool, Response<Bytes>> {
         let settings = &self.gate.inner.policy;
         let is_tool = self.class.entry == EntryKind::Tool;
-        let annotations = is_tool.then(|| {
-            let listed = entry.get("annotations").filter(|a| a.is_object());
-            std::sync::Arc::new(listed.cloned().unwrap_or_else(|| serde_json::json!({})))
-        });
+        let annotations = is_tool.then(|| std::sync::Arc::new(ListedTool::from_entry(entry)));
         if let (Some(name), Some(annotations)) = (
             entry.get("name").and_then(serde_json::Value::as_str),
             &annotations,

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, header};
-use serde_json::Value;
 
 use super::advertise::{self, side_request};
 use super::audit::DecisionEvent;
@@ -29,6 +28,7 @@ use crate::denial::new_context_id;
 use crate::denial::render::{Denial, DenialContext};
 use crate::gate::Gate;
 use crate::mcp::identity::name_result;
+use crate::mcp::annotations::ListedTool;
 use crate::mcp::request::{McpRequest, listen_uris};
 use crate::mcp::{Era, ProtocolContext, Target};
 use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
@@ -105,7 +105,10 @@ async fn verified_state(call: &Call<'_>) -> Result<Option<Box<Payload>>, Respons
 /// The called tool's annotations, as listed. A process that has not seen the tool listed
 /// lists the tools itself first when the policy reads annotations, so the decision does not
 /// depend on which replica saw a list.
-async fn annotations_for<S, ReqBody, ResBody>(call: &Call<'_>, inner: &mut S) -> Option<Arc<Value>>
+async fn annotations_for<S, ReqBody, ResBody>(
+    call: &Call<'_>,
+    inner: &mut S,
+) -> Option<Arc<ListedTool>>
 where
     S: Inner<ReqBody, ResBody>,
     ReqBody: RequestBody,
@@ -249,15 +252,8 @@ pub(super) async fn learn_tools<S, ReqBody, ResBody>(
             .flatten()
         {
             if let Some(name) = tool.get("name").and_then(serde_json::Value::as_str) {
-                let annotations = tool
-                    .get("annotations")
-                    .filter(|a| a.is_object())
-                    .cloned()
-                    .unwrap_or_else(|| serde_json::json!({}));
-                settings
-                    .policy
-                    .tool_annotations
-                    .remember(name, std::sync::Arc::new(annotations));
+                let listed = std::sync::Arc::new(ListedTool::from_entry(tool));
+                settings.policy.tool_annotations.remember(name, listed);
             }
         }
         match result.get("nextCursor").and_then(serde_json::Value::as_str) {

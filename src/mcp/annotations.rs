@@ -1,6 +1,7 @@
-//! What the inner server said about its tools: the `annotations` of each tool in the last
-//! `tools/list` answer that passed through the layer, kept for `evaluate`
-//! ([`Evaluation::tool_annotations`](crate::policy::Evaluation::tool_annotations)).
+//! What the inner server said about its tools: the `annotations` and `inputSchema` of each
+//! tool in the last `tools/list` answer that passed through the layer, kept for `evaluate`
+//! ([`Evaluation::tool_annotations`](crate::policy::Evaluation::tool_annotations),
+//! [`Evaluation::tool_input_schema`](crate::policy::Evaluation::tool_input_schema)).
 //!
 //! Looked up on every `tools/call`, so it is a plain map behind a read-write lock rather than a
 //! cache with admission and eviction bookkeeping. Bounded: once it holds `capacity` tool names,
@@ -15,9 +16,31 @@ use serde_json::Value;
 
 use crate::deadline::OncePer;
 
-/// Tool annotations by tool name.
+/// What one `tools/list` entry said of its tool, beside the name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct ListedTool {
+    /// The entry's `annotations` (an empty object for an entry that has none).
+    pub annotations: Value,
+    /// The entry's `inputSchema`, as listed.
+    pub input_schema: Option<Value>,
+}
+
+impl ListedTool {
+    /// Reads one `tools/list` entry.
+    pub fn from_entry(entry: &Value) -> Self {
+        let annotations = entry.get("annotations").filter(|a| a.is_object());
+        Self {
+            annotations: annotations
+                .cloned()
+                .unwrap_or_else(|| Value::Object(Default::default())),
+            input_schema: entry.get("inputSchema").cloned(),
+        }
+    }
+}
+
+/// Listed tools by name.
 pub(crate) struct ToolAnnotations {
-    by_name: RwLock<HashMap<String, Arc<Value>>>,
+    by_name: RwLock<HashMap<String, Arc<ListedTool>>>,
     capacity: usize,
     /// The layer lists the tools itself at most once per ten seconds.
     learn: OncePer,
@@ -46,14 +69,14 @@ impl ToolAnnotations {
         self.learn.try_now()
     }
 
-    /// The annotations last listed for `name`.
-    pub fn get(&self, name: &str) -> Option<Arc<Value>> {
+    /// What the last list said of `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<ListedTool>> {
         let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
         by_name.get(name).cloned()
     }
 
     /// Records what a list said of `name`.
-    pub fn remember(&self, name: &str, annotations: Arc<Value>) {
+    pub fn remember(&self, name: &str, annotations: Arc<ListedTool>) {
         let mut by_name = self.by_name.write().unwrap_or_else(PoisonError::into_inner);
         if let Some(known) = by_name.get_mut(name) {
             *known = annotations;
@@ -70,8 +93,10 @@ mod tests {
     #[test]
     fn bounded_and_updated() {
         let annotations = ToolAnnotations::new(2);
-        let hint =
-            |destructive: bool| Arc::new(serde_json::json!({"destructiveHint": destructive}));
+        let hint = |destructive: bool| {
+            let entry = serde_json::json!({"annotations": {"destructiveHint": destructive}});
+            Arc::new(ListedTool::from_entry(&entry))
+        };
         annotations.remember("a", hint(false));
         annotations.remember("b", hint(false));
         annotations.remember("c", hint(true));

@@ -18,6 +18,7 @@ use serde_json::{Map, Value};
 use super::answered::{Answered, InputAction};
 use crate::auth::Principal;
 use crate::continuation::Interaction;
+use crate::mcp::annotations::ListedTool;
 use crate::mcp::{
     ClientCapabilities, CompletionReference, EntryKind, Era, METHODS, MODERN_VERSIONS, MethodClass,
     ProtocolContext, Target, method_class,
@@ -64,7 +65,7 @@ struct EvaluationData {
     protocol: ProtocolContext,
     phase: Phase,
     answered: Option<Answered>,
-    annotations: Option<Arc<serde_json::Value>>,
+    listed: Option<Arc<ListedTool>>,
     approval: Option<Approval>,
 }
 
@@ -76,7 +77,7 @@ impl Evaluation {
         protocol: ProtocolContext,
         phase: Phase,
         answered: Option<Answered>,
-        annotations: Option<Arc<serde_json::Value>>,
+        listed: Option<Arc<ListedTool>>,
     ) -> Self {
         Self(Arc::new(EvaluationData {
             principal,
@@ -85,7 +86,7 @@ impl Evaluation {
             protocol,
             phase,
             answered,
-            annotations,
+            listed,
             approval: None,
         }))
     }
@@ -95,7 +96,7 @@ impl Evaluation {
         principal: Principal,
         target: Target,
         protocol: ProtocolContext,
-        annotations: Option<Arc<serde_json::Value>>,
+        listed: Option<Arc<ListedTool>>,
         approval: Approval,
     ) -> Self {
         Self(Arc::new(EvaluationData {
@@ -105,7 +106,7 @@ impl Evaluation {
             protocol,
             phase: Phase::Approval,
             answered: None,
-            annotations,
+            listed,
             approval: Some(approval),
         }))
     }
@@ -186,7 +187,16 @@ impl Evaluation {
     /// The tool's `annotations` as the inner server last listed them (`tools/list`), if any
     /// list passed through the layer since it started. Hints from the server, not facts.
     pub fn tool_annotations(&self) -> Option<&serde_json::Value> {
-        self.0.annotations.as_deref()
+        self.0.listed.as_deref().map(|listed| &listed.annotations)
+    }
+
+    /// The tool's `inputSchema` as the inner server last listed it (`tools/list`), if any
+    /// list that named the tool passed through the layer since it started. A declarative
+    /// policy compares it with the schema its rules were written against
+    /// ([`CedarPolicy`](crate::policy::cedar::CedarPolicy) refuses a tool whose listed schema
+    /// changed).
+    pub fn tool_input_schema(&self) -> Option<&serde_json::Value> {
+        self.0.listed.as_deref()?.input_schema.as_ref()
     }
 
     /// Whether the tool's annotations mark it destructive (`destructiveHint: true`).
@@ -248,8 +258,8 @@ pub enum EvaluationError {
          prompts/get or resources/read invocation, in round 1 or later"
     )]
     AnsweredMismatch,
-    /// Tool annotations on a target that is not a tool.
-    #[error("tool annotations go only with a tool target")]
+    /// Tool annotations or an input schema on a target that is not a tool.
+    #[error("tool annotations and input schemas go only with a tool target")]
     AnnotationsWithoutTool,
     /// A modern protocol version the layer does not serve (see
     /// [`MODERN_VERSIONS`](crate::mcp::MODERN_VERSIONS)).
@@ -329,7 +339,7 @@ pub struct EvaluationBuilder {
     capabilities: ClientCapabilities,
     answered: Option<Answered>,
     round: Option<u32>,
-    annotations: Option<Arc<Value>>,
+    listed: Option<ListedTool>,
     approval: Option<Approval>,
     /// The first setter that was given something unusable.
     error: Option<EvaluationError>,
@@ -347,7 +357,7 @@ impl EvaluationBuilder {
             capabilities: ClientCapabilities::default(),
             answered: None,
             round: None,
-            annotations: None,
+            listed: None,
             approval: None,
             error: None,
         }
@@ -493,7 +503,13 @@ impl EvaluationBuilder {
 
     /// The tool's annotations, as the inner server listed them (tool targets only).
     pub fn annotations(mut self, annotations: Value) -> Self {
-        self.annotations = Some(Arc::new(annotations));
+        self.listed.get_or_insert_default().annotations = annotations;
+        self
+    }
+
+    /// The tool's `inputSchema`, as the inner server listed it (tool targets only).
+    pub fn input_schema(mut self, input_schema: Value) -> Self {
+        self.listed.get_or_insert_default().input_schema = Some(input_schema);
         self
     }
 
@@ -565,7 +581,7 @@ impl EvaluationBuilder {
         {
             return Err(EvaluationError::ApprovalMismatch);
         }
-        if self.annotations.is_some() && !matches!(self.target, Target::Tool { .. }) {
+        if self.listed.is_some() && !matches!(self.target, Target::Tool { .. }) {
             return Err(EvaluationError::AnnotationsWithoutTool);
         }
         let answered = match (self.answered, self.round) {
@@ -614,7 +630,7 @@ impl EvaluationBuilder {
             },
             phase,
             answered,
-            annotations: self.annotations,
+            listed: self.listed.map(Arc::new),
             approval: self.approval,
         })))
     }
