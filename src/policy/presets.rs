@@ -260,7 +260,12 @@ mod tests {
             protocol,
             Phase::Invocation,
             None,
-            annotations.map(Arc::new),
+            annotations.map(|annotations| {
+                Arc::new(crate::mcp::annotations::ListedTool {
+                    annotations,
+                    input_schema: None,
+                })
+            }),
         )
     }
 
