@@ -94,4 +94,10 @@ pub enum ConfigError {
     /// The HTTP client for key fetches and introspection could not be built.
     #[error("could not build the HTTP client: {0}")]
     HttpClient(String),
+    /// A Cedar policy set, schema, entities file or tool list that cannot be used, with
+    /// Cedar's own diagnostics (file, line, message).
+    #[cfg(feature = "cedar")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cedar")))]
+    #[error(transparent)]
+    Cedar(#[from] crate::policy::cedar::CedarError),
 }

@@ -44,8 +44,9 @@ pub(crate) struct ProtocolError {
     pub message: String,
     /// The request id, when it could be read.
     pub id: Option<Value>,
-    /// Extra `error.data`.
-    pub data: Option<Value>,
+    /// Extra `error.data` (boxed: rare, and a `Value` is large when serde_json keeps key
+    /// order, which the `cedar` feature turns on).
+    pub data: Option<Box<Value>>,
 }
 
 impl ProtocolError {
@@ -73,7 +74,7 @@ impl ProtocolError {
     }
 
     pub(crate) fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+        self.data = Some(Box::new(data));
         self
     }
 
@@ -83,7 +84,7 @@ impl ProtocolError {
         error.insert("code".into(), self.code.into());
         error.insert("message".into(), self.message.clone().into());
         if let Some(data) = &self.data {
-            error.insert("data".into(), data.clone());
+            error.insert("data".into(), (**data).clone());
         }
         serde_json::json!({
             "jsonrpc": "2.0",
@@ -257,6 +258,10 @@ impl McpRequest {
 
 /// A classified message.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a request is the common case: boxing it would add an allocation to every call"
+)]
 pub(crate) enum Message {
     Request(McpRequest),
     Notification,

@@ -63,6 +63,9 @@
 //! notifications and responses pass after authentication.
 
 mod answered;
+#[cfg(feature = "cedar")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cedar")))]
+pub mod cedar;
 mod decision;
 mod details;
 mod evaluation;

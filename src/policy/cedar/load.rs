@@ -1,0 +1,429 @@
+//! Reading a policy set, its schema, entities and tool list, and refusing what does not hold
+//! together: every refusal is a [`CedarError`] naming the file and, where Cedar gives one, the
+//! line.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use cedar_policy::{Entities, PolicyId, PolicySet, Schema, ValidationMode, Validator};
+use serde_json::Value;
+
+use super::mapping::Names;
+use super::remedy::Remedies;
+
+/// Where a text came from: a file, or a name the application gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Read from this file (read again on reload).
+    File(PathBuf),
+    /// Given as text under this name (the same text on reload).
+    Text {
+        /// The name diagnostics show.
+        name: String,
+        /// The text.
+        text: String,
+    },
+}
+
+impl Source {
+    /// The name diagnostics show.
+    pub fn name(&self) -> String {
+        match self {
+            Source::File(path) => path.display().to_string(),
+            Source::Text { name, .. } => name.clone(),
+        }
+    }
+
+    fn read(&self) -> Result<String, CedarError> {
+        match self {
+            Source::File(path) => std::fs::read_to_string(path).map_err(|error| CedarError::Read {
+                file: path.display().to_string(),
+                reason: error.to_string(),
+            }),
+            Source::Text { text, .. } => Ok(text.clone()),
+        }
+    }
+}
+
+/// One message from Cedar, placed in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file (or text name).
+    pub file: String,
+    /// The line, from 1, when Cedar pointed at one.
+    pub line: Option<usize>,
+    /// The column, from 1, when Cedar pointed at one.
+    pub column: Option<usize>,
+    /// The policy, when the message is about one.
+    pub policy: Option<String>,
+    /// Cedar's message.
+    pub message: String,
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+            if let Some(column) = self.column {
+                write!(f, ":{column}")?;
+            }
+        }
+        if let Some(policy) = &self.policy {
+            write!(f, " (policy {policy})")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// Lists diagnostics one per line.
+struct Lines<'a>(&'a [Diagnostic]);
+
+impl fmt::Display for Lines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for diagnostic in self.0 {
+            write!(f, "\n  {diagnostic}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a Cedar policy set could not be loaded (at build, or on reload).
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum CedarError {
+    /// A file could not be read.
+    #[error("cannot read {file}: {reason}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        reason: String,
+    },
+    /// No policy source, or no schema, was given.
+    #[error("a Cedar policy needs {0}")]
+    Missing(&'static str),
+    /// Policies that do not parse.
+    #[error("Cedar policies do not parse:{}", Lines(.0))]
+    Parse(Vec<Diagnostic>),
+    /// The schema does not parse, or lacks what the mapping needs.
+    #[error("Cedar schema {file}: {message}")]
+    Schema {
+        /// The schema file.
+        file: String,
+        /// Cedar's message, or what is missing.
+        message: String,
+    },
+    /// Policies that do not validate against the schema (strict mode).
+    #[error("Cedar policies do not validate against the schema:{}", Lines(.0))]
+    Validation(Vec<Diagnostic>),
+    /// A remediation annotation that cannot be used.
+    #[error("Cedar remediation annotation:{}", Lines(std::slice::from_ref(.0)))]
+    Annotation(Diagnostic),
+    /// The entities file does not parse or does not conform to the schema.
+    #[error("Cedar entities {file}: {message}")]
+    Entities {
+        /// The entities file.
+        file: String,
+        /// Cedar's message.
+        message: String,
+    },
+    /// The tool list is not a `tools/list` result.
+    #[error("tool list {file}: {message}")]
+    Tools {
+        /// The tool list file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// What a [`CedarPolicy`](super::CedarPolicy) reads, kept so a reload reads it again.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Sources {
+    pub policies: Vec<Source>,
+    pub schema: Option<Source>,
+    pub entities: Option<Source>,
+    pub tools: Option<Source>,
+}
+
+/// A loaded, validated set: what one evaluation reads.
+pub(super) struct Loaded {
+    pub policies: PolicySet,
+    pub schema: Schema,
+    pub names: Names,
+    /// The entities file's entities plus the schema's action entities.
+    pub entities: Entities,
+    pub remedies: Remedies,
+    /// Input schemas by tool name, from the tool list, when one was given.
+    pub tools: Option<HashMap<String, Value>>,
+}
+
+/// Line and column (from 1) of byte `offset` in `text`.
+fn position(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rfind('\n')
+        .map_or(before.len(), |n| before.len() - n - 1)
+        + 1;
+    (line, column)
+}
+
+/// A diagnostic for a Cedar error about `text`, placed at its first label.
+fn diagnostic(
+    file: &str,
+    text: &str,
+    policy: Option<&PolicyId>,
+    error: &dyn miette::Diagnostic,
+) -> Diagnostic {
+    let offset = error
+        .labels()
+        .and_then(|mut labels| labels.next())
+        .map(|l| l.offset());
+    let (line, column) = offset.map(|o| position(text, o)).unzip();
+    let mut message = error.to_string();
+    if let Some(help) = error.help() {
+        message.push_str(&format!(" ({help})"));
+    }
+    Diagnostic {
+        file: file.to_owned(),
+        line,
+        column,
+        policy: policy.map(ToString::to_string),
+        message,
+    }
+}
+
+/// Each policy's file name and the file's text, for diagnostics.
+type Texts = HashMap<PolicyId, (String, String)>;
+
+/// Parses every policy file; ids are `<file>#<n>` unless a policy carries `@id("…")`.
+fn parse_policies(
+    sources: &[Source],
+) -> Result<(PolicySet, Texts), CedarError> {
+    if sources.is_empty() {
+        return Err(CedarError::Missing("at least one policy file or text"));
+    }
+    let mut set = PolicySet::new();
+    let mut origin = HashMap::new();
+    let mut problems = Vec::new();
+    for source in sources {
+        let (name, text) = (source.name(), source.read()?);
+        let parsed = match PolicySet::from_str(&text) {
+            Ok(parsed) => parsed,
+            Err(errors) => {
+                problems.extend(errors.iter().map(|e| diagnostic(&name, &text, None, e)));
+                continue;
+            }
+        };
+        if parsed.templates().next().is_some() {
+            problems.push(Diagnostic {
+                file: name.clone(),
+                line: None,
+                column: None,
+                policy: None,
+                message: "policy templates need links, which this policy does not take".into(),
+            });
+            continue;
+        }
+        for (index, policy) in parsed.policies().enumerate() {
+            let id = policy
+                .annotation("id")
+                .map_or_else(|| format!("{name}#{index}"), str::to_owned);
+            let id = PolicyId::new(id);
+            if let Err(error) = set.add(policy.new_id(id.clone())) {
+                problems.push(diagnostic(&name, &text, Some(&id), &error));
+                continue;
+            }
+            origin.insert(id, (name.clone(), text.clone()));
+        }
+    }
+    if problems.is_empty() {
+        Ok((set, origin))
+    } else {
+        Err(CedarError::Parse(problems))
+    }
+}
+
+/// The namespace that declares `User` and `McpServer`.
+fn names(schema: &Schema, file: &str) -> Result<Names, CedarError> {
+    let users: Vec<_> = schema
+        .entity_types()
+        .filter(|t| t.basename() == "User")
+        .collect();
+    let [user] = users.as_slice() else {
+        return Err(CedarError::Schema {
+            file: file.to_owned(),
+            message: "it must declare exactly one entity type User (the principal)".into(),
+        });
+    };
+    let namespace = user.namespace();
+    let names = Names::new(namespace.clone());
+    let server = names.type_name("McpServer");
+    if !schema.entity_types().any(|t| t.to_string() == server) {
+        return Err(CedarError::Schema {
+            file: file.to_owned(),
+            message: format!("it must declare the entity type {server} beside User"),
+        });
+    }
+    Ok(names)
+}
+
+fn parse_schema(source: &Source) -> Result<Schema, CedarError> {
+    let (file, text) = (source.name(), source.read()?);
+    Schema::from_cedarschema_str(&text)
+        .map(|(schema, _warnings)| schema)
+        .map_err(|error| {
+            let d = diagnostic(&file, &text, None, &error);
+            CedarError::Schema {
+                file,
+                message: match d.line {
+                    Some(line) => format!("line {line}: {}", d.message),
+                    None => d.message,
+                },
+            }
+        })
+}
+
+fn validate(
+    set: &PolicySet,
+    schema: &Schema,
+    origin: &Texts,
+) -> Result<(), CedarError> {
+    let result = Validator::new(schema.clone()).validate(set, ValidationMode::Strict);
+    if result.validation_passed() {
+        return Ok(());
+    }
+    let problems = result
+        .validation_errors()
+        .map(|error| {
+            let id = error.policy_id();
+            let (file, text) = origin
+                .get(id)
+                .map_or(("?", ""), |(f, t)| (f.as_str(), t.as_str()));
+            diagnostic(file, text, Some(id), error)
+        })
+        .collect();
+    Err(CedarError::Validation(problems))
+}
+
+fn parse_entities(source: Option<&Source>, schema: &Schema) -> Result<Entities, CedarError> {
+    let actions = schema
+        .action_entities()
+        .map_err(|error| CedarError::Schema {
+            file: "schema".into(),
+            message: error.to_string(),
+        })?;
+    let Some(source) = source else {
+        return Ok(actions);
+    };
+    let (file, text) = (source.name(), source.read()?);
+    let refuse = |message: String| CedarError::Entities {
+        file: file.clone(),
+        message,
+    };
+    let parsed = Entities::from_json_str(&text, Some(schema)).map_err(|e| refuse(e.to_string()))?;
+    let all = parsed.into_iter().chain(actions);
+    Entities::from_entities(all, Some(schema)).map_err(|e| refuse(e.to_string()))
+}
+
+/// Input schemas by tool name from a `tools/list` result (or its JSON-RPC response, or a bare
+/// array of tools).
+fn parse_tools(source: &Source) -> Result<HashMap<String, Value>, CedarError> {
+    let (file, text) = (source.name(), source.read()?);
+    let refuse = |message: &str| CedarError::Tools {
+        file: file.clone(),
+        message: message.to_owned(),
+    };
+    let value: Value = serde_json::from_str(&text).map_err(|e| refuse(&e.to_string()))?;
+    let tools = value
+        .get("result")
+        .unwrap_or(&value)
+        .get("tools")
+        .or(Some(&value))
+        .and_then(Value::as_array)
+        .ok_or_else(|| refuse("expected a tools/list result: {\"tools\": [...]}"))?;
+    let mut by_name = HashMap::new();
+    for tool in tools {
+        let name = tool
+            .get("name")
+            .and_then(Value::as_str)
+            .ok_or_else(|| refuse("a tool without a name"))?;
+        let schema = tool.get("inputSchema").cloned().unwrap_or(Value::Null);
+        if by_name.insert(name.to_owned(), schema).is_some() {
+            return Err(refuse(&format!("tool {name:?} is listed twice")));
+        }
+    }
+    Ok(by_name)
+}
+
+/// Reads and checks everything; nothing is kept unless all of it holds.
+pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
+    let schema_source = sources
+        .schema
+        .as_ref()
+        .ok_or(CedarError::Missing("a schema"))?;
+    let schema = parse_schema(schema_source)?;
+    let names = names(&schema, &schema_source.name())?;
+    let (policies, texts) = parse_policies(&sources.policies)?;
+    validate(&policies, &schema, &texts)?;
+    let remedies = Remedies::compile(&policies).map_err(|(id, error)| {
+        let file = texts.get(&id).map_or("?", |(file, _)| file.as_str());
+        CedarError::Annotation(Diagnostic {
+            file: file.to_owned(),
+            line: None,
+            column: None,
+            policy: Some(id.to_string()),
+            message: error.to_string(),
+        })
+    })?;
+    let entities = parse_entities(sources.entities.as_ref(), &schema)?;
+    let tools = sources.tools.as_ref().map(parse_tools).transpose()?;
+    Ok(Loaded {
+        policies,
+        schema,
+        names,
+        entities,
+        remedies,
+        tools,
+    })
+}
+
+/// The files a directory holds, by the convention `--cedar DIR` documents.
+pub(super) fn directory(dir: &Path) -> Result<Sources, CedarError> {
+    let read_dir = std::fs::read_dir(dir).map_err(|error| CedarError::Read {
+        file: dir.display().to_string(),
+        reason: error.to_string(),
+    })?;
+    let mut policies: Vec<PathBuf> = read_dir
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|e| e == "cedar"))
+        .collect();
+    policies.sort();
+    let optional = |name: &str| {
+        let path = dir.join(name);
+        path.exists().then_some(Source::File(path))
+    };
+    Ok(Sources {
+        policies: policies.into_iter().map(Source::File).collect(),
+        schema: Some(Source::File(dir.join("schema.cedarschema"))),
+        entities: optional("entities.json"),
+        tools: optional("tools.json"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_count_from_one() {
+        assert_eq!(position("ab\ncd", 0), (1, 1));
+        assert_eq!(position("ab\ncd", 4), (2, 2));
+        assert_eq!(position("ab", 99), (1, 3));
+    }
+}
