@@ -201,9 +201,7 @@ fn diagnostic(
 type Texts = HashMap<PolicyId, (String, String)>;
 
 /// Parses every policy file; ids are `<file>#<n>` unless a policy carries `@id("…")`.
-fn parse_policies(
-    sources: &[Source],
-) -> Result<(PolicySet, Texts), CedarError> {
+fn parse_policies(sources: &[Source]) -> Result<(PolicySet, Texts), CedarError> {
     if sources.is_empty() {
         return Err(CedarError::Missing("at least one policy file or text"));
     }
@@ -288,11 +286,7 @@ fn parse_schema(source: &Source) -> Result<Schema, CedarError> {
         })
 }
 
-fn validate(
-    set: &PolicySet,
-    schema: &Schema,
-    origin: &Texts,
-) -> Result<(), CedarError> {
+fn validate(set: &PolicySet, schema: &Schema, origin: &Texts) -> Result<(), CedarError> {
     let result = Validator::new(schema.clone()).validate(set, ValidationMode::Strict);
     if result.validation_passed() {
         return Ok(());

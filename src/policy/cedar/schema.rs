@@ -42,7 +42,10 @@ pub fn generate_schema(stub: &str, tools_list: &str) -> Result<String, CedarErro
         serde_json::from_str(tools_list).map_err(|e| failed("tools/list", e.to_string()))?;
     let result = value.get("result").unwrap_or(&value);
     let tools = result.get("tools").ok_or_else(|| {
-        failed("tools/list", "expected a tools/list result: {\"tools\": [...]}".into())
+        failed(
+            "tools/list",
+            "expected a tools/list result: {\"tools\": [...]}".into(),
+        )
     })?;
     let response = serde_json::json!({"result": {"tools": tools}});
     let description = ServerDescription::from_json_str(&response.to_string())
