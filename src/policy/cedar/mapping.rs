@@ -5,9 +5,9 @@
 //! | principal | `NS::User::"<subject>"` (empty id when the token names no subject); attributes `issuer`, `subject`, `client_id` (empty strings when absent), `scopes` (a set), `claims` (the selected claims); parents from the entities file's entry for the same user |
 //! | action | `NS::Action::"<tool name>"` for `tools/call` (cedar-for-agents' convention); `NS::Action::"<method>"` for every other guarded method (`prompts/get`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`, `completion/complete`, `tasks/get`, …) |
 //! | resource | `NS::McpServer::"<server>"` for tools and methods without a target; `NS::Resource::"<uri>"` for resources and skills; `NS::Prompt::"<name>"` for prompts; a completion's prompt or resource; `NS::Task::"<id>"` for tasks |
-//! | `context.input` | a tool call's arguments, typed by the action's schema (invocation and approval only) |
+//! | `context.input` | a tool call's arguments, typed by the action's schema (invocation and approval only); JSON `number`s as exact `decimal`s |
 //! | `context.gate` | `era` (`"modern"`, `"legacy"`), `phase` (`"invocation"`, `"discovery"`, `"approval"`), `protocol_version`, `elicitation_form`, `elicitation_url`, `tasks` (what the client declared), `approved_by` (the approver in phase approval, else empty) |
-//! | `context.app` | what the context hook returned (absent without a hook) |
+//! | `context.app` | what the context hook returned (an empty record without a hook) |
 //!
 //! In discovery (an entry of a list) there is no `context.input`, and the request is not typed
 //! by the schema: a policy that reads `context.input` errors there, and Cedar skips a policy
@@ -184,6 +184,71 @@ pub(super) fn map(
     })
 }
 
+/// Why an argument has no exact Cedar form.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("argument {0} is a number Cedar's decimal cannot hold exactly (at most 4 decimal places)")]
+pub(super) struct Inexact(pub String);
+
+/// Rewrites, in `arguments`, every value the tool's JSON Schema types `number` as a Cedar
+/// `decimal` (the generator's `encode_numbers_as_decimal`). A number with more than four
+/// decimal places, or out of `decimal`'s range, is refused rather than rounded.
+pub(super) fn numbers_as_decimals(
+    arguments: &mut Value,
+    input_schema: &Value,
+    path: &str,
+) -> Result<(), Inexact> {
+    let types_number = match input_schema.get("type") {
+        Some(Value::String(t)) => t == "number",
+        Some(Value::Array(types)) => {
+            types.iter().any(|t| t == "number") && !types.iter().any(|t| t == "integer")
+        }
+        _ => false,
+    };
+    match arguments {
+        Value::Number(number) if types_number => {
+            let text = decimal_text(number).ok_or_else(|| Inexact(path.to_owned()))?;
+            *arguments = json!({"__extn": {"fn": "decimal", "arg": text}});
+        }
+        Value::Object(map) => {
+            if let Some(Value::Object(properties)) = input_schema.get("properties") {
+                for (key, value) in map.iter_mut() {
+                    if let Some(schema) = properties.get(key) {
+                        numbers_as_decimals(value, schema, &format!("{path}.{key}"))?;
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(schema) = input_schema.get("items") {
+                for (index, item) in items.iter_mut().enumerate() {
+                    numbers_as_decimals(item, schema, &format!("{path}[{index}]"))?;
+                }
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// `number` as Cedar decimal text (`"1.5000"`), when exact.
+fn decimal_text(number: &serde_json::Number) -> Option<String> {
+    // The JSON text itself, so that no float rounding happens on the way.
+    let text = number.to_string();
+    if text.contains(['e', 'E']) {
+        return None;
+    }
+    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
+    if fraction.len() > 4 {
+        return None;
+    }
+    let digits = whole.trim_start_matches('-');
+    // decimal's range: ±922337203685477.5807.
+    if digits.len() > 15 || (digits.len() == 15 && digits > "922337203685477") {
+        return None;
+    }
+    Some(format!("{whole}.{fraction:0<4}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +271,34 @@ mod tests {
             .phase(phase)
             .build()
             .expect("an evaluation")
+    }
+
+    #[test]
+    fn numbers_become_exact_decimals_or_are_refused() {
+        let schema = json!({"type": "object", "properties": {
+            "price": {"type": "number"}, "count": {"type": "integer"},
+            "list": {"type": "array", "items": {"type": ["number", "null"]}},
+        }});
+        let mut arguments = json!({"price": 1.5, "count": 2, "list": [3, -0.25]});
+        numbers_as_decimals(&mut arguments, &schema, "input").expect("exact");
+        let decimal = |text: &str| json!({"__extn": {"fn": "decimal", "arg": text}});
+        assert_eq!(arguments["price"], decimal("1.5000"));
+        assert_eq!(arguments["count"], 2, "integers stay Long");
+        assert_eq!(
+            arguments["list"],
+            json!([decimal("3.0000"), decimal("-0.2500")])
+        );
+        for inexact in [
+            json!({"price": 0.12345}),
+            json!({"price": 1e300}),
+            json!({"price": 1e20}),
+        ] {
+            let mut arguments = inexact;
+            assert_eq!(
+                numbers_as_decimals(&mut arguments, &schema, "input"),
+                Err(Inexact("input.price".into()))
+            );
+        }
     }
 
     #[test]

@@ -332,11 +332,34 @@ fn drifted(loaded: &Loaded, evaluation: &Evaluation) -> Option<String> {
         ));
     };
     match evaluation.tool_input_schema() {
+        // A held call passed this check when it was held; the process that runs the approval
+        // may not have seen a list since it started.
+        None if evaluation.phase() == super::Phase::Approval => None,
         None => Some(format!("tool {name:?} was not listed by the server")),
         Some(live) if live != expected => Some(format!(
             "tool {name:?} lists an input schema that differs from the one the Cedar schema was generated from; regenerate the schema"
         )),
         Some(_) => None,
+    }
+}
+
+/// Types a tool's `number` arguments as Cedar decimals, by the tool's listed input schema
+/// (or the tool list's, when this process has not seen one listed).
+fn decimals(
+    loaded: &Loaded,
+    evaluation: &Evaluation,
+    mapped: &mut Mapped,
+) -> Result<(), mapping::Inexact> {
+    let (Target::Tool { name, .. }, Some(input)) =
+        (evaluation.target(), mapped.context.get_mut("input"))
+    else {
+        return Ok(());
+    };
+    let listed = evaluation.tool_input_schema();
+    let known = || loaded.tools.as_ref().and_then(|tools| tools.get(name));
+    match listed.or_else(known) {
+        Some(schema) => mapping::numbers_as_decimals(input, schema, "input"),
+        None => Ok(()),
     }
 }
 
@@ -402,18 +425,18 @@ async fn decide(
         Ok(mapped) => mapped,
         Err(why) => return Ok(refuse(&evaluation, &why, GENERIC_DENIAL)),
     };
-    if let Some(hook) = &settings.hook {
-        match hook(evaluation.clone()).await? {
-            app @ Value::Object(_) => {
-                mapped.context.insert("app".into(), app);
-            }
-            _ => {
-                return Err(
-                    "the Cedar context hook returned something other than a JSON object".into(),
-                );
-            }
-        }
+    if let Err(why) = decimals(&loaded, &evaluation, &mut mapped) {
+        let message = "The request does not match the authorization schema.";
+        return Ok(refuse(&evaluation, &why, message));
     }
+    let app = match &settings.hook {
+        Some(hook) => hook(evaluation.clone()).await?,
+        None => Value::Object(Default::default()),
+    };
+    if !app.is_object() {
+        return Err("the Cedar context hook returned something other than a JSON object".into());
+    }
+    mapped.context.insert("app".into(), app);
     let (request, entities) = match cedar_request(&loaded, &mapped) {
         Ok(parts) => parts,
         Err(why) => {

@@ -4,10 +4,13 @@
 //! `@mcp_principal` / `@mcp_resource` annotations, and one context field per `@mcp_context`
 //! type (the gate's `gate`, the hook's `app`).
 //!
-//! The generator runs with one setting changed from its default: objects become records
+//! The generator runs with two settings changed from its defaults: objects become records
 //! (`objects_as_records`), so that a tool's nested arguments are plain Cedar records the layer
-//! can type from the call's JSON without minting entities for them. Policies written for its
-//! tooling with the same setting apply unchanged.
+//! can type from the call's JSON without minting entities for them; and JSON `number`s become
+//! `decimal`s (`encode_numbers_as_decimal`), which policies can compare (`.greaterThan`). The
+//! layer passes a `number` argument as an exact decimal and denies one with more than four
+//! decimal places rather than round it. Policies written for cedar-for-agents' tooling with
+//! the same settings apply unchanged.
 
 use cedar_policy_mcp_schema_generator::{SchemaGenerator, SchemaGeneratorConfig};
 use mcp_tools_sdk::description::ServerDescription;
@@ -50,7 +53,9 @@ pub fn generate_schema(stub: &str, tools_list: &str) -> Result<String, CedarErro
     let response = serde_json::json!({"result": {"tools": tools}});
     let description = ServerDescription::from_json_str(&response.to_string())
         .map_err(|e| failed("tools/list", e.to_string()))?;
-    let config = SchemaGeneratorConfig::default().objects_as_records(true);
+    let config = SchemaGeneratorConfig::default()
+        .objects_as_records(true)
+        .encode_numbers_as_decimal(true);
     let mut generator = SchemaGenerator::from_cedarschema_str_with_config(stub, config)
         .map_err(|e| failed("stub", e.to_string()))?;
     generator
@@ -61,4 +66,80 @@ pub fn generate_schema(stub: &str, tools_list: &str) -> Result<String, CedarErro
         .clone()
         .to_cedarschema()
         .map_err(|e| failed("generated", e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Principal;
+    use crate::policy::cedar::CedarPolicy;
+    use crate::policy::{Decision, Evaluation, Policy};
+
+    /// A generated schema types real arguments of every JSON kind the generator maps.
+    #[tokio::test]
+    async fn generated_schemas_type_real_arguments() {
+        let input_schema = json!({"type": "object", "properties": {
+            "text": {"type": "string"}, "count": {"type": "integer"}, "flag": {"type": "boolean"}, "price": {"type": "number"},
+            "tags": {"type": "array", "items": {"type": "string"}},
+            "meta": {"type": "object", "properties": {"note": {"type": "string"}}, "required": ["note"]},
+        }, "required": ["text", "count"]});
+        let tools =
+            json!({"tools": [{"name": "t", "description": "d", "inputSchema": input_schema}]});
+        let schema = generate_schema(GATE_SCHEMA_STUB, &tools.to_string()).expect("generates");
+        let policy = CedarPolicy::builder()
+            .schema_text("schema", schema.clone())
+            .policies_text(
+                "p.cedar",
+                r#"permit(principal, action == Gate::Action::"t", resource)
+                   when { context.input.count > 2 && context.input.text like "a*"
+                          && context.input has tags && context.input.tags.contains("x")
+                          && context.input has meta && context.input.meta.note == "n"
+                          && (if context.input has price then context.input.price.greaterThan(decimal("1.0")) else true) };"#,
+            )
+            .build()
+            .unwrap_or_else(|e| panic!("{e}\n{schema}"));
+        let principal = Principal::builder()
+            .issuer("https://as.example")
+            .subject("s")
+            .build()
+            .unwrap();
+        let call = |arguments: serde_json::Value| {
+            Evaluation::builder(principal.clone())
+                .tool("t", arguments)
+                .input_schema(input_schema.clone())
+                .build()
+                .unwrap()
+        };
+        let allowed = call(
+            json!({"text": "ab", "count": 3, "flag": true, "tags": ["x"], "meta": {"note": "n"}}),
+        );
+        assert_eq!(policy.evaluate(allowed).await.unwrap(), Decision::allow());
+        let denied = call(json!({"text": "ab", "count": 1}));
+        assert_eq!(
+            policy.evaluate(denied).await.unwrap(),
+            Decision::undisclosed("You are not allowed to do this.")
+        );
+        let priced = call(
+            json!({"text": "ab", "count": 3, "tags": ["x"], "meta": {"note": "n"}, "price": 1.5}),
+        );
+        assert_eq!(
+            policy.evaluate(priced).await.unwrap(),
+            Decision::allow(),
+            "a number is a decimal"
+        );
+        let too_precise = call(
+            json!({"text": "ab", "count": 3, "tags": ["x"], "meta": {"note": "n"}, "price": 1.23456}),
+        );
+        assert_eq!(
+            policy.evaluate(too_precise).await.unwrap(),
+            Decision::undisclosed("The request does not match the authorization schema.")
+        );
+        let mistyped = call(json!({"text": "ab", "count": "3"}));
+        assert_eq!(
+            policy.evaluate(mistyped).await.unwrap(),
+            Decision::undisclosed("The request does not match the authorization schema.")
+        );
+    }
 }
