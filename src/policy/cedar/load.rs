@@ -2,12 +2,12 @@
 //! together: every refusal is a [`CedarError`] naming the file and, where Cedar gives one, the
 //! line.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
-use cedar_policy::{Entities, PolicyId, PolicySet, Schema, ValidationMode, Validator};
+use cedar_policy::{Entities, EntityUid, PolicyId, PolicySet, Schema, ValidationMode, Validator};
 use serde_json::Value;
 
 use super::mapping::Names;
@@ -159,6 +159,8 @@ pub(super) struct Loaded {
     pub remedies: Remedies,
     /// Input schemas by tool name, from the tool list, when one was given.
     pub tools: Option<HashMap<String, Value>>,
+    /// The actions the schema declares: a request for any other is denied.
+    pub actions: HashSet<EntityUid>,
 }
 
 /// Line and column (from 1) of byte `offset` in `text`.
@@ -376,6 +378,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
     })?;
     let entities = parse_entities(sources.entities.as_ref(), &schema)?;
     let tools = sources.tools.as_ref().map(parse_tools).transpose()?;
+    let actions = schema.actions().cloned().collect();
     Ok(Loaded {
         policies,
         schema,
@@ -383,6 +386,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
         entities,
         remedies,
         tools,
+        actions,
     })
 }
 

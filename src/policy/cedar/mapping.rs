@@ -2,7 +2,7 @@
 //!
 //! | Cedar | from |
 //! |---|---|
-//! | principal | `NS::User::"<subject>"` (empty id when the token names no subject); attributes `issuer`, `subject`, `client_id` (empty strings when absent), `scopes` (a set), `claims` (the selected claims); parents from the entities file's entry for the same user |
+//! | principal | `NS::User::"<subject>"` (empty id when the token names no subject); attributes `issuer`, `subject`, `client_id` (empty strings when absent), `scopes` (a set), `claims` (the selected claims); parents from the entities file's entry for the same user (none for a token without a subject) |
 //! | action | `NS::Action::"<tool name>"` for `tools/call` (cedar-for-agents' convention); `NS::Action::"<method>"` for every other guarded method (`prompts/get`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`, `completion/complete`, `tasks/get`, …) |
 //! | resource | `NS::McpServer::"<server>"` for tools and methods without a target; `NS::Resource::"<uri>"` for resources and skills; `NS::Prompt::"<name>"` for prompts; a completion's prompt or resource; `NS::Task::"<id>"` for tasks |
 //! | `context.input` | a tool call's arguments, typed by the action's schema (invocation and approval only); JSON `number`s as exact `decimal`s |

@@ -35,7 +35,10 @@
 //!     @mcp_context("gate")
 //!     type Gate = { era: String, phase: String, protocol_version: String, elicitation_form: Bool,
 //!                   elicitation_url: Bool, tasks: Bool, approved_by: String };
-//!     action "admin_report" appliesTo { principal: [User], resource: [McpServer], context: { input: {}, gate: Gate } };
+//!     type App = {};
+//!     action "admin_report" appliesTo {
+//!         principal: [User], resource: [McpServer], context: { input: {}, gate: Gate, app: App }
+//!     };
 //! }"#;
 //! let policies = r#"
 //!     permit(principal, action, resource);
@@ -377,9 +380,11 @@ fn cedar_request(
         typed.map(|schema| (schema, &mapped.action)),
     )
     .map_err(|e| format!("the context does not fit the schema: {e}"))?;
-    let parents: Vec<Value> = loaded
-        .entities
-        .get(&mapped.principal)
+    // A token without a subject is nobody in particular: it takes no roles from the file.
+    let known = (!mapped.principal.id().unescaped().is_empty())
+        .then(|| loaded.entities.get(&mapped.principal))
+        .flatten();
+    let parents: Vec<Value> = known
         .map(|known| known.clone().into_inner().2)
         .into_iter()
         .flatten()
@@ -425,6 +430,10 @@ async fn decide(
         Ok(mapped) => mapped,
         Err(why) => return Ok(refuse(&evaluation, &why, GENERIC_DENIAL)),
     };
+    if !loaded.actions.contains(&mapped.action) {
+        let why = format!("the schema declares no action {}", mapped.action);
+        return Ok(refuse(&evaluation, &why, GENERIC_DENIAL));
+    }
     if let Err(why) = decimals(&loaded, &evaluation, &mut mapped) {
         let message = "The request does not match the authorization schema.";
         return Ok(refuse(&evaluation, &why, message));

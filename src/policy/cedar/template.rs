@@ -8,8 +8,9 @@
 //!   value that is *wholly* a placeholder (`"{context.input.amount}"`) is replaced, by the
 //!   JSON value found there (a number stays a number; a missing value is `null`). A
 //!   placeholder inside a longer string is refused at load;
-//! - a **URL template** (`@url`) is either wholly one placeholder, whose value must be an
-//!   absolute `http(s)` URL (the application built it: a context-hook attribute), or a URL
+//! - a **URL template** (`@url`) is either wholly one placeholder, which must name a
+//!   `context.app` attribute (the application built the URL in its context hook) and whose
+//!   value must be an absolute `http(s)` URL, or a URL
 //!   whose placeholders stand after its authority and are filled percent-encoded (every byte
 //!   but the RFC 3986 unreserved ones), so a value can add neither a path segment, a query
 //!   parameter nor a fragment;
@@ -37,6 +38,11 @@ pub enum TemplateError {
     /// placeholder before or in its authority.
     #[error("URL template {0:?}: the scheme and host must be fixed text before any placeholder")]
     UrlAuthority(String),
+    /// A whole-URL placeholder outside `context.app`: the request would choose the URL.
+    #[error(
+        "URL template {0:?}: a whole-URL placeholder must name a context.app attribute (the application builds the URL)"
+    )]
+    UrlFromRequest(String),
 }
 
 /// One piece of a text or URL template.
@@ -139,6 +145,9 @@ impl UrlTemplate {
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let pieces = pieces(text)?;
         if let [Piece::Placeholder(path)] = pieces.as_slice() {
+            if !path.starts_with(&["context".to_owned(), "app".to_owned()]) {
+                return Err(TemplateError::UrlFromRequest(text.to_owned()));
+            }
             return Ok(Self::Whole(path.clone()));
         }
         // The fixed text before the first placeholder must hold the scheme, the whole
@@ -295,8 +304,16 @@ mod tests {
         }
         let whole = UrlTemplate::parse("{context.app.url}").unwrap();
         assert_eq!(whole.fill(&scope()).unwrap(), "https://approve.example/a/1");
-        let not_url = UrlTemplate::parse("{context.input.folder}").unwrap();
-        assert_eq!(not_url.fill(&scope()), Err(UrlFillError::NotAUrl));
+        assert_eq!(
+            UrlTemplate::parse("{context.input.folder}"),
+            Err(TemplateError::UrlFromRequest(
+                "{context.input.folder}".into()
+            )),
+            "the request never chooses the whole URL"
+        );
+        let mut not_url = scope();
+        not_url["context"]["app"]["url"] = json!("javascript:alert(1)");
+        assert_eq!(whole.fill(&not_url), Err(UrlFillError::NotAUrl));
     }
 
     #[test]
