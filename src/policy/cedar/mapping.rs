@@ -3,7 +3,7 @@
 //! | Cedar | from |
 //! |---|---|
 //! | principal | `NS::User::"<subject>"` (empty id when the token names no subject); attributes `issuer`, `subject`, `client_id` (empty strings when absent), `scopes` (a set), `claims` (the selected claims); parents from the entities file's entry for the same user (none for a token without a subject) |
-//! | action | `NS::Action::"<tool name>"` for `tools/call` (cedar-for-agents' convention); `NS::Action::"<method>"` for every other guarded method (`prompts/get`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`, `completion/complete`, `tasks/get`, …) |
+//! | action | `NS::Action::"<tool name>"` for `tools/call` (cedar-for-agents' convention); `NS::Action::"<method>"` for every other guarded method (`prompts/get`, `resources/read`, `resources/subscribe`, `resources/unsubscribe`, `completion/complete`, `tasks/get`, …). A list entry is judged as what would use it: a tool as its tool action, a prompt as `prompts/get`, a resource or resource template as `resources/read`, a skill as `skills/get` |
 //! | resource | `NS::McpServer::"<server>"` for tools and methods without a target; `NS::Resource::"<uri>"` for resources and skills; `NS::Prompt::"<name>"` for prompts; a completion's prompt or resource; `NS::Task::"<id>"` for tasks |
 //! | `context.input` | a tool call's arguments, typed by the action's schema (invocation and approval only); JSON `number`s as exact `decimal`s |
 //! | `context.gate` | `era` (`"modern"`, `"legacy"`), `phase` (`"invocation"`, `"discovery"`, `"approval"`), `protocol_version`, `elicitation_form`, `elicitation_url`, `tasks` (what the client declared), `approved_by` (the approver in phase approval, else empty) |
@@ -97,7 +97,14 @@ fn action_and_resource(
     evaluation: &Evaluation,
     server: &str,
 ) -> Result<(EntityUid, EntityUid), Unmapped> {
-    let method = evaluation.method();
+    // A list entry is judged as what would use it, so one rule covers the entry and its use:
+    // a prompt of `prompts/list` is asked about as `prompts/get`, and so on.
+    let method = match (evaluation.phase(), evaluation.target()) {
+        (Phase::Discovery, Target::Prompt { .. }) => "prompts/get",
+        (Phase::Discovery, Target::Resource { .. }) => "resources/read",
+        (Phase::Discovery, Target::Skill { .. }) => "skills/get",
+        _ => evaluation.method(),
+    };
     let action = |id: &str| names.uid("Action", id);
     Ok(match evaluation.target() {
         Target::Tool { name, .. } => {
@@ -353,6 +360,18 @@ mod tests {
         assert_eq!(mapped.principal.id().unescaped(), r#"x"; permit"#);
         assert_eq!(mapped.resource.id().unescaped(), r#"demo://a"b"#);
         assert_eq!(mapped.action.to_string(), r#"Action::"resources/read""#);
+        let listed = Evaluation::builder(evaluation.principal().clone())
+            .method("prompts/list")
+            .prompt("layoffs", Value::Null)
+            .phase(Phase::Discovery)
+            .build()
+            .unwrap();
+        let mapped = map(&Names::new(""), &listed, "s", &[]).expect("maps");
+        assert_eq!(
+            mapped.action.to_string(),
+            r#"Action::"prompts/get""#,
+            "an entry is judged as its use"
+        );
         let slash = Evaluation::builder(evaluation.principal().clone())
             .tool("a/b", Value::Null)
             .build()
