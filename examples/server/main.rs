@@ -6,23 +6,32 @@
 //! cargo run --example server -- --dev-issuer-listen 127.0.0.1:9000   # ... at a fixed address
 //! cargo run --example server -- --issuer https://auth.example.com --resource https://mcp.example.com/mcp
 //! cargo run --example server --features redis -- --redis redis://127.0.0.1:6379/   # shared tasks
+//! cargo run --example server --features cedar -- --cedar examples/server/cedar   # Cedar policies
 //! MCP_GATE_CONTINUATION_KEYS="k1:<base64url secret>" cargo run --example server   # shared keys
 //! ```
 //!
 //! Calls to `deploy` are held for approval: decide them on the approval console
 //! (`http://127.0.0.1:8081/tasks` by default, loopback only).
+//!
+//! With `--cedar DIR` the decisions come from the Cedar policy set in DIR instead of
+//! `policy.rs`; `examples/server/cedar` is the same policy written in Cedar (see
+//! `cedar_policy.rs`). The files are watched and reloaded when they change.
 
 mod approvals;
+#[cfg(feature = "cedar")]
+mod cedar_policy;
 mod dev_issuer;
 mod policy;
 mod task_console;
 mod tools;
 
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 
 use axum::Router;
 use clap::Parser;
+use mcp_gate::policy::Policy;
 use mcp_gate::{Gate, Issuer};
 
 /// An MCP server (tools `echo` and `whoami`) behind the mcp-gate OAuth layer.
@@ -76,6 +85,13 @@ struct Options {
     /// for a browser client served from elsewhere (an inspector on another port, say).
     #[arg(long = "allowed-origin")]
     allowed_origins: Vec<String>,
+    /// Decide with the Cedar policy set in this folder (`*.cedar`, `schema.cedarschema`,
+    /// optional `entities.json` and `tools.json`) instead of the built-in example policy;
+    /// `examples/server/cedar` is that policy in Cedar. The files are checked every 2 s and
+    /// reloaded when they change (an invalid change is refused and the last good set stays).
+    /// Needs `--features cedar`.
+    #[arg(long, value_name = "DIR")]
+    cedar: Option<std::path::PathBuf>,
 }
 
 /// The environment variable the example reads continuation-state keys from.
@@ -115,8 +131,18 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         })
         .ok_or("--resource must be an absolute URL")?;
     let approvals = approvals::Approvals::default();
+    let (policy, policy_name) = match &options.cedar {
+        Some(dir) => cedar(dir, approvals.clone(), &origin)?,
+        None => {
+            let demo = policy::DemoPolicy::new(approvals.clone(), origin);
+            (
+                Box::new(demo) as Box<dyn Policy>,
+                "built-in (policy.rs)".to_owned(),
+            )
+        }
+    };
     let mut builder = Gate::builder()
-        .evaluate(policy::DemoPolicy::new(approvals.clone(), origin))
+        .evaluate(policy)
         .revision(options.revision.clone())
         .resource(&resource)
         .required_scopes(options.required_scopes.clone())
@@ -200,6 +226,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     println!("  resource:          {}", gate.resource());
     println!("  metadata:          {}", gate.metadata_url());
     println!("  SEP-2643 revision: {}", gate.revision());
+    println!("  policy:            {policy_name}");
     println!(
         "  approval console:  http://{console_address}/tasks (held calls: {})",
         if options.redis.is_some() {
@@ -237,6 +264,34 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         })
         .await?;
     Ok(())
+}
+
+/// The Cedar policy set in `dir`, watched for changes, and how the banner names it.
+#[cfg(feature = "cedar")]
+fn cedar(
+    dir: &Path,
+    approvals: approvals::Approvals,
+    origin: &str,
+) -> Result<(Box<dyn Policy>, String), Box<dyn std::error::Error>> {
+    let policy = cedar_policy::cedar_policy(dir, approvals, origin)
+        .map_err(|error| format!("--cedar {}: {error}", dir.display()))?;
+    // Runs as long as the process; an invalid edit is logged and the last good set stays.
+    drop(policy.watch(std::time::Duration::from_secs(2)));
+    let name = format!(
+        "Cedar, {} ({} policies, reloaded on change)",
+        dir.display(),
+        policy.policy_count()
+    );
+    Ok((Box::new(policy), name))
+}
+
+#[cfg(not(feature = "cedar"))]
+fn cedar(
+    _dir: &Path,
+    _approvals: approvals::Approvals,
+    _origin: &str,
+) -> Result<(Box<dyn Policy>, String), Box<dyn std::error::Error>> {
+    Err("--cedar needs the example built with `--features cedar` (cargo run --example server --features cedar -- --cedar DIR)".into())
 }
 
 /// Everything replicas share, in the Redis at `url` under the namespace `mcp-gate-example`:
