@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use http::request::Parts;
 
 use super::body::GateBody;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::buffer::collect;
 use super::interaction::binding;
 use super::pipeline::{local, protocol_error, start};
@@ -293,17 +293,12 @@ pub(super) struct ListRequest<'a> {
 }
 
 impl ListRequest<'_> {
-    pub(super) async fn run<S, ReqBody, ResBody>(
+    pub(super) async fn run<S: Inner>(
         &self,
         inner: &mut S,
         mut parts: Parts,
         bytes: Bytes,
-    ) -> Result<Response<GateBody<ResBody>>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: RequestBody,
-        ResBody: ResponseBody,
-    {
+    ) -> Result<Response<GateBody<S::Res>>, S::Error> {
         let settings = &*self.gate.inner;
         let resource = self.gate.inner.resource.uri.as_str();
         let binding = binding(self.principal, resource, self.protocol, self.request);
@@ -317,7 +312,7 @@ impl ListRequest<'_> {
             Err(error) => return Ok(protocol_error(&error.with_id(Some(&self.request.id)))),
         };
         let limits = &settings.requests;
-        let call = start(inner, parts, ReqBody::from(body));
+        let call = start(inner, parts, S::Req::from(body));
         let read = fetch_answer(call, limits.answer_bounds());
         let (mut head, mut answer) = match read.await? {
             Ok(read) => read,

@@ -26,7 +26,7 @@ use http::{HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::audit::DecisionEvent;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::discovery::fetch_answer;
 use super::refuse::{internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
@@ -376,19 +376,14 @@ async fn cancel(
 }
 
 /// Claims an approved task, evaluates it again, runs it once, records and answers its outcome.
-pub(crate) async fn run<S, ReqBody, ResBody>(
+pub(crate) async fn run<S: Inner>(
     gate: &Gate,
     inner: S,
     parts: Parts,
     principal: &Principal,
     request: &McpRequest,
     record: TaskRecord,
-) -> Response<Bytes>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Response<Bytes> {
     let revision = gate.inner.denial.revision;
     let store = gate.inner.tasks.store.clone();
     let claimed = match claim(gate, request, &record).await {
@@ -607,24 +602,19 @@ fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Optio
 }
 
 /// Runs the held call through the inner service; its result, or the error the task fails with.
-async fn call_inner<S, ReqBody, ResBody>(
+async fn call_inner<S: Inner>(
     mut inner: S,
     parts: Parts,
     body: Bytes,
     task_id: &TaskId,
     max: usize,
-) -> Result<Value, TaskError>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Value, TaskError> {
     let failed = |message: &str| TaskError {
         code: INTERNAL_ERROR,
         message: message.to_owned(),
         data: None,
     };
-    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
+    let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
     // A held call may run long (a deploy): its answer is read without a time limit.
     let (_, answer) = fetch_answer(call, (max, None))
         .await
