@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::audit::DecisionEvent;
@@ -33,6 +33,7 @@ use crate::auth::Principal;
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision, new_context_id};
 use crate::gate::Gate;
+use crate::headers::insert_fixed;
 use crate::mcp::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
 use crate::mcp::era::{METHOD_HEADER, NAME_HEADER, SESSION_HEADER, VERSION_HEADER};
 use crate::mcp::request::{McpRequest, Message, classify};
@@ -555,15 +556,12 @@ fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Optio
     let headers = &mut parts.headers;
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(SESSION_HEADER);
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(
-        header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/call"));
+    let fixed = [
+        (header::CONTENT_TYPE, "application/json"),
+        (header::ACCEPT, "application/json, text/event-stream"),
+        (HeaderName::from_static(METHOD_HEADER), "tools/call"),
+    ];
+    insert_fixed(headers, &fixed);
     headers.insert(
         NAME_HEADER,
         HeaderValue::from_str(held.target.name()?).ok()?,
