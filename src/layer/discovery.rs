@@ -31,7 +31,7 @@ use crate::auth::Principal;
 use crate::gate::Gate;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{EntryKind, Listing, ProtocolContext, ProtocolError, Target};
-use crate::policy::{self, Decision, Evaluation, Phase};
+use crate::policy::{self, Decision, Evaluation, EvaluationData, Phase};
 
 /// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
 /// listing holds, or `None` when the entry does not name itself as it must.
@@ -377,15 +377,16 @@ impl ListRequest<'_> {
         let Some(target) = entry_target(self.class, entry) else {
             return Ok(false);
         };
-        let evaluation = Evaluation::new(
-            self.principal.clone(),
-            self.request.method.clone(),
+        let evaluation = Evaluation::new(EvaluationData {
+            principal: self.principal.clone(),
+            method: self.request.method.clone(),
             target,
-            self.protocol.clone(),
-            Phase::Discovery,
-            None,
+            protocol: self.protocol.clone(),
+            phase: Phase::Discovery,
+            answered: None,
             annotations,
-        );
+            approval: None,
+        });
         match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
             Ok(decision) => Ok(match decision {
                 Decision::Allow => true,

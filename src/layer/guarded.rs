@@ -31,7 +31,9 @@ use crate::gate::Gate;
 use crate::mcp::identity::name_result;
 use crate::mcp::request::{McpRequest, listen_uris};
 use crate::mcp::{Era, ProtocolContext, Target};
-use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
+use crate::policy::{
+    self, Answered, Decision, Evaluation, EvaluationData, Interaction, Phase, Remediation,
+};
 
 /// Judges a guarded request and acts on the verdict.
 pub(super) async fn judge<S: Inner>(
@@ -61,15 +63,16 @@ pub(super) async fn judge<S: Inner>(
         .as_deref()
         .map(|payload| answered(payload, &call.request));
     let annotations = annotations_for(&call, inner).await;
-    let evaluation = Evaluation::new(
-        call.principal.clone(),
-        call.request.method.clone(),
-        call.request.target.clone(),
-        call.protocol.clone(),
-        Phase::Invocation,
-        answered.clone(),
+    let evaluation = Evaluation::new(EvaluationData {
+        principal: call.principal.clone(),
+        method: call.request.method.clone(),
+        target: call.request.target.clone(),
+        protocol: call.protocol.clone(),
+        phase: Phase::Invocation,
+        answered: answered.clone(),
         annotations,
-    );
+        approval: None,
+    });
     let settings = &call.gate.inner.policy;
     let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
     let turn = Turn {
@@ -269,15 +272,16 @@ async fn judge_listen(
         Err(_) => return Some(internal_error(request)),
     };
     for target in targets {
-        let evaluation = Evaluation::new(
-            principal.clone(),
-            request.method.clone(),
-            target.clone(),
-            protocol.clone(),
-            Phase::Invocation,
-            None,
-            None,
-        );
+        let evaluation = Evaluation::new(EvaluationData {
+            principal: principal.clone(),
+            method: request.method.clone(),
+            target: target.clone(),
+            protocol: protocol.clone(),
+            phase: Phase::Invocation,
+            answered: None,
+            annotations: None,
+            approval: None,
+        });
         let decision = policy::run(
             &*settings.policy.policy,
             evaluation,
