@@ -152,7 +152,7 @@ async fn the_byte_budget_holds_with_calls_at_the_size_cap() {
     assert_eq!(held_calls, BUDGET / CAP, "{held_calls} calls held");
     assert_eq!(
         store
-            .list(TaskQuery::new().status(TaskStatus::Working).limit(1000))
+            .list(TaskQuery::new().status(TaskStatus::Working))
             .await
             .unwrap()
             .len(),

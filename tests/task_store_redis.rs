@@ -132,10 +132,7 @@ mod suite {
         store.create(short.clone()).await.unwrap();
         store.create(long.clone()).await.unwrap();
         assert!(other.get(&short.id).await.unwrap().is_some());
-        assert_eq!(
-            store.list(TaskQuery::new().limit(10)).await.unwrap().len(),
-            2
-        );
+        assert_eq!(store.list(TaskQuery::new()).await.unwrap().len(), 2);
         // Approved but not run when the deadline passes.
         assert!(
             store
@@ -162,7 +159,7 @@ mod suite {
             Transition::Conflict(None),
             "an expired task is never executed"
         );
-        let listed = store.list(TaskQuery::new().limit(10)).await.unwrap();
+        let listed = store.list(TaskQuery::new()).await.unwrap();
         assert_eq!(listed, vec![long.clone()]);
         assert!(store.get(&long.id).await.unwrap().is_some());
     }
@@ -423,12 +420,12 @@ mod suite {
 
         // Soonest expiry first.
         assert_eq!(
-            ids(other.list(TaskQuery::new().limit(100)).await.unwrap()),
+            ids(other.list(TaskQuery::new()).await.unwrap()),
             [&a3, &b1, &a2, &c1, &a1].map(|r| r.id.clone())
         );
         assert_eq!(
             ids(other
-                .list(TaskQuery::new().owner(&owner("alice")).limit(100))
+                .list(TaskQuery::new().owner(&owner("alice")))
                 .await
                 .unwrap()),
             [&a3, &a2, &a1].map(|r| r.id.clone())
@@ -438,16 +435,13 @@ mod suite {
         carol_elsewhere.client_id = Some("app".into());
         assert!(
             other
-                .list(TaskQuery::new().owner(&carol_elsewhere).limit(100))
+                .list(TaskQuery::new().owner(&carol_elsewhere))
                 .await
                 .unwrap()
                 .is_empty()
         );
         assert_eq!(
-            ids(other
-                .list(TaskQuery::new().owner(&carol).limit(100))
-                .await
-                .unwrap()),
+            ids(other.list(TaskQuery::new().owner(&carol)).await.unwrap()),
             vec![c1.id.clone()]
         );
         assert_eq!(
@@ -476,7 +470,7 @@ mod suite {
             [&a3, &a1].map(|r| r.id.clone())
         );
         let approved = other
-            .list(TaskQuery::new().status(TaskStatus::Approved).limit(100))
+            .list(TaskQuery::new().status(TaskStatus::Approved))
             .await
             .unwrap();
         assert_eq!(ids(approved.clone()), vec![a2.id.clone()]);
@@ -693,7 +687,7 @@ mod redis_only {
             Transition::Conflict(Some(approved.clone()))
         );
         assert_eq!(
-            replica.list(TaskQuery::new().limit(10)).await.unwrap(),
+            replica.list(TaskQuery::new()).await.unwrap(),
             vec![approved]
         );
     }
@@ -740,13 +734,7 @@ mod redis_only {
 
         // Another namespace is another store.
         assert_eq!(elsewhere.get(&r.id).await.unwrap(), None);
-        assert!(
-            elsewhere
-                .list(TaskQuery::new().limit(10))
-                .await
-                .unwrap()
-                .is_empty()
-        );
+        assert!(elsewhere.list(TaskQuery::new()).await.unwrap().is_empty());
         elsewhere.create(r.clone()).await.unwrap();
         assert_eq!(
             elsewhere.get(&r.id).await.unwrap().unwrap().status,
@@ -794,10 +782,7 @@ mod redis_only {
         assert_eq!(card, 5);
 
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(
-            store.list(TaskQuery::new().limit(10)).await.unwrap(),
-            vec![keep]
-        );
+        assert_eq!(store.list(TaskQuery::new()).await.unwrap(), vec![keep]);
         let card: i64 = cmd(&mut raw, &["ZCARD", "gate:tasks"]).await;
         assert_eq!(card, 1, "expired and missing ids are gone from the index");
         for r in &short {
@@ -862,10 +847,7 @@ mod redis_only {
             StoreError::Corrupt { .. }
         ));
 
-        assert_eq!(
-            store.list(TaskQuery::new().limit(10)).await.unwrap(),
-            vec![good]
-        );
+        assert_eq!(store.list(TaskQuery::new()).await.unwrap(), vec![good]);
     }
 
     #[tokio::test]
