@@ -127,6 +127,7 @@ mod deadline;
 pub mod denial;
 mod error;
 mod gate;
+mod headers;
 #[cfg(feature = "jwks")]
 mod http_client;
 pub mod layer;

@@ -13,7 +13,7 @@ use common::modern::{ModernRequest, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
-use mcp_gate::tasks::{MemoryTaskStore, TaskStatus, TaskStore};
+use mcp_gate::tasks::{MemoryTaskStore, TaskQuery, TaskStatus, TaskStore};
 use mcp_gate::{GateBuilder, Issuer, StaticKeys};
 use serde_json::json;
 
@@ -152,7 +152,7 @@ async fn the_byte_budget_holds_with_calls_at_the_size_cap() {
     assert_eq!(held_calls, BUDGET / CAP, "{held_calls} calls held");
     assert_eq!(
         store
-            .list(None, Some(TaskStatus::Working), 1000)
+            .list(TaskQuery::new().status(TaskStatus::Working))
             .await
             .unwrap()
             .len(),

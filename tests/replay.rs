@@ -540,9 +540,8 @@ mod task_round_trips {
         let approved = b
             .transition(
                 &id,
-                TaskStatus::Working,
-                TaskStatus::Approved,
-                TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() }),
+                TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+                    .decision(TaskDecision::Approved { by: "ops".into() }),
             )
             .await
             .unwrap();
@@ -552,9 +551,7 @@ mod task_round_trips {
         let claimed = a
             .transition(
                 &id,
-                TaskStatus::Approved,
-                TaskStatus::Executing,
-                TaskChange::new(),
+                TaskChange::new(TaskStatus::Approved, TaskStatus::Executing),
             )
             .await
             .unwrap();
@@ -566,9 +563,8 @@ mod task_round_trips {
         let done = a
             .transition(
                 &id,
-                TaskStatus::Executing,
-                TaskStatus::Completed,
-                TaskChange::new().result(json!({"content": [], "isError": false})),
+                TaskChange::new(TaskStatus::Executing, TaskStatus::Completed)
+                    .result(json!({"content": [], "isError": false})),
             )
             .await
             .unwrap();

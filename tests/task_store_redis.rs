@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use mcp_gate::tasks::{
     HeldCall, MemoryTaskStore, StoreError, TaskChange, TaskDecision, TaskError, TaskOwner,
-    TaskRecord, TaskStatus, TaskStore, Transition, now_ms,
+    TaskQuery, TaskRecord, TaskStatus, TaskStore, Transition, now_ms,
 };
 use serde_json::{Value, json};
 
@@ -45,7 +45,8 @@ fn record(ttl_ms: u64) -> TaskRecord {
 }
 
 fn approve() -> TaskChange {
-    TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() })
+    TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+        .decision(TaskDecision::Approved { by: "ops".into() })
 }
 
 fn tool_result(n: usize) -> Value {
@@ -74,15 +75,7 @@ mod suite {
         let unknown = mcp_gate::tasks::TaskId::generate().unwrap();
         assert_eq!(store.get(&unknown).await.unwrap(), None);
         assert_eq!(
-            store
-                .transition(
-                    &unknown,
-                    TaskStatus::Working,
-                    TaskStatus::Approved,
-                    approve()
-                )
-                .await
-                .unwrap(),
+            store.transition(&unknown, approve()).await.unwrap(),
             Transition::Conflict(None)
         );
     }
@@ -139,16 +132,11 @@ mod suite {
         store.create(short.clone()).await.unwrap();
         store.create(long.clone()).await.unwrap();
         assert!(other.get(&short.id).await.unwrap().is_some());
-        assert_eq!(store.list(None, None, 10).await.unwrap().len(), 2);
+        assert_eq!(store.list(TaskQuery::new()).await.unwrap().len(), 2);
         // Approved but not run when the deadline passes.
         assert!(
             store
-                .transition(
-                    &short.id,
-                    TaskStatus::Working,
-                    TaskStatus::Approved,
-                    approve()
-                )
+                .transition(&short.id, approve())
                 .await
                 .unwrap()
                 .is_applied()
@@ -164,16 +152,14 @@ mod suite {
             other
                 .transition(
                     &short.id,
-                    TaskStatus::Approved,
-                    TaskStatus::Executing,
-                    TaskChange::new()
+                    TaskChange::new(TaskStatus::Approved, TaskStatus::Executing)
                 )
                 .await
                 .unwrap(),
             Transition::Conflict(None),
             "an expired task is never executed"
         );
-        let listed = store.list(None, None, 10).await.unwrap();
+        let listed = store.list(TaskQuery::new()).await.unwrap();
         assert_eq!(listed, vec![long.clone()]);
         assert!(store.get(&long.id).await.unwrap().is_some());
     }
@@ -182,16 +168,11 @@ mod suite {
         let store = &*stores[0];
         let r = record(60_000);
         store.create(r.clone()).await.unwrap();
-        let _ = store
-            .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap();
-        let greedy = TaskChange::new().require_remaining_ms(120_000);
+        let _ = store.transition(&r.id, approve()).await.unwrap();
+        let claim = TaskChange::new(TaskStatus::Approved, TaskStatus::Executing);
+        let greedy = claim.clone().require_remaining_ms(120_000);
         assert_eq!(
-            store
-                .transition(&r.id, TaskStatus::Approved, TaskStatus::Executing, greedy)
-                .await
-                .unwrap_err(),
+            store.transition(&r.id, greedy).await.unwrap_err(),
             StoreError::Expired(r.id.clone())
         );
         assert_eq!(
@@ -199,14 +180,8 @@ mod suite {
             TaskStatus::Approved,
             "refused claims change nothing"
         );
-        let modest = TaskChange::new().require_remaining_ms(10_000);
-        assert!(
-            store
-                .transition(&r.id, TaskStatus::Approved, TaskStatus::Executing, modest)
-                .await
-                .unwrap()
-                .is_applied()
-        );
+        let modest = claim.require_remaining_ms(10_000);
+        assert!(store.transition(&r.id, modest).await.unwrap().is_applied());
     }
 
     pub async fn compare_and_set(stores: &[Arc<dyn TaskStore>]) {
@@ -223,7 +198,7 @@ mod suite {
         ] {
             assert_eq!(
                 store
-                    .transition(&r.id, from, to, TaskChange::new())
+                    .transition(&r.id, TaskChange::new(from, to))
                     .await
                     .unwrap_err(),
                 StoreError::InvalidTransition { from, to }
@@ -234,9 +209,7 @@ mod suite {
             store
                 .transition(
                     &r.id,
-                    TaskStatus::Working,
-                    TaskStatus::Completed,
-                    TaskChange::new()
+                    TaskChange::new(TaskStatus::Working, TaskStatus::Completed)
                 )
                 .await
                 .unwrap_err(),
@@ -246,9 +219,7 @@ mod suite {
             store
                 .transition(
                     &r.id,
-                    TaskStatus::Working,
-                    TaskStatus::Approved,
-                    TaskChange::new()
+                    TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
                 )
                 .await
                 .unwrap_err(),
@@ -260,18 +231,13 @@ mod suite {
         let conflict = other
             .transition(
                 &r.id,
-                TaskStatus::Approved,
-                TaskStatus::Executing,
-                TaskChange::new(),
+                TaskChange::new(TaskStatus::Approved, TaskStatus::Executing),
             )
             .await
             .unwrap();
         assert_eq!(conflict, Transition::Conflict(Some(r.clone())));
 
-        let Transition::Applied(approved) = store
-            .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap()
+        let Transition::Applied(approved) = store.transition(&r.id, approve()).await.unwrap()
         else {
             panic!("approval applies")
         };
@@ -287,23 +253,17 @@ mod suite {
 
         // The same move again, from another instance: a conflict, nothing applied twice.
         assert_eq!(
-            other
-                .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-                .await
-                .unwrap(),
+            other.transition(&r.id, approve()).await.unwrap(),
             Transition::Conflict(Some(approved.clone()))
         );
         // A second decision is refused even along a valid edge.
-        let refuse = TaskChange::new()
+        let refuse = TaskChange::new(TaskStatus::Approved, TaskStatus::Completed)
             .decision(TaskDecision::Refused {
                 reason: "late".into(),
             })
             .result(json!({"isError": true}));
         assert!(matches!(
-            other
-                .transition(&r.id, TaskStatus::Approved, TaskStatus::Completed, refuse)
-                .await
-                .unwrap_err(),
+            other.transition(&r.id, refuse).await.unwrap_err(),
             StoreError::InvalidRecord(_)
         ));
     }
@@ -320,25 +280,16 @@ mod suite {
         let r = record(60_000);
         store.create(r.clone()).await.unwrap();
         let steps = [
-            (TaskStatus::Working, TaskStatus::Approved, approve()),
-            (
-                TaskStatus::Approved,
-                TaskStatus::Executing,
-                TaskChange::new(),
-            ),
-            (
-                TaskStatus::Executing,
-                TaskStatus::Completed,
-                TaskChange::new().result(result.clone()),
-            ),
+            approve(),
+            TaskChange::new(TaskStatus::Approved, TaskStatus::Executing),
+            TaskChange::new(TaskStatus::Executing, TaskStatus::Completed).result(result.clone()),
         ];
         let mut last = r.last_updated_at;
-        for (i, (from, to, change)) in steps.into_iter().enumerate() {
+        for (i, change) in steps.into_iter().enumerate() {
             let handle = if i % 2 == 0 { store } else { other };
-            let Transition::Applied(now) =
-                handle.transition(&r.id, from, to, change).await.unwrap()
+            let Transition::Applied(now) = handle.transition(&r.id, change.clone()).await.unwrap()
             else {
-                panic!("{from} -> {to} applies")
+                panic!("{change:?} applies")
             };
             assert!(now.last_updated_at >= last);
             last = now.last_updated_at;
@@ -356,7 +307,7 @@ mod suite {
         ] {
             assert!(matches!(
                 store
-                    .transition(&r.id, TaskStatus::Completed, to, TaskChange::new())
+                    .transition(&r.id, TaskChange::new(TaskStatus::Completed, to))
                     .await
                     .unwrap_err(),
                 StoreError::InvalidTransition { .. }
@@ -370,9 +321,7 @@ mod suite {
         let Transition::Applied(refused) = other
             .transition(
                 &r.id,
-                TaskStatus::Working,
-                TaskStatus::Completed,
-                TaskChange::new()
+                TaskChange::new(TaskStatus::Working, TaskStatus::Completed)
                     .decision(TaskDecision::Refused {
                         reason: "not today".into(),
                     })
@@ -394,16 +343,11 @@ mod suite {
         // Cancelled by the owner, after approval but before the run.
         let r = record(60_000);
         store.create(r.clone()).await.unwrap();
-        let _ = store
-            .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap();
+        let _ = store.transition(&r.id, approve()).await.unwrap();
         let cancelled = other
             .transition(
                 &r.id,
-                TaskStatus::Approved,
-                TaskStatus::Cancelled,
-                TaskChange::new(),
+                TaskChange::new(TaskStatus::Approved, TaskStatus::Cancelled),
             )
             .await
             .unwrap();
@@ -412,9 +356,7 @@ mod suite {
             store
                 .transition(
                     &r.id,
-                    TaskStatus::Approved,
-                    TaskStatus::Executing,
-                    TaskChange::new()
+                    TaskChange::new(TaskStatus::Approved, TaskStatus::Executing)
                 )
                 .await
                 .unwrap(),
@@ -425,16 +367,11 @@ mod suite {
         // Failed: the inner server answered with a JSON-RPC error.
         let r = record(60_000);
         store.create(r.clone()).await.unwrap();
-        let _ = store
-            .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap();
+        let _ = store.transition(&r.id, approve()).await.unwrap();
         let _ = store
             .transition(
                 &r.id,
-                TaskStatus::Approved,
-                TaskStatus::Executing,
-                TaskChange::new(),
+                TaskChange::new(TaskStatus::Approved, TaskStatus::Executing),
             )
             .await
             .unwrap();
@@ -447,9 +384,7 @@ mod suite {
             other
                 .transition(
                     &r.id,
-                    TaskStatus::Executing,
-                    TaskStatus::Failed,
-                    TaskChange::new()
+                    TaskChange::new(TaskStatus::Executing, TaskStatus::Failed)
                 )
                 .await
                 .unwrap_err(),
@@ -458,9 +393,7 @@ mod suite {
         let failed = other
             .transition(
                 &r.id,
-                TaskStatus::Executing,
-                TaskStatus::Failed,
-                TaskChange::new().error(error.clone()),
+                TaskChange::new(TaskStatus::Executing, TaskStatus::Failed).error(error.clone()),
             )
             .await
             .unwrap();
@@ -487,11 +420,14 @@ mod suite {
 
         // Soonest expiry first.
         assert_eq!(
-            ids(other.list(None, None, 100).await.unwrap()),
+            ids(other.list(TaskQuery::new()).await.unwrap()),
             [&a3, &b1, &a2, &c1, &a1].map(|r| r.id.clone())
         );
         assert_eq!(
-            ids(other.list(Some(&owner("alice")), None, 100).await.unwrap()),
+            ids(other
+                .list(TaskQuery::new().owner(&owner("alice")))
+                .await
+                .unwrap()),
             [&a3, &a2, &a1].map(|r| r.id.clone())
         );
         // The owner key is compared whole: same subject, another client is someone else.
@@ -499,34 +435,42 @@ mod suite {
         carol_elsewhere.client_id = Some("app".into());
         assert!(
             other
-                .list(Some(&carol_elsewhere), None, 100)
+                .list(TaskQuery::new().owner(&carol_elsewhere))
                 .await
                 .unwrap()
                 .is_empty()
         );
         assert_eq!(
-            ids(other.list(Some(&carol), None, 100).await.unwrap()),
+            ids(other.list(TaskQuery::new().owner(&carol)).await.unwrap()),
             vec![c1.id.clone()]
         );
         assert_eq!(
-            ids(other.list(None, None, 2).await.unwrap()),
+            ids(other.list(TaskQuery::new().limit(2)).await.unwrap()),
             [&a3, &b1].map(|r| r.id.clone())
         );
-        assert!(other.list(None, None, 0).await.unwrap().is_empty());
+        assert!(
+            other
+                .list(TaskQuery::new().limit(0))
+                .await
+                .unwrap()
+                .is_empty()
+        );
 
-        let _ = store
-            .transition(&a2.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap();
+        let _ = store.transition(&a2.id, approve()).await.unwrap();
         assert_eq!(
             ids(other
-                .list(Some(&owner("alice")), Some(TaskStatus::Working), 100)
+                .list(
+                    TaskQuery::new()
+                        .owner(&owner("alice"))
+                        .status(TaskStatus::Working)
+                        .limit(100)
+                )
                 .await
                 .unwrap()),
             [&a3, &a1].map(|r| r.id.clone())
         );
         let approved = other
-            .list(None, Some(TaskStatus::Approved), 100)
+            .list(TaskQuery::new().status(TaskStatus::Approved))
             .await
             .unwrap();
         assert_eq!(ids(approved.clone()), vec![a2.id.clone()]);
@@ -546,15 +490,12 @@ mod suite {
             let outcomes = race(stores, RACERS, |store, n| {
                 let id = id.clone();
                 async move {
-                    let (to, change) = if n % 2 == 0 {
-                        (TaskStatus::Approved, approve())
+                    let change = if n % 2 == 0 {
+                        approve()
                     } else {
-                        (TaskStatus::Cancelled, TaskChange::new())
+                        TaskChange::new(TaskStatus::Working, TaskStatus::Cancelled)
                     };
-                    store
-                        .transition(&id, TaskStatus::Working, to, change)
-                        .await
-                        .unwrap()
+                    store.transition(&id, change).await.unwrap()
                 }
             })
             .await;
@@ -568,10 +509,7 @@ mod suite {
                 // Cancelled won: race the execution on another, approved task.
                 let r = record(60_000);
                 stores[0].create(r.clone()).await.unwrap();
-                let _ = stores[0]
-                    .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-                    .await
-                    .unwrap();
+                let _ = stores[0].transition(&r.id, approve()).await.unwrap();
                 r.id
             };
             race_execution(stores, approved, round).await;
@@ -591,9 +529,8 @@ mod suite {
                 store
                     .transition(
                         &id,
-                        TaskStatus::Approved,
-                        TaskStatus::Executing,
-                        TaskChange::new().require_remaining_ms(1_000),
+                        TaskChange::new(TaskStatus::Approved, TaskStatus::Executing)
+                            .require_remaining_ms(1_000),
                     )
                     .await
                     .unwrap()
@@ -615,9 +552,8 @@ mod suite {
                 store
                     .transition(
                         &id,
-                        TaskStatus::Executing,
-                        TaskStatus::Completed,
-                        TaskChange::new().result(tool_result(n)),
+                        TaskChange::new(TaskStatus::Executing, TaskStatus::Completed)
+                            .result(tool_result(n)),
                     )
                     .await
                     .unwrap()
@@ -741,22 +677,19 @@ mod redis_only {
 
         let restarted = server.redis_store("gate").await;
         assert_eq!(restarted.get(&r.id).await.unwrap().as_ref(), Some(&r));
-        let Transition::Applied(approved) = restarted
-            .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap()
+        let Transition::Applied(approved) = restarted.transition(&r.id, approve()).await.unwrap()
         else {
             panic!("the new instance can decide the task")
         };
         let replica = server.redis_store("gate").await;
         assert_eq!(
-            replica
-                .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-                .await
-                .unwrap(),
+            replica.transition(&r.id, approve()).await.unwrap(),
             Transition::Conflict(Some(approved.clone()))
         );
-        assert_eq!(replica.list(None, None, 10).await.unwrap(), vec![approved]);
+        assert_eq!(
+            replica.list(TaskQuery::new()).await.unwrap(),
+            vec![approved]
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -795,16 +728,13 @@ mod redis_only {
         assert_eq!(score as u64, r.expires_at());
 
         // A transition keeps the key's expiry.
-        let _ = store
-            .transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve())
-            .await
-            .unwrap();
+        let _ = store.transition(&r.id, approve()).await.unwrap();
         let after: i64 = cmd(&mut raw, &["PEXPIRETIME", &key]).await;
         assert_eq!(after, expire_at);
 
         // Another namespace is another store.
         assert_eq!(elsewhere.get(&r.id).await.unwrap(), None);
-        assert!(elsewhere.list(None, None, 10).await.unwrap().is_empty());
+        assert!(elsewhere.list(TaskQuery::new()).await.unwrap().is_empty());
         elsewhere.create(r.clone()).await.unwrap();
         assert_eq!(
             elsewhere.get(&r.id).await.unwrap().unwrap().status,
@@ -852,7 +782,7 @@ mod redis_only {
         assert_eq!(card, 5);
 
         tokio::time::sleep(Duration::from_millis(500)).await;
-        assert_eq!(store.list(None, None, 10).await.unwrap(), vec![keep]);
+        assert_eq!(store.list(TaskQuery::new()).await.unwrap(), vec![keep]);
         let card: i64 = cmd(&mut raw, &["ZCARD", "gate:tasks"]).await;
         assert_eq!(card, 1, "expired and missing ids are gone from the index");
         for r in &short {
@@ -902,15 +832,7 @@ mod redis_only {
         assert!(err.to_string().contains("schema version 2"), "{err}");
         let err = store.get(&junk.id).await.unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
-        let err = store
-            .transition(
-                &junk.id,
-                TaskStatus::Working,
-                TaskStatus::Approved,
-                approve(),
-            )
-            .await
-            .unwrap_err();
+        let err = store.transition(&junk.id, approve()).await.unwrap_err();
         assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
         // Unchanged by the refused transition.
         let still: String = cmd(&mut raw, &["GET", &junk_key]).await;
@@ -925,7 +847,7 @@ mod redis_only {
             StoreError::Corrupt { .. }
         ));
 
-        assert_eq!(store.list(None, None, 10).await.unwrap(), vec![good]);
+        assert_eq!(store.list(TaskQuery::new()).await.unwrap(), vec![good]);
     }
 
     #[tokio::test]
@@ -950,13 +872,10 @@ mod redis_only {
             .expect("bounded")
             .unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
-        let err = tokio::time::timeout(
-            Duration::from_secs(20),
-            store.transition(&r.id, TaskStatus::Working, TaskStatus::Approved, approve()),
-        )
-        .await
-        .expect("bounded")
-        .unwrap_err();
+        let err = tokio::time::timeout(Duration::from_secs(20), store.transition(&r.id, approve()))
+            .await
+            .expect("bounded")
+            .unwrap_err();
         assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
         assert!(started.elapsed() < Duration::from_secs(20));
     }

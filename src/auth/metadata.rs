@@ -7,7 +7,10 @@
 //! with CORS open to every origin so browser-based clients can read it.
 
 use bytes::Bytes;
+use http::{HeaderName, Method, Response, StatusCode, header};
 use serde::Serialize;
+
+use crate::headers::fixed_response;
 
 /// RFC 9728 Protected Resource Metadata, as the layer publishes it.
 #[derive(Clone, Debug, Serialize)]
@@ -38,51 +41,41 @@ impl ProtectedResourceMetadata {
     }
 }
 
+/// What the document is served with (to `GET` and `HEAD`).
+const DOCUMENT_HEADERS: &[(HeaderName, &str)] = &[
+    (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+    (header::CONTENT_TYPE, "application/json"),
+    (header::CACHE_CONTROL, "public, max-age=300"),
+];
+
+/// The answer to a CORS preflight (`OPTIONS`).
+const PREFLIGHT_HEADERS: &[(HeaderName, &str)] = &[
+    (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+    (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, OPTIONS"),
+    (header::ACCESS_CONTROL_ALLOW_HEADERS, "*"),
+];
+
+/// The refusal of any other method.
+const NOT_ALLOWED_HEADERS: &[(HeaderName, &str)] = &[
+    (header::ACCESS_CONTROL_ALLOW_ORIGIN, "*"),
+    (header::ALLOW, "GET, HEAD, OPTIONS"),
+];
+
 /// The answer at a metadata path, for the router and the layer alike: the document with
 /// `Cache-Control: public, max-age=300` to `GET` and `HEAD`, an open CORS preflight to
 /// `OPTIONS`, `405` to anything else; `Access-Control-Allow-Origin: *` on all of them (the
 /// document is public, and browser clients discover through it).
-pub(crate) fn answer(document: &Bytes, method: &http::Method) -> http::Response<Bytes> {
-    use http::{HeaderValue, Method, StatusCode, header};
-
-    let mut response = http::Response::new(Bytes::new());
-    let headers = response.headers_mut();
-    headers.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    match *method {
-        Method::GET | Method::HEAD => {
-            headers.insert(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            );
-            headers.insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("public, max-age=300"),
-            );
-            *response.body_mut() = document.clone();
-        }
-        Method::OPTIONS => {
-            headers.insert(
-                header::ACCESS_CONTROL_ALLOW_METHODS,
-                HeaderValue::from_static("GET, OPTIONS"),
-            );
-            headers.insert(
-                header::ACCESS_CONTROL_ALLOW_HEADERS,
-                HeaderValue::from_static("*"),
-            );
-            *response.status_mut() = StatusCode::NO_CONTENT;
-        }
-        _ => {
-            headers.insert(
-                header::ALLOW,
-                HeaderValue::from_static("GET, HEAD, OPTIONS"),
-            );
-            *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-        }
-    }
-    response
+pub(crate) fn answer(document: &Bytes, method: &Method) -> Response<Bytes> {
+    let (status, body, headers) = match *method {
+        Method::GET | Method::HEAD => (StatusCode::OK, document.clone(), DOCUMENT_HEADERS),
+        Method::OPTIONS => (StatusCode::NO_CONTENT, Bytes::new(), PREFLIGHT_HEADERS),
+        _ => (
+            StatusCode::METHOD_NOT_ALLOWED,
+            Bytes::new(),
+            NOT_ALLOWED_HEADERS,
+        ),
+    };
+    fixed_response(status, body, headers)
 }
 
 /// The metadata routes: [`answer`] at each path.
@@ -93,7 +86,7 @@ pub(crate) fn router<S: Clone + Send + Sync + 'static>(
 ) -> axum::Router<S> {
     use axum::routing::any;
 
-    let serve = move |method: http::Method| {
+    let serve = move |method: Method| {
         let response = answer(&document, &method).map(axum::body::Body::from);
         async move { response }
     };

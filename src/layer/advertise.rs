@@ -24,7 +24,7 @@ use http::{Method, Request, Response, header};
 use serde_json::{Map, Value, json};
 
 use super::body::GateBody;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::discovery::{fetch_answer, result_of};
 use super::refuse::internal_error;
 use crate::auth::Principal;
@@ -45,25 +45,20 @@ fn layer_extensions(revision: Revision) -> Vec<&'static str> {
 
 /// Forwards a `server/discover` and returns its answer with the layer's extensions merged
 /// in; the inner server's identity in it is remembered for the results the layer writes.
-pub(crate) async fn discover<S, ReqBody, ResBody>(
+pub(crate) async fn discover<S: Inner>(
     gate: &Gate,
     inner: &mut S,
     parts: Parts,
     body: Bytes,
     request: &McpRequest,
-) -> Result<Response<GateBody<ResBody>>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let settings = &*gate.inner;
     let refuse = |problem: &'static str| {
         tracing::error!(target: "mcp_gate::request", method = %request.method, problem, "server/discover answer unreadable; refusing");
         Ok(internal_error(request).map(GateBody::local))
     };
     let limits = &settings.requests;
-    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
+    let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
     let read = fetch_answer(call, limits.answer_bounds());
     let (mut head, mut answer) = match read.await? {
         Ok(read) => read,
@@ -115,17 +110,12 @@ fn add_extensions(
 
 /// The inner server's identity, asking it with a `server/discover` of the layer's own when
 /// none is known yet (see [`crate::mcp::identity`]).
-pub(crate) async fn server_identity<S, ReqBody, ResBody>(
+pub(crate) async fn server_identity<S: Inner>(
     gate: &Gate,
     inner: &mut S,
     parts: &Parts,
     request: &McpRequest,
-) -> Option<Arc<Value>>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Option<Arc<Value>> {
     let identity = &gate.inner.discovery.server_identity;
     if let Some(known) = identity.get() {
         return Some(known);
@@ -158,7 +148,7 @@ where
 /// Sends the inner server a request of the layer's own, as this request's caller (same URI,
 /// headers, session, principal and `_meta`), and returns the JSON-RPC messages of its answer.
 /// Best effort: an answer that is late, unreadable or not a success gives no messages.
-pub(crate) async fn side_request<S, ReqBody, ResBody>(
+pub(crate) async fn side_request<S: Inner>(
     gate: &Gate,
     inner: &mut S,
     parts: &Parts,
@@ -166,18 +156,13 @@ pub(crate) async fn side_request<S, ReqBody, ResBody>(
     method: &'static str,
     id: &Value,
     mut params: Map<String, Value>,
-) -> Vec<Value>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Vec<Value> {
     let settings = &*gate.inner;
     if let Some(meta) = request.meta() {
         params.insert("_meta".into(), Value::Object(meta.clone()));
     }
     let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let mut side = Request::new(ReqBody::from(Bytes::from(body.to_string())));
+    let mut side = Request::new(S::Req::from(Bytes::from(body.to_string())));
     *side.method_mut() = Method::POST;
     *side.uri_mut() = parts.uri.clone();
     *side.version_mut() = parts.version;

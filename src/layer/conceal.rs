@@ -25,7 +25,7 @@ use http::{Response, header};
 use serde_json::{Map, Value, json};
 
 use super::body::GateBody;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::discovery::{fetch_whole, readable_type};
 use super::pipeline::{local, start};
 use super::refuse::internal_error;
@@ -130,18 +130,13 @@ pub(crate) fn restore(answer: &[u8], probe: &Probe) -> Bytes {
 /// the call is replayed about a made-up component of the same shape, and the made-up part is
 /// put back in the answer. An answer the layer cannot read whole (too large, too slow, of a
 /// type it cannot read) is refused, never passed on.
-pub(super) async fn conceal<S, ReqBody, ResBody>(
+pub(super) async fn conceal<S: Inner>(
     inner: &mut S,
     mut parts: Parts,
     request: &McpRequest,
     named: Named,
     bounds: (usize, Option<Duration>),
-) -> Result<Response<GateBody<ResBody>>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let Some(probe) = probe(request, named) else {
         return Ok(local(internal_error(request)));
     };
@@ -156,7 +151,7 @@ where
         tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "conceal probe unreadable; refusing");
         Ok(local(internal_error(request)))
     };
-    let call = start(inner, parts, ReqBody::from(probe.body.clone()));
+    let call = start(inner, parts, S::Req::from(probe.body.clone()));
     let (mut head, bytes) = match fetch_whole(call, bounds).await? {
         Ok((head, _)) if head.status.is_success() && readable_type(&head).is_none() => {
             return unreadable("the answer has a content type the layer cannot read");

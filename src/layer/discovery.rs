@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use http::request::Parts;
 
 use super::body::GateBody;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::buffer::collect;
 use super::interaction::binding;
 use super::pipeline::{local, protocol_error, start};
@@ -32,7 +32,7 @@ use crate::gate::Gate;
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{EntryKind, Listing, ProtocolContext, ProtocolError, Target};
-use crate::policy::{self, Decision, Evaluation, Phase};
+use crate::policy::{self, Decision, Evaluation, EvaluationData, Phase};
 
 /// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
 /// listing holds, or `None` when the entry does not name itself as it must.
@@ -294,17 +294,12 @@ pub(super) struct ListRequest<'a> {
 }
 
 impl ListRequest<'_> {
-    pub(super) async fn run<S, ReqBody, ResBody>(
+    pub(super) async fn run<S: Inner>(
         &self,
         inner: &mut S,
         mut parts: Parts,
         bytes: Bytes,
-    ) -> Result<Response<GateBody<ResBody>>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: RequestBody,
-        ResBody: ResponseBody,
-    {
+    ) -> Result<Response<GateBody<S::Res>>, S::Error> {
         let settings = &*self.gate.inner;
         let resource = self.gate.inner.resource.uri.as_str();
         let binding = binding(self.principal, resource, self.protocol, self.request);
@@ -318,7 +313,7 @@ impl ListRequest<'_> {
             Err(error) => return Ok(protocol_error(&error.with_id(Some(&self.request.id)))),
         };
         let limits = &settings.requests;
-        let call = start(inner, parts, ReqBody::from(body));
+        let call = start(inner, parts, S::Req::from(body));
         let read = fetch_answer(call, limits.answer_bounds());
         let (mut head, mut answer) = match read.await? {
             Ok(read) => read,
@@ -380,15 +375,16 @@ impl ListRequest<'_> {
         let Some(target) = entry_target(self.class, entry) else {
             return Ok(false);
         };
-        let evaluation = Evaluation::new(
-            self.principal.clone(),
-            self.request.method.clone(),
+        let evaluation = Evaluation::new(EvaluationData {
+            principal: self.principal.clone(),
+            method: self.request.method.clone(),
             target,
-            self.protocol.clone(),
-            Phase::Discovery,
-            None,
-            annotations,
-        );
+            protocol: self.protocol.clone(),
+            phase: Phase::Discovery,
+            answered: None,
+            listed: annotations,
+            approval: None,
+        });
         match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
             Ok(decision) => Ok(match decision {
                 Decision::Allow => true,

@@ -12,7 +12,7 @@ use http::{Response, header};
 
 use super::advertise::{self, side_request};
 use super::audit::DecisionEvent;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::conceal::{Named, conceal, concealable};
 use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
@@ -31,18 +31,15 @@ use crate::mcp::annotations::ListedTool;
 use crate::mcp::identity::name_result;
 use crate::mcp::request::{McpRequest, listen_uris};
 use crate::mcp::{Era, ProtocolContext, Target};
-use crate::policy::{self, Answered, Decision, Evaluation, Interaction, Phase, Remediation};
+use crate::policy::{
+    self, Answered, Decision, Evaluation, EvaluationData, Interaction, Phase, Remediation,
+};
 
 /// Judges a guarded request and acts on the verdict.
-pub(super) async fn judge<S, ReqBody, ResBody>(
+pub(super) async fn judge<S: Inner>(
     call: Call<'_>,
     inner: &mut S,
-) -> Result<Next<ResBody>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Next<S::Res>, S::Error> {
     // A retry of the layer's own round trip: the state must verify before anything else.
     let continuation = match verified_state(&call).await {
         Ok(continuation) => continuation,
@@ -66,15 +63,16 @@ where
         .as_deref()
         .map(|payload| answered(payload, &call.request));
     let annotations = annotations_for(&call, inner).await;
-    let evaluation = Evaluation::new(
-        call.principal.clone(),
-        call.request.method.clone(),
-        call.request.target.clone(),
-        call.protocol.clone(),
-        Phase::Invocation,
-        answered.clone(),
-        annotations,
-    );
+    let evaluation = Evaluation::new(EvaluationData {
+        principal: call.principal.clone(),
+        method: call.request.method.clone(),
+        target: call.request.target.clone(),
+        protocol: call.protocol.clone(),
+        phase: Phase::Invocation,
+        answered: answered.clone(),
+        listed: annotations,
+        approval: None,
+    });
     let settings = &call.gate.inner.policy;
     let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
     let turn = Turn {
@@ -105,15 +103,7 @@ async fn verified_state(call: &Call<'_>) -> Result<Option<Box<Payload>>, Respons
 /// The called tool's annotations, as listed. A process that has not seen the tool listed
 /// lists the tools itself first when the policy reads annotations, so the decision does not
 /// depend on which replica saw a list.
-async fn annotations_for<S, ReqBody, ResBody>(
-    call: &Call<'_>,
-    inner: &mut S,
-) -> Option<Arc<ListedTool>>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+async fn annotations_for<S: Inner>(call: &Call<'_>, inner: &mut S) -> Option<Arc<ListedTool>> {
     let Target::Tool { name, .. } = &call.request.target else {
         return None;
     };
@@ -138,17 +128,12 @@ where
 
 /// Carries out a verdict: forward (with the body a retry rewrites), answer, hold the call in
 /// a task, or answer as the inner server answers for a component it does not have.
-async fn act<S, ReqBody, ResBody>(
+async fn act<S: Inner>(
     mut call: Call<'_>,
     inner: &mut S,
     verdict: Verdict,
     continuation: Option<Box<Payload>>,
-) -> Result<Next<ResBody>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Next<S::Res>, S::Error> {
     match verdict {
         Verdict::Forward => Ok(match continuation {
             Some(payload) => {
@@ -181,16 +166,11 @@ where
 
 /// A response the layer wrote: a result for a modern request names the inner server in its
 /// `_meta` (see [`crate::mcp::identity`]); errors and legacy answers are left as they are.
-pub(super) async fn named<S, ReqBody, ResBody>(
+pub(super) async fn named<S: Inner>(
     call: &Call<'_>,
     inner: &mut S,
     response: Response<Bytes>,
-) -> Response<Bytes>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Response<Bytes> {
     if call.protocol.era != Era::Modern {
         return response;
     }
@@ -219,16 +199,12 @@ const LEARN_PAGES: usize = 10;
 /// without any). Best effort: an answer the layer cannot read ends the listing, and the
 /// tools it did not learn stay unknown (which a policy reading annotations treats with
 /// suspicion).
-pub(super) async fn learn_tools<S, ReqBody, ResBody>(
+pub(super) async fn learn_tools<S: Inner>(
     gate: &Gate,
     inner: &mut S,
     parts: &Parts,
     request: &McpRequest,
-) where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) {
     let settings = &*gate.inner;
     let mut cursor: Option<String> = None;
     for page in 0..LEARN_PAGES {
@@ -289,15 +265,16 @@ async fn judge_listen(
         Err(_) => return Some(internal_error(request)),
     };
     for target in targets {
-        let evaluation = Evaluation::new(
-            principal.clone(),
-            request.method.clone(),
-            target.clone(),
-            protocol.clone(),
-            Phase::Invocation,
-            None,
-            None,
-        );
+        let evaluation = Evaluation::new(EvaluationData {
+            principal: principal.clone(),
+            method: request.method.clone(),
+            target: target.clone(),
+            protocol: protocol.clone(),
+            phase: Phase::Invocation,
+            answered: None,
+            listed: None,
+            approval: None,
+        });
         let decision = policy::run(
             &*settings.policy.policy,
             evaluation,

@@ -8,7 +8,7 @@ use tower_service::Service;
 
 use super::advertise;
 use super::body::GateBody;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::buffer::{close_if_unread, declares_body, read_body};
 use super::discovery::ListRequest;
 use super::guarded;
@@ -57,19 +57,14 @@ pub(crate) enum Identity {
 /// request, and a small box is a cheap allocation): [`decide`] reads and judges the request,
 /// and only then is the inner service's future started, with nothing of the decision kept
 /// alive beside it.
-pub(crate) async fn after_authentication<S, ReqBody, ResBody>(
+pub(crate) async fn after_authentication<S: Inner>(
     gate: Gate,
     mut inner: S,
     mut parts: Box<Parts>,
-    body: ReqBody,
+    body: S::Req,
     identity: Identity,
     verb: Verb,
-) -> Result<Response<GateBody<ResBody>>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let principal = match identity {
         Identity::Known(principal) => principal,
         Identity::Unverified(unverified) => {
@@ -104,7 +99,7 @@ where
     }
     match decide(&gate, &mut inner, parts, body, principal, session).await? {
         Next::Forward(parts, bytes) => {
-            forwarded(start(&mut inner, *parts, ReqBody::from(bytes)).await)
+            forwarded(start(&mut inner, *parts, S::Req::from(bytes)).await)
         }
         Next::Done(response) => Ok(response),
     }
@@ -113,22 +108,17 @@ where
 /// GET (the event stream), DELETE (the end of a legacy session) and OPTIONS: they carry no
 /// operation, so they go on without a body; one that declares a body is refused, never
 /// forwarded unread. A `DELETE` the inner server accepted unbinds the session.
-async fn bodyless<S, ReqBody, ResBody>(
+async fn bodyless<S: Inner>(
     gate: &Gate,
     mut inner: S,
     parts: Parts,
     session: Option<&sessions::BoundSession>,
-) -> Result<Response<GateBody<ResBody>>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Response<GateBody<S::Res>>, S::Error> {
     if declares_body(&parts) {
         return Ok(local(bodyless_refusal(&parts)));
     }
     let ends_session = parts.method == Method::DELETE;
-    let response = start(&mut inner, parts, ReqBody::from(Bytes::new())).await?;
+    let response = start(&mut inner, parts, S::Req::from(Bytes::new())).await?;
     if let Some(session) = session.filter(|_| ends_session && response.status().is_success()) {
         sessions::unbind(gate, session).await;
     }
@@ -159,19 +149,14 @@ pub(super) enum Next<B> {
 /// Reads the body, classifies it, works out its era, and sends it down its route. Routes that
 /// are rare or call the inner service more than once (initialize, discovery, lists, tasks)
 /// are boxed, so that they do not grow every request's future.
-async fn decide<S, ReqBody, ResBody>(
+async fn decide<S: Inner>(
     gate: &Gate,
     inner: &mut S,
     parts: Box<Parts>,
-    body: ReqBody,
+    body: S::Req,
     principal: Principal,
     session: Option<Box<sessions::BoundSession>>,
-) -> Result<Next<ResBody>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Next<S::Res>, S::Error> {
     let limits = &gate.inner.requests;
     let bytes = match read_body(
         &parts.headers,
@@ -287,45 +272,24 @@ impl Call<'_> {
         self
     }
 
-    async fn initialize<S, ReqBody, ResBody>(
-        mut self,
-        inner: &mut S,
-    ) -> Result<Next<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: RequestBody,
-        ResBody: ResponseBody,
-    {
+    async fn initialize<S: Inner>(mut self, inner: &mut S) -> Result<Next<S::Res>, S::Error> {
         let body = scrubbed(&mut self.parts, &self.request, self.bytes);
         let (gate, principal, request) = (self.gate, &self.principal, &self.request);
         let response = sessions::initialize(gate, inner, *self.parts, body, principal, request);
         Ok(Next::Done(response.await?))
     }
 
-    async fn discover<S, ReqBody, ResBody>(
-        mut self,
-        inner: &mut S,
-    ) -> Result<Next<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: RequestBody,
-        ResBody: ResponseBody,
-    {
+    async fn discover<S: Inner>(mut self, inner: &mut S) -> Result<Next<S::Res>, S::Error> {
         let body = scrubbed(&mut self.parts, &self.request, self.bytes);
         let response = advertise::discover(self.gate, inner, *self.parts, body, &self.request);
         Ok(Next::Done(response.await?))
     }
 
-    async fn listing<S, ReqBody, ResBody>(
+    async fn listing<S: Inner>(
         mut self,
         inner: &mut S,
         class: ListingClass,
-    ) -> Result<Next<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: RequestBody,
-        ResBody: ResponseBody,
-    {
+    ) -> Result<Next<S::Res>, S::Error> {
         let body = scrubbed(&mut self.parts, &self.request, self.bytes);
         let listing = ListRequest {
             gate: self.gate,
@@ -339,12 +303,7 @@ impl Call<'_> {
 
     /// The layer's own tasks are answered from its store (and an approved one run once); the
     /// inner server's go through `evaluate` like any guarded method.
-    async fn tasks<S, ReqBody, ResBody>(self, inner: &mut S) -> Result<Next<ResBody>, S::Error>
-    where
-        S: Inner<ReqBody, ResBody>,
-        ReqBody: RequestBody,
-        ResBody: ResponseBody,
-    {
+    async fn tasks<S: Inner>(self, inner: &mut S) -> Result<Next<S::Res>, S::Error> {
         let (gate, principal) = (self.gate, &self.principal);
         match tasks::route(gate, principal, &self.request, &self.protocol).await {
             TaskRoute::NotOurs => guarded::judge(self, inner).await,

@@ -9,6 +9,7 @@ use http::{Request, Response, header};
 use tower_service::Service;
 
 use super::body::GateBody;
+use super::bounds::InnerService;
 use super::buffer::{close_if_unread, declares_body};
 use super::future::ResponseFuture;
 use super::metadata::metadata_answer;
@@ -174,6 +175,7 @@ where
         // Boxed: the parts travel through two futures, and a pointer is cheaper to carry.
         let parts = Box::new(parts);
         let gate = self.gate.clone();
+        let inner = InnerService::new(inner);
         let future = after_authentication(gate, inner, parts, body, identity, verb);
         ResponseFuture::pending(Box::pin(future))
     }

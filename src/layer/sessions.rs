@@ -8,7 +8,7 @@ use http::{HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::Value;
 
 use super::body::GateBody;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::pipeline::{local, start};
 use super::refuse::refusal_retry_after;
 use crate::auth::{Owner, Principal};
@@ -137,21 +137,16 @@ fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Byte
 /// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
 /// session the layer cannot bind (the store is full, the owner is over quota, the store is
 /// down) is refused, and ended at the inner server so that it does not linger.
-pub(super) async fn initialize<S, ReqBody, ResBody>(
+pub(super) async fn initialize<S: Inner>(
     gate: &Gate,
     inner: &mut S,
     parts: Parts,
     bytes: Bytes,
     principal: &Principal,
     request: &McpRequest,
-) -> Result<Response<GateBody<ResBody>>, S::Error>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let uri = parts.uri.clone();
-    let response = start(inner, parts, ReqBody::from(bytes)).await?;
+    let response = start(inner, parts, S::Req::from(bytes)).await?;
     let Some(session_id) = response
         .headers()
         .get(SESSION_HEADER)
@@ -164,7 +159,7 @@ where
         Ok(()) => Ok(response.map(GateBody::inner)),
         Err(refused) => {
             drop(response);
-            let mut end = Request::new(ReqBody::from(Bytes::new()));
+            let mut end = Request::new(S::Req::from(Bytes::new()));
             *end.method_mut() = Method::DELETE;
             *end.uri_mut() = uri;
             end.headers_mut().insert(SESSION_HEADER, session_id);

@@ -22,17 +22,18 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::audit::DecisionEvent;
-use super::bounds::{Inner, RequestBody, ResponseBody};
+use super::bounds::Inner;
 use super::discovery::fetch_answer;
 use super::refuse::{internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision, new_context_id};
 use crate::gate::Gate;
+use crate::headers::insert_fixed;
 use crate::mcp::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
 use crate::mcp::era::{METHOD_HEADER, NAME_HEADER, SESSION_HEADER, VERSION_HEADER};
 use crate::mcp::request::{McpRequest, Message, classify};
@@ -44,8 +45,8 @@ use crate::policy::{self, Approval, Decision, Evaluation};
 use crate::settings::TaskSettings;
 use crate::tasks::wire;
 use crate::tasks::{
-    HeldCall, StartedTask, StoreError, TaskChange, TaskError, TaskId, TaskOwner, TaskRecord,
-    TaskStart, TaskStatus, TaskStore, Transition,
+    HeldCall, StartedTask, StoreError, TaskChange, TaskError, TaskId, TaskOwner, TaskQuery,
+    TaskRecord, TaskStart, TaskStatus, TaskStore, Transition,
 };
 
 /// Whether a `task` remediation can become a task: a modern `tools/call` that declared the
@@ -79,9 +80,9 @@ fn unknown_task(request: &McpRequest) -> Response<Bytes> {
     refuse(request, StatusCode::OK, INVALID_PARAMS, "Unknown task")
 }
 
-/// The change that fails a task with an internal error.
-fn internal_failure(message: &str) -> TaskChange {
-    TaskChange::new().error(TaskError {
+/// The change that fails a task in `from` with an internal error.
+fn internal_failure(from: TaskStatus, message: &str) -> TaskChange {
+    TaskChange::new(from, TaskStatus::Failed).error(TaskError {
         code: INTERNAL_ERROR,
         message: message.to_owned(),
         data: None,
@@ -197,11 +198,11 @@ async fn within_bounds(
     }
     // Store-agnostic and checked before the create: concurrent holds of one owner can pass
     // it together, so an owner can exceed the quota by at most the holds racing it.
-    match tasks
-        .store
-        .list(Some(owner), Some(TaskStatus::Working), tasks.per_owner)
-        .await
-    {
+    let waiting = TaskQuery::new()
+        .owner(owner)
+        .status(TaskStatus::Working)
+        .limit(tasks.per_owner);
+    match tasks.store.list(waiting).await {
         Ok(waiting) if waiting.len() >= tasks.per_owner => {
             let message = format!(
                 "this principal has {} calls waiting for approval, as many as one may: wait for a decision, or cancel one",
@@ -238,11 +239,8 @@ async fn announce(
         return Ok(());
     };
     tracing::error!(target: "mcp_gate::tasks", task_id = %record.id, problem, "the start hook failed; the task is failed and the call refused");
-    let failed = internal_failure("the approval could not be requested");
-    let _ = tasks
-        .store
-        .transition(&record.id, TaskStatus::Working, TaskStatus::Failed, failed)
-        .await;
+    let failed = internal_failure(TaskStatus::Working, "the approval could not be requested");
+    let _ = tasks.store.transition(&record.id, failed).await;
     Err(internal_error(request))
 }
 
@@ -354,15 +352,8 @@ async fn cancel(
                 );
             }
         }
-        match store
-            .transition(
-                &record.id,
-                record.status,
-                TaskStatus::Cancelled,
-                TaskChange::new(),
-            )
-            .await
-        {
+        let cancel = TaskChange::new(record.status, TaskStatus::Cancelled);
+        match store.transition(&record.id, cancel).await {
             Ok(Transition::Applied(cancelled)) => {
                 tracing::info!(target: "mcp_gate::tasks", task_id = %cancelled.id, context_id = %cancelled.context_id, "task cancelled by its owner");
                 return answer(request, json!({"resultType": "complete"}));
@@ -376,19 +367,14 @@ async fn cancel(
 }
 
 /// Claims an approved task, evaluates it again, runs it once, records and answers its outcome.
-pub(crate) async fn run<S, ReqBody, ResBody>(
+pub(crate) async fn run<S: Inner>(
     gate: &Gate,
     inner: S,
     parts: Parts,
     principal: &Principal,
     request: &McpRequest,
     record: TaskRecord,
-) -> Response<Bytes>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Response<Bytes> {
     let revision = gate.inner.denial.revision;
     let store = gate.inner.tasks.store.clone();
     let claimed = match claim(gate, request, &record).await {
@@ -400,30 +386,27 @@ where
         Some(done) => answer(request, wire::status(&done, revision)),
         None => internal_error(request),
     };
-    let unreplayable = || internal_failure("The held call could not be replayed.");
+    let executing = TaskStatus::Executing;
+    let unreplayable = || internal_failure(executing, "The held call could not be replayed.");
     let Some((body, held)) = held_request(&claimed) else {
         tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
-        return conclude(
-            record_outcome(&store, &claimed, unreplayable(), TaskStatus::Failed).await,
-        );
+        return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
-    if let Err((change, to)) = judge_again(gate, principal, &claimed, &held).await {
-        return conclude(record_outcome(&store, &claimed, change, to).await);
+    if let Err(change) = judge_again(gate, principal, &claimed, &held).await {
+        return conclude(record_outcome(&store, &claimed, change).await);
     }
     let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
-        return conclude(
-            record_outcome(&store, &claimed, unreplayable(), TaskStatus::Failed).await,
-        );
+        return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
     let max = gate.inner.requests.max_answer_bytes;
     // The call and the recording of its outcome outlive this poll: a client that disconnects
     // now does not leave a call that ran without a recorded result.
     let execution = tokio::spawn(async move {
-        let (change, to) = match call_inner(inner, inner_parts, body, &claimed.id, max).await {
-            Ok(result) => (TaskChange::new().result(result), TaskStatus::Completed),
-            Err(failure) => (TaskChange::new().error(failure), TaskStatus::Failed),
+        let change = match call_inner(inner, inner_parts, body, &claimed.id, max).await {
+            Ok(result) => TaskChange::new(executing, TaskStatus::Completed).result(result),
+            Err(failure) => TaskChange::new(executing, TaskStatus::Failed).error(failure),
         };
-        record_outcome(&store, &claimed, change, to).await
+        record_outcome(&store, &claimed, change).await
     });
     match execution.await {
         Ok(Some(done)) => {
@@ -443,35 +426,25 @@ async fn claim(
     record: &TaskRecord,
 ) -> Result<TaskRecord, Response<Bytes>> {
     let (tasks, revision) = (&gate.inner.tasks, gate.inner.denial.revision);
-    let claim = TaskChange::new().require_remaining_ms(tasks.run_margin_ms());
-    let (approved, executing) = (TaskStatus::Approved, TaskStatus::Executing);
-    match tasks
-        .store
-        .transition(&record.id, approved, executing, claim)
-        .await
-    {
+    let approved = TaskStatus::Approved;
+    let claim = TaskChange::new(approved, TaskStatus::Executing)
+        .require_remaining_ms(tasks.run_margin_ms());
+    match tasks.store.transition(&record.id, claim).await {
         Ok(Transition::Applied(claimed)) => Ok(claimed),
         // Another replica claimed it, or it was cancelled: say where it stands.
         Ok(Transition::Conflict(Some(now))) => Err(answer(request, wire::status(&now, revision))),
         Ok(Transition::Conflict(None)) => Err(unknown_task(request)),
         Err(StoreError::Expired(_)) => {
             let message = "The request was approved too late to run before its task expires.";
-            let change =
-                TaskChange::new().result(wire::refusal(&record.context_id, message, revision));
-            let completed = TaskStatus::Completed;
-            Err(
-                match tasks
-                    .store
-                    .transition(&record.id, approved, completed, change)
-                    .await
-                {
-                    Ok(Transition::Applied(now) | Transition::Conflict(Some(now))) => {
-                        answer(request, wire::status(&now, revision))
-                    }
-                    Ok(Transition::Conflict(None)) => unknown_task(request),
-                    Err(failure) => store_failed(request, "complete", &failure),
-                },
-            )
+            let refusal = wire::refusal(&record.context_id, message, revision);
+            let change = TaskChange::new(approved, TaskStatus::Completed).result(refusal);
+            Err(match tasks.store.transition(&record.id, change).await {
+                Ok(Transition::Applied(now) | Transition::Conflict(Some(now))) => {
+                    answer(request, wire::status(&now, revision))
+                }
+                Ok(Transition::Conflict(None)) => unknown_task(request),
+                Err(failure) => store_failed(request, "complete", &failure),
+            })
         }
         Err(failure) => Err(store_failed(request, "claim", &failure)),
     }
@@ -485,7 +458,7 @@ async fn judge_again(
     principal: &Principal,
     claimed: &TaskRecord,
     held: &McpRequest,
-) -> Result<(), (TaskChange, TaskStatus)> {
+) -> Result<(), TaskChange> {
     let approval = Approval {
         task_id: claimed.id.to_string(),
         approved_by: match &claimed.decision {
@@ -531,27 +504,24 @@ async fn judge_again(
             let message = "The request was approved, but the policy no longer allows it.";
             let revision = gate.inner.denial.revision;
             let refusal = wire::refusal(&claimed.context_id, message, revision);
-            Err((TaskChange::new().result(refusal), TaskStatus::Completed))
+            Err(TaskChange::new(TaskStatus::Executing, TaskStatus::Completed).result(refusal))
         }
         Err(failure) => {
             tracing::error!(target: "mcp_gate::decision", task_id = %claimed.id, failure = failure.kind(), error = %failure, "the policy failed on an approved call; failing the task");
-            let change = internal_failure("internal error while authorizing the request");
-            Err((change, TaskStatus::Failed))
+            let message = "internal error while authorizing the request";
+            Err(internal_failure(TaskStatus::Executing, message))
         }
     }
 }
 
-/// Records the outcome of a claimed task (executing → `to`); `None` when it could not be.
+/// Records the outcome of a claimed task (`change`, from executing); `None` when it could not
+/// be.
 async fn record_outcome(
     store: &Arc<dyn TaskStore>,
     claimed: &TaskRecord,
     change: TaskChange,
-    to: TaskStatus,
 ) -> Option<TaskRecord> {
-    match store
-        .transition(&claimed.id, TaskStatus::Executing, to, change)
-        .await
-    {
+    match store.transition(&claimed.id, change).await {
         Ok(Transition::Applied(done)) => Some(done),
         outcome => {
             tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, outcome = ?outcome.as_ref().map(Transition::is_applied), "the outcome of a claimed task could not be recorded");
@@ -586,15 +556,12 @@ fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Optio
     let headers = &mut parts.headers;
     headers.remove(header::CONTENT_LENGTH);
     headers.remove(SESSION_HEADER);
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(
-        header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-    headers.insert(METHOD_HEADER, HeaderValue::from_static("tools/call"));
+    let fixed = [
+        (header::CONTENT_TYPE, "application/json"),
+        (header::ACCEPT, "application/json, text/event-stream"),
+        (HeaderName::from_static(METHOD_HEADER), "tools/call"),
+    ];
+    insert_fixed(headers, &fixed);
     headers.insert(
         NAME_HEADER,
         HeaderValue::from_str(held.target.name()?).ok()?,
@@ -607,24 +574,19 @@ fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Optio
 }
 
 /// Runs the held call through the inner service; its result, or the error the task fails with.
-async fn call_inner<S, ReqBody, ResBody>(
+async fn call_inner<S: Inner>(
     mut inner: S,
     parts: Parts,
     body: Bytes,
     task_id: &TaskId,
     max: usize,
-) -> Result<Value, TaskError>
-where
-    S: Inner<ReqBody, ResBody>,
-    ReqBody: RequestBody,
-    ResBody: ResponseBody,
-{
+) -> Result<Value, TaskError> {
     let failed = |message: &str| TaskError {
         code: INTERNAL_ERROR,
         message: message.to_owned(),
         data: None,
     };
-    let call = inner.call(Request::from_parts(parts, ReqBody::from(body)));
+    let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
     // A held call may run long (a deploy): its answer is read without a time limit.
     let (_, answer) = fetch_answer(call, (max, None))
         .await

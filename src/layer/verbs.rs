@@ -10,7 +10,9 @@
 //! service.
 
 use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, Response, StatusCode, header};
+use http::{HeaderMap, Method, Response, StatusCode, header};
+
+use crate::headers::fixed_response;
 
 /// What the endpoint allows, as the `Allow` header says it.
 pub(crate) const ALLOWED: &str = "POST, GET, DELETE, OPTIONS";
@@ -54,35 +56,32 @@ pub(crate) fn door(method: &Method, headers: &HeaderMap) -> Door {
 /// The answer to a method the endpoint does not take.
 pub(crate) fn not_allowed(method: &Method) -> Response<Bytes> {
     tracing::info!(target: "mcp_gate::request", status = 405, method = %method, "request refused: HTTP method not allowed");
-    let mut response = Response::new(Bytes::from_static(
-        b"method not allowed: this MCP endpoint takes POST, GET, DELETE and OPTIONS\n",
-    ));
-    *response.status_mut() = StatusCode::METHOD_NOT_ALLOWED;
-    let headers = response.headers_mut();
-    headers.insert(header::ALLOW, HeaderValue::from_static(ALLOWED));
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    response
+    let text = b"method not allowed: this MCP endpoint takes POST, GET, DELETE and OPTIONS\n";
+    let headers = [
+        (header::ALLOW, ALLOWED),
+        (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+    ];
+    fixed_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        Bytes::from_static(text),
+        &headers,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::headers::insert_fixed;
 
     #[test]
     fn only_the_named_methods_get_in() {
         let none = HeaderMap::new();
         let mut preflight = HeaderMap::new();
-        preflight.insert(
-            header::ORIGIN,
-            HeaderValue::from_static("https://app.example"),
-        );
-        preflight.insert(
-            header::ACCESS_CONTROL_REQUEST_METHOD,
-            HeaderValue::from_static("POST"),
-        );
+        let asked = [
+            (header::ORIGIN, "https://app.example"),
+            (header::ACCESS_CONTROL_REQUEST_METHOD, "POST"),
+        ];
+        insert_fixed(&mut preflight, &asked);
         assert_eq!(door(&Method::POST, &none), Door::Authenticate(Verb::Post));
         assert_eq!(
             door(&Method::GET, &none),

@@ -82,6 +82,17 @@ impl EntryKind {
             EntryKind::ResourceTemplate => "uriTemplate",
         }
     }
+
+    /// The member of a listing's result that holds entries of this kind.
+    const fn entries(self) -> &'static str {
+        match self {
+            EntryKind::Tool => "tools",
+            EntryKind::Prompt => "prompts",
+            EntryKind::Resource => "resources",
+            EntryKind::ResourceTemplate => "resourceTemplates",
+            EntryKind::Skill => "skills",
+        }
+    }
 }
 
 /// One row of the method table.
@@ -98,159 +109,93 @@ pub struct MethodRow {
     pub note: &'static str,
 }
 
-const fn row(
-    method: &'static str,
-    class: MethodClass,
-    target: &'static str,
-    note: &'static str,
-) -> MethodRow {
-    MethodRow {
-        method,
-        class,
-        target,
-        note,
+impl MethodRow {
+    /// A method of `class`; `target` says what `evaluate` is shown.
+    const fn new(method: &'static str, class: MethodClass, target: &'static str) -> Self {
+        Self {
+            method,
+            class,
+            target,
+            note: "",
+        }
+    }
+
+    /// The row with `note`, for the docs.
+    const fn note(mut self, note: &'static str) -> Self {
+        self.note = note;
+        self
     }
 }
 
-const fn listing(entries: &'static str, entry: EntryKind) -> MethodClass {
-    MethodClass::Listing(Listing { entries, entry })
+/// Plumbing that passes without the policy.
+const fn lifecycle(method: &'static str) -> MethodRow {
+    MethodRow::new(method, MethodClass::Lifecycle, "—")
+}
+
+/// A listing whose entries are each shown to the policy as `entry` (`target` in words).
+const fn listing(method: &'static str, entry: EntryKind, target: &'static str) -> MethodRow {
+    let entries = entry.entries();
+    MethodRow::new(
+        method,
+        MethodClass::Listing(Listing { entries, entry }),
+        target,
+    )
+}
+
+/// A method `evaluate` decides, shown `target`.
+const fn guarded(method: &'static str, target: &'static str) -> MethodRow {
+    MethodRow::new(method, MethodClass::Guarded, target)
+}
+
+/// A `tasks/*` method: the layer's own tasks are answered by the layer.
+const fn task(method: &'static str) -> MethodRow {
+    MethodRow::new(method, MethodClass::Tasks, "`Target::Task`")
 }
 
 /// Every request method the layer knows, from the MCP schemas 2024-11-05 to 2026-07-28, the
 /// Tasks and Skills extensions, and rmcp 3.11's server-side request type. Any other method is
 /// [`MethodClass::Unknown`].
 pub const METHODS: &[MethodRow] = &[
-    row(
-        "initialize",
-        MethodClass::Lifecycle,
-        "—",
-        "Opens a legacy session; the layer binds the session to the caller.",
-    ),
-    row(
-        "server/discover",
-        MethodClass::Lifecycle,
-        "—",
-        "Describes the server; names nothing the policy governs.",
-    ),
-    row("ping", MethodClass::Lifecycle, "—", ""),
-    row(
-        "tools/list",
-        listing("tools", EntryKind::Tool),
-        "each tool (`Target::Tool`, no arguments)",
-        "",
-    ),
-    row(
-        "prompts/list",
-        listing("prompts", EntryKind::Prompt),
-        "each prompt (`Target::Prompt`, no arguments)",
-        "",
-    ),
-    row(
-        "resources/list",
-        listing("resources", EntryKind::Resource),
-        "each resource (`Target::Resource`)",
-        "",
-    ),
-    row(
+    lifecycle("initialize")
+        .note("Opens a legacy session; the layer binds the session to the caller."),
+    lifecycle("server/discover").note("Describes the server; names nothing the policy governs."),
+    lifecycle("ping"),
+    listing("tools/list", EntryKind::Tool, "each tool (`Target::Tool`, no arguments)"),
+    listing("prompts/list", EntryKind::Prompt, "each prompt (`Target::Prompt`, no arguments)"),
+    listing("resources/list", EntryKind::Resource, "each resource (`Target::Resource`)"),
+    listing(
         "resources/templates/list",
-        listing("resourceTemplates", EntryKind::ResourceTemplate),
+        EntryKind::ResourceTemplate,
         "each template, its `uriTemplate` as `Target::Resource`",
-        "",
     ),
-    row(
+    listing(
         "resources/directory/read",
-        listing("resources", EntryKind::Resource),
+        EntryKind::Resource,
         "each child resource (`Target::Resource`)",
-        "Skills extension: lists the children of a directory resource.",
-    ),
-    row(
-        "skills/list",
-        listing("skills", EntryKind::Skill),
-        "each skill (`Target::Skill`)",
-        "Skills extension.",
-    ),
-    row(
-        "tools/call",
-        MethodClass::Guarded,
-        "`Target::Tool` with the arguments",
-        "",
-    ),
-    row(
-        "prompts/get",
-        MethodClass::Guarded,
-        "`Target::Prompt` with the arguments",
-        "",
-    ),
-    row(
-        "resources/read",
-        MethodClass::Guarded,
-        "`Target::Resource`",
-        "",
-    ),
-    row(
-        "resources/subscribe",
-        MethodClass::Guarded,
-        "`Target::Resource`",
-        "Legacy.",
-    ),
-    row(
-        "resources/unsubscribe",
-        MethodClass::Guarded,
-        "`Target::Resource`",
-        "Legacy.",
-    ),
-    row(
+    )
+    .note("Skills extension: lists the children of a directory resource."),
+    listing("skills/list", EntryKind::Skill, "each skill (`Target::Skill`)")
+        .note("Skills extension."),
+    guarded("tools/call", "`Target::Tool` with the arguments"),
+    guarded("prompts/get", "`Target::Prompt` with the arguments"),
+    guarded("resources/read", "`Target::Resource`"),
+    guarded("resources/subscribe", "`Target::Resource`").note("Legacy."),
+    guarded("resources/unsubscribe", "`Target::Resource`").note("Legacy."),
+    guarded(
         "subscriptions/listen",
-        MethodClass::Guarded,
         "one `Target::Resource` per URI in `notifications.resourceSubscriptions`; `Target::None` when there is none",
-        "2026-07-28. Refused whole when any URI is not allowed: a stream is never trimmed silently.",
-    ),
-    row(
-        "completion/complete",
-        MethodClass::Guarded,
-        "`Target::Completion`",
-        "",
-    ),
-    row(
-        "skills/get",
-        MethodClass::Guarded,
-        "`Target::Skill`",
-        "Skills extension.",
-    ),
-    row(
-        "logging/setLevel",
-        MethodClass::Guarded,
-        "`Target::None`",
+    )
+    .note("2026-07-28. Refused whole when any URI is not allowed: a stream is never trimmed silently."),
+    guarded("completion/complete", "`Target::Completion`"),
+    guarded("skills/get", "`Target::Skill`").note("Skills extension."),
+    guarded("logging/setLevel", "`Target::None`").note(
         "Changes what the server sends the session (log messages may carry data the policy governs), so the policy decides.",
     ),
-    row(
-        "tasks/get",
-        MethodClass::Tasks,
-        "`Target::Task`",
-        "The layer's own tasks are judged by ownership.",
-    ),
-    row(
-        "tasks/update",
-        MethodClass::Tasks,
-        "`Target::Task`",
-        "The layer's own tasks are judged by ownership.",
-    ),
-    row(
-        "tasks/cancel",
-        MethodClass::Tasks,
-        "`Target::Task`",
-        "The layer's own tasks are judged by ownership.",
-    ),
-    row(
-        "tasks/result",
-        MethodClass::Tasks,
-        "`Target::Task`",
-        "2025-11-25.",
-    ),
-    row(
-        "tasks/list",
-        MethodClass::Guarded,
-        "`Target::None`",
+    task("tasks/get").note("The layer's own tasks are judged by ownership."),
+    task("tasks/update").note("The layer's own tasks are judged by ownership."),
+    task("tasks/cancel").note("The layer's own tasks are judged by ownership."),
+    task("tasks/result").note("2025-11-25."),
+    guarded("tasks/list", "`Target::None`").note(
         "2025-11-25. Its entries are the inner server's tasks, which the policy cannot name; the policy allows or refuses the whole list.",
     ),
 ];

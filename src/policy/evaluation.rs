@@ -57,38 +57,23 @@ pub struct Approval {
 #[derive(Clone, Debug)]
 pub struct Evaluation(Arc<EvaluationData>);
 
+/// What an [`Evaluation`] holds: the layer fills it in, field by field, for each question it
+/// asks the policy.
 #[derive(Debug)]
-struct EvaluationData {
-    principal: Principal,
-    method: Cow<'static, str>,
-    target: Target,
-    protocol: ProtocolContext,
-    phase: Phase,
-    answered: Option<Answered>,
-    listed: Option<Arc<ListedTool>>,
-    approval: Option<Approval>,
+pub(crate) struct EvaluationData {
+    pub(crate) principal: Principal,
+    pub(crate) method: Cow<'static, str>,
+    pub(crate) target: Target,
+    pub(crate) protocol: ProtocolContext,
+    pub(crate) phase: Phase,
+    pub(crate) answered: Option<Answered>,
+    pub(crate) listed: Option<Arc<ListedTool>>,
+    pub(crate) approval: Option<Approval>,
 }
 
 impl Evaluation {
-    pub(crate) fn new(
-        principal: Principal,
-        method: Cow<'static, str>,
-        target: Target,
-        protocol: ProtocolContext,
-        phase: Phase,
-        answered: Option<Answered>,
-        listed: Option<Arc<ListedTool>>,
-    ) -> Self {
-        Self(Arc::new(EvaluationData {
-            principal,
-            method,
-            target,
-            protocol,
-            phase,
-            answered,
-            listed,
-            approval: None,
-        }))
+    pub(crate) fn new(data: EvaluationData) -> Self {
+        Self(Arc::new(data))
     }
 
     /// The evaluation of a held `tools/call` that was approved (phase [`Phase::Approval`]).
@@ -334,9 +319,8 @@ pub struct EvaluationBuilder {
     method: Option<String>,
     target: Target,
     phase: Phase,
-    era: Era,
-    protocol_version: Option<String>,
-    capabilities: ClientCapabilities,
+    /// The era, the version as given (resolved by `build`) and the capabilities.
+    protocol: ProtocolContext,
     answered: Option<Answered>,
     round: Option<u32>,
     listed: Option<ListedTool>,
@@ -352,9 +336,11 @@ impl EvaluationBuilder {
             method: None,
             target: Target::None,
             phase: Phase::Invocation,
-            era: Era::Modern,
-            protocol_version: None,
-            capabilities: ClientCapabilities::default(),
+            protocol: ProtocolContext {
+                era: Era::Modern,
+                protocol_version: None,
+                capabilities: ClientCapabilities::default(),
+            },
             answered: None,
             round: None,
             listed: None,
@@ -384,58 +370,48 @@ impl EvaluationBuilder {
     /// server would receive, or `null` for none.
     pub fn tool(mut self, name: impl Into<String>, arguments: Value) -> Self {
         let arguments = self.object(arguments, "tool arguments");
-        self.target = Target::Tool {
+        self.target(Target::Tool {
             name: name.into(),
             arguments,
-        };
-        self
+        })
     }
 
     /// A prompt (`prompts/get`, or `prompts/list` in discovery); `arguments` is an object of
     /// strings, or `null` for none.
     pub fn prompt(mut self, name: impl Into<String>, arguments: Value) -> Self {
         let arguments = self.object(arguments, "prompt arguments");
-        self.target = Target::Prompt {
+        self.target(Target::Prompt {
             name: name.into(),
             arguments,
-        };
-        self
+        })
     }
 
     /// A resource (`resources/read`, or `resources/list` in discovery). Use
     /// [`method`](Self::method) for `resources/subscribe`, `resources/unsubscribe`,
     /// `subscriptions/listen`, `resources/templates/list` or `resources/directory/read`.
-    pub fn resource(mut self, uri: impl Into<String>) -> Self {
-        self.target = Target::Resource { uri: uri.into() };
-        self
+    pub fn resource(self, uri: impl Into<String>) -> Self {
+        self.target(Target::Resource { uri: uri.into() })
     }
 
     /// A completion (`completion/complete`) of `argument` of a prompt or resource template.
-    pub fn completion(
-        mut self,
-        reference: CompletionReference,
-        argument: impl Into<String>,
-    ) -> Self {
-        self.target = Target::Completion {
+    pub fn completion(self, reference: CompletionReference, argument: impl Into<String>) -> Self {
+        self.target(Target::Completion {
             reference,
             argument: argument.into(),
-        };
-        self
+        })
     }
 
     /// A task that is not the layer's own (`tasks/get`; use [`method`](Self::method) for
     /// `tasks/update`, `tasks/cancel` or `tasks/result`).
-    pub fn task(mut self, task_id: impl Into<String>) -> Self {
-        self.target = Target::Task {
+    pub fn task(self, task_id: impl Into<String>) -> Self {
+        self.target(Target::Task {
             task_id: task_id.into(),
-        };
-        self
+        })
     }
 
     /// A skill (`skills/get`, or `skills/list` in discovery), by the URI of its `SKILL.md`.
-    pub fn skill(mut self, uri: impl Into<String>) -> Self {
-        self.target = Target::Skill { uri: uri.into() };
-        self
+    pub fn skill(self, uri: impl Into<String>) -> Self {
+        self.target(Target::Skill { uri: uri.into() })
     }
 
     /// A method outside the [method table](crate::mcp::METHODS), as the layer shows it when
@@ -445,8 +421,7 @@ impl EvaluationBuilder {
         let params = self.object(params, "params");
         let method = method.into();
         self.method = Some(method.clone());
-        self.target = Target::Other { method, params };
-        self
+        self.target(Target::Other { method, params })
     }
 
     /// Any target, as is; the method is implied as for the other target setters.
@@ -470,9 +445,7 @@ impl EvaluationBuilder {
 
     /// The era, version and capabilities, all at once.
     pub fn protocol(mut self, protocol: ProtocolContext) -> Self {
-        self.era = protocol.era;
-        self.protocol_version = protocol.protocol_version;
-        self.capabilities = protocol.capabilities;
+        self.protocol = protocol;
         self
     }
 
@@ -480,22 +453,24 @@ impl EvaluationBuilder {
     /// [`protocol_version`](Self::protocol_version) gives one, as for a session the layer does
     /// not know.
     pub fn era(mut self, era: Era) -> Self {
-        self.era = era;
+        self.protocol.era = era;
         self
     }
 
     /// The protocol version: on modern MCP one of [`MODERN_VERSIONS`] (the newest by
     /// default); on legacy MCP the version the session's `initialize` agreed.
     pub fn protocol_version(mut self, version: impl Into<String>) -> Self {
-        self.protocol_version = Some(version.into());
+        self.protocol.protocol_version = Some(version.into());
         self
     }
 
     /// The capabilities the client declared, as a JSON object (none by default).
     pub fn capabilities(mut self, capabilities: Value) -> Self {
         match capabilities {
-            Value::Object(map) => self.capabilities = ClientCapabilities::from_object(map),
-            Value::Null => self.capabilities = ClientCapabilities::default(),
+            Value::Object(map) => {
+                self.protocol.capabilities = ClientCapabilities::from_object(map);
+            }
+            Value::Null => self.protocol.capabilities = ClientCapabilities::default(),
             _ => self.fail(EvaluationError::NotAnObject("capabilities")),
         }
         self
@@ -577,7 +552,7 @@ impl EvaluationBuilder {
             return Err(EvaluationError::PromptArgumentNotString);
         }
         if (phase == Phase::Approval) != self.approval.is_some()
-            || (phase == Phase::Approval && self.era != Era::Modern)
+            || (phase == Phase::Approval && self.protocol.era != Era::Modern)
         {
             return Err(EvaluationError::ApprovalMismatch);
         }
@@ -589,7 +564,7 @@ impl EvaluationBuilder {
             (None, Some(_)) => return Err(EvaluationError::AnsweredMismatch),
             (Some(mut answered), round) => {
                 let answerable = phase == Phase::Invocation
-                    && self.era == Era::Modern
+                    && self.protocol.era == Era::Modern
                     && matches!(&*method, "tools/call" | "prompts/get" | "resources/read");
                 answered.round = round.unwrap_or(1);
                 if !answerable || answered.round == 0 {
@@ -598,9 +573,10 @@ impl EvaluationBuilder {
                 Some(answered)
             }
         };
-        let protocol_version = match self.era {
+        let protocol_version = match self.protocol.era {
             Era::Modern => {
                 let version = self
+                    .protocol
                     .protocol_version
                     .or_else(|| MODERN_VERSIONS.first().map(|v| (*v).to_owned()));
                 match version {
@@ -612,7 +588,7 @@ impl EvaluationBuilder {
                     }
                 }
             }
-            Era::Legacy => self.protocol_version,
+            Era::Legacy => self.protocol.protocol_version,
         };
         // A known method is the table's own `'static` name, as the layer hands it on.
         let method = match METHODS.iter().find(|row| row.method == method) {
@@ -624,9 +600,8 @@ impl EvaluationBuilder {
             method,
             target: self.target,
             protocol: ProtocolContext {
-                era: self.era,
                 protocol_version,
-                capabilities: self.capabilities,
+                ..self.protocol
             },
             phase,
             answered,

@@ -80,6 +80,7 @@ use crate::contain::{Contained, contained};
 pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, Decision, Remediation};
 pub use details::authorization_details_cover;
+pub(crate) use evaluation::EvaluationData;
 pub use evaluation::{Approval, Evaluation, EvaluationBuilder, EvaluationError, Phase};
 pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,

@@ -225,7 +225,7 @@ mod tests {
     use super::*;
     use crate::auth::{Principal, PrincipalParts, TokenKind};
     use crate::mcp::{ClientCapabilities, Era, ProtocolContext, Target};
-    use crate::policy::Phase;
+    use crate::policy::{EvaluationData, Phase};
 
     fn evaluation(
         tool: &str,
@@ -253,20 +253,21 @@ mod tests {
             name: tool.into(),
             arguments: Default::default(),
         };
-        Evaluation::new(
+        Evaluation::new(EvaluationData {
             principal,
-            "tools/call".into(),
+            method: "tools/call".into(),
             target,
             protocol,
-            Phase::Invocation,
-            None,
-            annotations.map(|annotations| {
+            phase: Phase::Invocation,
+            answered: None,
+            listed: annotations.map(|annotations| {
                 Arc::new(crate::mcp::annotations::ListedTool {
                     annotations,
                     input_schema: None,
                 })
             }),
-        )
+            approval: None,
+        })
     }
 
     async fn decide(policy: &dyn Policy, evaluation: Evaluation) -> Decision {

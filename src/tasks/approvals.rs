@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::record::{TaskDecision, TaskId, TaskRecord, TaskStatus};
-use super::store::{MAX_LIST, StoreError, TaskChange, TaskStore, Transition};
+use super::store::{StoreError, TaskChange, TaskQuery, TaskStore, Transition};
 use super::wire;
 use crate::denial::Revision;
 
@@ -93,10 +93,10 @@ impl Approvals {
         id: &str,
         approver: impl Into<String>,
     ) -> Result<TaskRecord, DecideError> {
-        let change = TaskChange::new().decision(TaskDecision::Approved {
-            by: approver.into(),
-        });
-        self.decide(id, TaskStatus::Approved, change).await
+        let by = approver.into();
+        let change = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+            .decision(TaskDecision::Approved { by });
+        self.decide(id, change).await
     }
 
     /// Refuses a waiting task: it completes at once with a `CallToolResult` (`isError`)
@@ -110,18 +110,17 @@ impl Approvals {
         let reason = reason.into();
         let record = self.waiting(id).await?;
         let message = format!("The approver refused this request: {reason}");
-        let change = TaskChange::new()
+        let change = TaskChange::new(TaskStatus::Working, TaskStatus::Completed)
             .decision(TaskDecision::Refused { reason })
             .result(wire::refusal(&record.context_id, &message, self.revision));
-        self.decide(id, TaskStatus::Completed, change).await
+        self.decide(id, change).await
     }
 
     /// Tasks waiting for a decision, those expiring soonest first (at most `limit`, and never
-    /// more than [`MAX_LIST`]).
+    /// more than [`MAX_LIST`](super::MAX_LIST)).
     pub async fn pending(&self, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
-        self.store
-            .list(None, Some(TaskStatus::Working), limit.min(MAX_LIST))
-            .await
+        let waiting = TaskQuery::new().status(TaskStatus::Working).limit(limit);
+        self.store.list(waiting).await
     }
 
     /// One task, whatever its status; `None` if unknown, malformed or expired.
@@ -145,18 +144,10 @@ impl Approvals {
         Ok(record)
     }
 
-    async fn decide(
-        &self,
-        id: &str,
-        to: TaskStatus,
-        change: TaskChange,
-    ) -> Result<TaskRecord, DecideError> {
+    /// Applies `change`, a move from `working`, to the task `id`.
+    async fn decide(&self, id: &str, change: TaskChange) -> Result<TaskRecord, DecideError> {
         let task_id = TaskId::parse(id).ok_or_else(|| DecideError::UnknownTask(id.to_owned()))?;
-        match self
-            .store
-            .transition(&task_id, TaskStatus::Working, to, change)
-            .await?
-        {
+        match self.store.transition(&task_id, change).await? {
             Transition::Applied(record) => {
                 tracing::info!(target: "mcp_gate::tasks", task_id = %record.id, context_id = %record.context_id, status = %record.status, "task decided");
                 Ok(record)

@@ -3,10 +3,9 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
+use super::record::{TaskId, TaskRecord, now_ms};
 use super::store::{
-    MAX_LIST, Plan, StoreError, StoreFuture, TaskChange, TaskStore, Transition, check_move,
-    check_new, plan,
+    Plan, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition, check_new, plan,
 };
 
 /// Tasks in memory, for development and single-process deployments: they do not survive a
@@ -145,15 +144,13 @@ impl MemoryTaskStore {
     fn transition_now(
         &self,
         id: &TaskId,
-        from: TaskStatus,
-        to: TaskStatus,
         change: &TaskChange,
         now: u64,
     ) -> Result<Transition, StoreError> {
-        check_move(from, to)?;
+        change.check_move()?;
         let mut tasks = self.lock();
         // Read, decide and write under one lock: the compare-and-set.
-        match plan(tasks.get(id).cloned(), from, to, change, now)? {
+        match plan(tasks.get(id).cloned(), change, now)? {
             Plan::Conflict(current) => Ok(Transition::Conflict(current)),
             Plan::Write(next) => {
                 tasks.replace(next.clone());
@@ -162,26 +159,14 @@ impl MemoryTaskStore {
         }
     }
 
-    fn list_now(
-        &self,
-        owner: Option<&TaskOwner>,
-        status: Option<TaskStatus>,
-        limit: usize,
-        now: u64,
-    ) -> Vec<TaskRecord> {
+    fn list_now(&self, query: TaskQuery<'_>, now: u64) -> Vec<TaskRecord> {
         let tasks = self.lock();
         let mut found: Vec<&TaskRecord> = tasks
             .values()
-            .filter(|r| !r.is_expired_at(now))
-            .filter(|r| owner.is_none_or(|o| r.owner == *o))
-            .filter(|r| status.is_none_or(|s| r.status == s))
+            .filter(|r| !r.is_expired_at(now) && query.matches(r))
             .collect();
         found.sort_by(|a, b| (a.expires_at(), &a.id).cmp(&(b.expires_at(), &b.id)));
-        found
-            .into_iter()
-            .take(limit.min(MAX_LIST))
-            .cloned()
-            .collect()
+        found.into_iter().take(query.most()).cloned().collect()
     }
 }
 
@@ -216,24 +201,13 @@ impl TaskStore for MemoryTaskStore {
         Box::pin(async move { Ok(found) })
     }
 
-    fn transition<'a>(
-        &'a self,
-        id: &'a TaskId,
-        from: TaskStatus,
-        to: TaskStatus,
-        change: TaskChange,
-    ) -> StoreFuture<'a, Transition> {
-        let done = self.transition_now(id, from, to, &change, now_ms());
+    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> StoreFuture<'a, Transition> {
+        let done = self.transition_now(id, &change, now_ms());
         Box::pin(async move { done })
     }
 
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a TaskOwner>,
-        status: Option<TaskStatus>,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<TaskRecord>> {
-        let found = self.list_now(owner, status, limit, now_ms());
+    fn list<'a>(&'a self, query: TaskQuery<'a>) -> StoreFuture<'a, Vec<TaskRecord>> {
+        let found = self.list_now(query, now_ms());
         Box::pin(async move { Ok(found) })
     }
 }
@@ -243,7 +217,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tasks::TaskDecision;
+    use crate::tasks::{TaskDecision, TaskStatus};
     use serde_json::Value;
 
     fn record(ttl_ms: u64) -> TaskRecord {
@@ -275,42 +249,20 @@ mod tests {
         let r = record(1000);
         let (id, t0) = (r.id.clone(), r.created_at);
         store.create_now(r, t0).unwrap();
-        let approve = TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() });
-        let at_deadline = store
-            .transition_now(
-                &id,
-                TaskStatus::Working,
-                TaskStatus::Approved,
-                &approve,
-                t0 + 1000,
-            )
-            .unwrap();
+        let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+            .decision(TaskDecision::Approved { by: "ops".into() });
+        let at_deadline = store.transition_now(&id, &approve, t0 + 1000).unwrap();
         assert_eq!(at_deadline, Transition::Conflict(None));
-        let just_before = store
-            .transition_now(
-                &id,
-                TaskStatus::Working,
-                TaskStatus::Approved,
-                &approve,
-                t0 + 999,
-            )
-            .unwrap();
+        let just_before = store.transition_now(&id, &approve, t0 + 999).unwrap();
         assert!(just_before.is_applied());
-        let claim = TaskChange::new().require_remaining_ms(2);
+        let claim =
+            TaskChange::new(TaskStatus::Approved, TaskStatus::Executing).require_remaining_ms(2);
         assert_eq!(
-            store
-                .transition_now(
-                    &id,
-                    TaskStatus::Approved,
-                    TaskStatus::Executing,
-                    &claim,
-                    t0 + 999
-                )
-                .unwrap_err(),
+            store.transition_now(&id, &claim, t0 + 999).unwrap_err(),
             StoreError::Expired(id.clone())
         );
-        assert!(store.list_now(None, None, 10, t0 + 1000).is_empty());
-        assert_eq!(store.list_now(None, None, 10, t0 + 999).len(), 1);
+        assert!(store.list_now(TaskQuery::new(), t0 + 1000).is_empty());
+        assert_eq!(store.list_now(TaskQuery::new(), t0 + 999).len(), 1);
     }
 
     #[test]

@@ -66,4 +66,4 @@ pub use record::{
     HeldCall, SCHEMA_VERSION, TaskDecision, TaskError, TaskId, TaskOwner, TaskRecord, TaskStatus,
     now_ms, rfc3339,
 };
-pub use store::{MAX_LIST, StoreError, StoreFuture, TaskChange, TaskStore, Transition};
+pub use store::{MAX_LIST, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition};

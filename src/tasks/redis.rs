@@ -8,10 +8,9 @@ use redis::{RedisError, Script, Value};
 
 use crate::redis_client::ConnectError;
 
-use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
+use super::record::{TaskId, TaskRecord, now_ms};
 use super::store::{
-    MAX_LIST, Plan, StoreError, StoreFuture, TaskChange, TaskStore, Transition, check_move,
-    check_new, plan,
+    Plan, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition, check_new, plan,
 };
 
 /// Index entries read per round trip by `list`.
@@ -222,11 +221,9 @@ impl RedisTaskStore {
     async fn transition_record(
         &self,
         id: &TaskId,
-        from: TaskStatus,
-        to: TaskStatus,
         change: TaskChange,
     ) -> Result<Transition, StoreError> {
-        check_move(from, to)?;
+        change.check_move()?;
         // What this process last saw of the record, if anything: a guess the script checks.
         let (mut read, mut fresh) = match self.seen.get(id) {
             Some(seen) => (Some(seen.to_vec()), false),
@@ -239,7 +236,7 @@ impl RedisTaskStore {
             let current = TaskRecord::from_json(&bytes, id.as_str())?;
             let now = now_ms();
             let deadline = current.expires_at();
-            let next = match plan(Some(current), from, to, &change, now)? {
+            let next = match plan(Some(current), &change, now)? {
                 // A remembered record may be out of date: decide again on the stored one.
                 Plan::Conflict(_) if !fresh => {
                     (read, fresh) = (self.read(id).await?, true);
@@ -287,13 +284,8 @@ impl RedisTaskStore {
         )))
     }
 
-    async fn list_records(
-        &self,
-        owner: Option<&TaskOwner>,
-        status: Option<TaskStatus>,
-        limit: usize,
-    ) -> Result<Vec<TaskRecord>, StoreError> {
-        let limit = limit.min(MAX_LIST);
+    async fn list_records(&self, query: TaskQuery<'_>) -> Result<Vec<TaskRecord>, StoreError> {
+        let limit = query.most();
         let mut found = Vec::new();
         if limit == 0 {
             return Ok(found);
@@ -341,10 +333,7 @@ impl RedisTaskStore {
                         continue;
                     }
                 };
-                if record.is_expired_at(now)
-                    || owner.is_some_and(|o| record.owner != *o)
-                    || status.is_some_and(|s| record.status != s)
-                {
+                if record.is_expired_at(now) || !query.matches(&record) {
                     continue;
                 }
                 found.push(record);
@@ -393,23 +382,12 @@ impl TaskStore for RedisTaskStore {
         Box::pin(self.get_record(id))
     }
 
-    fn transition<'a>(
-        &'a self,
-        id: &'a TaskId,
-        from: TaskStatus,
-        to: TaskStatus,
-        change: TaskChange,
-    ) -> StoreFuture<'a, Transition> {
-        Box::pin(self.transition_record(id, from, to, change))
+    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> StoreFuture<'a, Transition> {
+        Box::pin(self.transition_record(id, change))
     }
 
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a TaskOwner>,
-        status: Option<TaskStatus>,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<TaskRecord>> {
-        Box::pin(self.list_records(owner, status, limit))
+    fn list<'a>(&'a self, query: TaskQuery<'a>) -> StoreFuture<'a, Vec<TaskRecord>> {
+        Box::pin(self.list_records(query))
     }
 }
 

@@ -100,17 +100,22 @@ impl Transition {
     }
 }
 
-/// What a transition changes besides the status. `last_updated_at` is always set to now.
+/// One [`TaskStore::transition`]: the status the task must have, the status it gets, and what
+/// else changes. `last_updated_at` is always set to now.
 ///
 /// ```
-/// use mcp_gate::tasks::{TaskChange, TaskDecision};
+/// use mcp_gate::tasks::{TaskChange, TaskDecision, TaskStatus};
 ///
-/// let approve = TaskChange::new().decision(TaskDecision::Approved { by: "ops".into() });
-/// let claim = TaskChange::new().require_remaining_ms(30_000);
+/// let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+///     .decision(TaskDecision::Approved { by: "ops".into() });
+/// let claim =
+///     TaskChange::new(TaskStatus::Approved, TaskStatus::Executing).require_remaining_ms(30_000);
 /// # let _ = (approve, claim);
 /// ```
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TaskChange {
+    from: TaskStatus,
+    to: TaskStatus,
     decision: Option<TaskDecision>,
     result: Option<Value>,
     error: Option<TaskError>,
@@ -118,9 +123,16 @@ pub struct TaskChange {
 }
 
 impl TaskChange {
-    /// No change but the status and `last_updated_at`.
-    pub fn new() -> Self {
-        Self::default()
+    /// From `from` to `to`, with no other change but `last_updated_at`.
+    pub fn new(from: TaskStatus, to: TaskStatus) -> Self {
+        Self {
+            from,
+            to,
+            decision: None,
+            result: None,
+            error: None,
+            require_remaining_ms: 0,
+        }
     }
 
     /// Records the decision. A task's decision is recorded once.
@@ -153,6 +165,80 @@ impl TaskChange {
     pub fn required_remaining_ms(&self) -> u64 {
         self.require_remaining_ms
     }
+
+    /// Checks the move against the lifecycle, before the store is touched.
+    pub(crate) fn check_move(&self) -> Result<(), StoreError> {
+        if self.from.can_become(self.to) {
+            Ok(())
+        } else {
+            Err(StoreError::InvalidTransition {
+                from: self.from,
+                to: self.to,
+            })
+        }
+    }
+}
+
+/// Which live tasks [`TaskStore::list`] returns: by default every one, at most [`MAX_LIST`].
+///
+/// ```
+/// use mcp_gate::tasks::{TaskQuery, TaskStatus};
+///
+/// let waiting = TaskQuery::new().status(TaskStatus::Working).limit(100);
+/// # let _ = waiting;
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TaskQuery<'a> {
+    owner: Option<&'a TaskOwner>,
+    status: Option<TaskStatus>,
+    limit: usize,
+}
+
+impl<'a> TaskQuery<'a> {
+    /// Every live task, at most [`MAX_LIST`] of them.
+    pub fn new() -> Self {
+        Self {
+            owner: None,
+            status: None,
+            limit: MAX_LIST,
+        }
+    }
+
+    /// Only `owner`'s tasks.
+    pub fn owner(mut self, owner: &'a TaskOwner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Only the tasks in `status`.
+    pub fn status(mut self, status: TaskStatus) -> Self {
+        self.status = Some(status);
+        self
+    }
+
+    /// At most `limit` tasks (and never more than [`MAX_LIST`]).
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    /// Whether `record` is one of the owner's (if one is named) in the status (if one is named).
+    /// Expiry is the store's to judge.
+    pub(crate) fn matches(&self, record: &TaskRecord) -> bool {
+        self.owner.is_none_or(|owner| record.owner == *owner)
+            && self.status.is_none_or(|status| record.status == status)
+    }
+
+    /// How many records to return at most.
+    pub(crate) fn most(&self) -> usize {
+        self.limit.min(MAX_LIST)
+    }
+}
+
+impl Default for TaskQuery<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Where durable tasks live. Object safe: hold one as `Arc<dyn TaskStore>`.
@@ -173,28 +259,17 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The task, or `None` if it is unknown or expired.
     fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>>;
 
-    /// Moves the task from `from` to `to` with `change`, if and only if it is stored, not
-    /// expired, and its status is `from`, all checked and written in one atomic step.
-    /// A move the lifecycle forbids is [`StoreError::InvalidTransition`], before the store is
-    /// touched; a change that would leave an invalid record (say `completed` without a result)
-    /// is [`StoreError::InvalidRecord`].
-    fn transition<'a>(
-        &'a self,
-        id: &'a TaskId,
-        from: TaskStatus,
-        to: TaskStatus,
-        change: TaskChange,
-    ) -> StoreFuture<'a, Transition>;
+    /// Applies `change` to the task, moving it from the change's `from` status to its `to`, if
+    /// and only if it is stored, not expired, and its status is `from`, all checked and
+    /// written in one atomic step. A move the lifecycle forbids is
+    /// [`StoreError::InvalidTransition`], before the store is touched; a change that would
+    /// leave an invalid record (say `completed` without a result) is
+    /// [`StoreError::InvalidRecord`].
+    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> StoreFuture<'a, Transition>;
 
-    /// Live tasks, optionally only `owner`'s and only those in `status`: at most `limit` (and
-    /// never more than [`MAX_LIST`]), those expiring soonest first. Meant for an approval page;
-    /// a snapshot, not a consistent read.
-    fn list<'a>(
-        &'a self,
-        owner: Option<&'a TaskOwner>,
-        status: Option<TaskStatus>,
-        limit: usize,
-    ) -> StoreFuture<'a, Vec<TaskRecord>>;
+    /// The live tasks `query` asks for, those expiring soonest first. Meant for an approval
+    /// page; a snapshot, not a consistent read.
+    fn list<'a>(&'a self, query: TaskQuery<'a>) -> StoreFuture<'a, Vec<TaskRecord>>;
 }
 
 /// Checks a record offered to [`TaskStore::create`] at `now`.
@@ -209,15 +284,6 @@ pub(crate) fn check_new(record: &TaskRecord, now: u64) -> Result<(), StoreError>
     Ok(())
 }
 
-/// Checks a requested move against the lifecycle, before the store is touched.
-pub(crate) fn check_move(from: TaskStatus, to: TaskStatus) -> Result<(), StoreError> {
-    if from.can_become(to) {
-        Ok(())
-    } else {
-        Err(StoreError::InvalidTransition { from, to })
-    }
-}
-
 /// What a transition does to `current` (the stored record, if any) at `now`.
 pub(crate) enum Plan {
     /// Do nothing, answer this.
@@ -230,15 +296,13 @@ pub(crate) enum Plan {
 /// record is still exactly `current`.
 pub(crate) fn plan(
     current: Option<TaskRecord>,
-    from: TaskStatus,
-    to: TaskStatus,
     change: &TaskChange,
     now: u64,
 ) -> Result<Plan, StoreError> {
     let Some(current) = current.filter(|r| !r.is_expired_at(now)) else {
         return Ok(Plan::Conflict(None));
     };
-    if current.status != from {
+    if current.status != change.from {
         return Ok(Plan::Conflict(Some(current)));
     }
     if current.remaining_ms(now) < change.require_remaining_ms {
@@ -259,7 +323,7 @@ pub(crate) fn plan(
     if let Some(error) = &change.error {
         next.error = Some(error.clone());
     }
-    next.status = to;
+    next.status = change.to;
     next.last_updated_at = next.last_updated_at.max(now);
     next.check().map_err(StoreError::InvalidRecord)?;
     Ok(Plan::Write(next))
