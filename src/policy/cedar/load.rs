@@ -2,7 +2,7 @@
 //! together: every refusal is a [`CedarError`] naming the file and, where Cedar gives one, the
 //! line.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
@@ -10,6 +10,8 @@ use std::str::FromStr;
 use cedar_policy::{Entities, EntityUid, PolicyId, PolicySet, Schema, ValidationMode, Validator};
 use serde_json::Value;
 
+use super::actions::{ActionPolicies, by_action};
+use super::evaluate::chain;
 use super::mapping::Names;
 use super::remedy::Remedies;
 
@@ -147,6 +149,54 @@ pub(super) struct Sources {
     pub schema: Option<Source>,
     pub entities: Option<Source>,
     pub tools: Option<Source>,
+    /// Folders listed again at every load (`*.cedar`, `schema.cedarschema`, `entities.json`,
+    /// `tools.json`), so a policy file added or removed is seen by the next reload.
+    pub directories: Vec<PathBuf>,
+}
+
+impl Sources {
+    /// These sources with every folder listed now; a source given by itself wins over a
+    /// folder's file of the same role.
+    fn resolved(&self) -> Result<Sources, CedarError> {
+        let mut resolved = Sources {
+            directories: Vec::new(),
+            ..self.clone()
+        };
+        for dir in &self.directories {
+            let found = directory(dir)?;
+            resolved.policies.extend(found.policies);
+            resolved.schema = resolved.schema.or(found.schema);
+            resolved.entities = resolved.entities.or(found.entities);
+            resolved.tools = resolved.tools.or(found.tools);
+        }
+        Ok(resolved)
+    }
+
+    /// The content of every file these sources name now, hashed (a missing file hashes as
+    /// `None`): a reload is due when it changes.
+    pub fn fingerprint(&self) -> Vec<(PathBuf, Option<[u8; 32]>)> {
+        use sha2::Digest;
+        let Ok(resolved) = self.resolved() else {
+            return Vec::new();
+        };
+        let files = resolved
+            .policies
+            .iter()
+            .chain(&resolved.schema)
+            .chain(&resolved.entities)
+            .chain(&resolved.tools);
+        files
+            .filter_map(|source| match source {
+                Source::File(path) => {
+                    let hash = std::fs::read(path)
+                        .ok()
+                        .map(|b| sha2::Sha256::digest(b).into());
+                    Some((path.clone(), hash))
+                }
+                Source::Text { .. } => None,
+            })
+            .collect()
+    }
 }
 
 /// A loaded, validated set: what one evaluation reads.
@@ -159,8 +209,12 @@ pub(super) struct Loaded {
     pub remedies: Remedies,
     /// Input schemas by tool name, from the tool list, when one was given.
     pub tools: Option<HashMap<String, Value>>,
-    /// The actions the schema declares: a request for any other is denied.
-    pub actions: HashSet<EntityUid>,
+    /// The actions the schema declares, each with the policies that can apply to it: a
+    /// request for any other action is denied.
+    pub actions: HashMap<EntityUid, ActionPolicies>,
+    /// The files' content when they were read (taken before reading them, so a change made
+    /// while loading is seen by the next check).
+    pub fingerprint: Vec<(PathBuf, Option<[u8; 32]>)>,
 }
 
 /// Line and column (from 1) of byte `offset` in `text`.
@@ -321,9 +375,9 @@ fn parse_entities(source: Option<&Source>, schema: &Schema) -> Result<Entities, 
         file: file.clone(),
         message,
     };
-    let parsed = Entities::from_json_str(&text, Some(schema)).map_err(|e| refuse(e.to_string()))?;
+    let parsed = Entities::from_json_str(&text, Some(schema)).map_err(|e| refuse(chain(&e)))?;
     let all = parsed.into_iter().chain(actions);
-    Entities::from_entities(all, Some(schema)).map_err(|e| refuse(e.to_string()))
+    Entities::from_entities(all, Some(schema)).map_err(|e| refuse(chain(&e)))
 }
 
 /// Input schemas by tool name from a `tools/list` result (or its JSON-RPC response, or a bare
@@ -358,10 +412,13 @@ fn parse_tools(source: &Source) -> Result<HashMap<String, Value>, CedarError> {
 
 /// Reads and checks everything; nothing is kept unless all of it holds.
 pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
+    let fingerprint = sources.fingerprint();
+    let sources = &sources.resolved()?;
     let schema_source = sources
         .schema
         .as_ref()
         .ok_or(CedarError::Missing("a schema"))?;
+    let schema_text = schema_source.read()?;
     let schema = parse_schema(schema_source)?;
     let names = names(&schema, &schema_source.name())?;
     let (policies, texts) = parse_policies(&sources.policies)?;
@@ -378,7 +435,8 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
     })?;
     let entities = parse_entities(sources.entities.as_ref(), &schema)?;
     let tools = sources.tools.as_ref().map(parse_tools).transpose()?;
-    let actions = schema.actions().cloned().collect();
+    let file = schema_source.name();
+    let actions = by_action(&schema, &schema_text, &file, &names, &policies, &entities)?;
     Ok(Loaded {
         policies,
         schema,
@@ -387,6 +445,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
         remedies,
         tools,
         actions,
+        fingerprint,
     })
 }
 
@@ -411,6 +470,7 @@ pub(super) fn directory(dir: &Path) -> Result<Sources, CedarError> {
         schema: Some(Source::File(dir.join("schema.cedarschema"))),
         entities: optional("entities.json"),
         tools: optional("tools.json"),
+        directories: Vec::new(),
     })
 }
 

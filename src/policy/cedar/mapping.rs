@@ -45,6 +45,11 @@ impl Names {
         }
     }
 
+    /// The namespace (empty for the root namespace).
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
     /// The full name of `basename` in the namespace.
     pub fn type_name(&self, basename: &str) -> String {
         if self.namespace.is_empty() {
@@ -134,7 +139,8 @@ fn principal_attrs(evaluation: &Evaluation, claims: &[String]) -> Value {
     let principal = evaluation.principal();
     let mut selected = Map::new();
     for name in claims {
-        if let Some(value) = principal.claims().get(name) {
+        // Cedar has no null: a null claim is an absent one.
+        if let Some(value) = principal.claims().get(name).filter(|v| !v.is_null()) {
             selected.insert(name.clone(), value.clone());
         }
     }
@@ -191,71 +197,6 @@ pub(super) fn map(
     })
 }
 
-/// Why an argument has no exact Cedar form.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("argument {0} is a number Cedar's decimal cannot hold exactly (at most 4 decimal places)")]
-pub(super) struct Inexact(pub String);
-
-/// Rewrites, in `arguments`, every value the tool's JSON Schema types `number` as a Cedar
-/// `decimal` (the generator's `encode_numbers_as_decimal`). A number with more than four
-/// decimal places, or out of `decimal`'s range, is refused rather than rounded.
-pub(super) fn numbers_as_decimals(
-    arguments: &mut Value,
-    input_schema: &Value,
-    path: &str,
-) -> Result<(), Inexact> {
-    let types_number = match input_schema.get("type") {
-        Some(Value::String(t)) => t == "number",
-        Some(Value::Array(types)) => {
-            types.iter().any(|t| t == "number") && !types.iter().any(|t| t == "integer")
-        }
-        _ => false,
-    };
-    match arguments {
-        Value::Number(number) if types_number => {
-            let text = decimal_text(number).ok_or_else(|| Inexact(path.to_owned()))?;
-            *arguments = json!({"__extn": {"fn": "decimal", "arg": text}});
-        }
-        Value::Object(map) => {
-            if let Some(Value::Object(properties)) = input_schema.get("properties") {
-                for (key, value) in map.iter_mut() {
-                    if let Some(schema) = properties.get(key) {
-                        numbers_as_decimals(value, schema, &format!("{path}.{key}"))?;
-                    }
-                }
-            }
-        }
-        Value::Array(items) => {
-            if let Some(schema) = input_schema.get("items") {
-                for (index, item) in items.iter_mut().enumerate() {
-                    numbers_as_decimals(item, schema, &format!("{path}[{index}]"))?;
-                }
-            }
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-/// `number` as Cedar decimal text (`"1.5000"`), when exact.
-fn decimal_text(number: &serde_json::Number) -> Option<String> {
-    // The JSON text itself, so that no float rounding happens on the way.
-    let text = number.to_string();
-    if text.contains(['e', 'E']) {
-        return None;
-    }
-    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
-    if fraction.len() > 4 {
-        return None;
-    }
-    let digits = whole.trim_start_matches('-');
-    // decimal's range: ±922337203685477.5807.
-    if digits.len() > 15 || (digits.len() == 15 && digits > "922337203685477") {
-        return None;
-    }
-    Some(format!("{whole}.{fraction:0<4}"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,34 +219,6 @@ mod tests {
             .phase(phase)
             .build()
             .expect("an evaluation")
-    }
-
-    #[test]
-    fn numbers_become_exact_decimals_or_are_refused() {
-        let schema = json!({"type": "object", "properties": {
-            "price": {"type": "number"}, "count": {"type": "integer"},
-            "list": {"type": "array", "items": {"type": ["number", "null"]}},
-        }});
-        let mut arguments = json!({"price": 1.5, "count": 2, "list": [3, -0.25]});
-        numbers_as_decimals(&mut arguments, &schema, "input").expect("exact");
-        let decimal = |text: &str| json!({"__extn": {"fn": "decimal", "arg": text}});
-        assert_eq!(arguments["price"], decimal("1.5000"));
-        assert_eq!(arguments["count"], 2, "integers stay Long");
-        assert_eq!(
-            arguments["list"],
-            json!([decimal("3.0000"), decimal("-0.2500")])
-        );
-        for inexact in [
-            json!({"price": 0.12345}),
-            json!({"price": 1e300}),
-            json!({"price": 1e20}),
-        ] {
-            let mut arguments = inexact;
-            assert_eq!(
-                numbers_as_decimals(&mut arguments, &schema, "input"),
-                Err(Inexact("input.price".into()))
-            );
-        }
     }
 
     #[test]

@@ -60,20 +60,22 @@
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+mod actions;
+mod evaluate;
 mod load;
 mod mapping;
 mod remedy;
 mod schema;
 mod template;
+mod values;
 
 use std::future::Future;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
-use cedar_policy::{Authorizer, Context, Decision as CedarDecision, Entity, Request};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 pub use load::{CedarError, Diagnostic, Source};
 pub use remedy::AnnotationError;
@@ -81,10 +83,8 @@ pub use schema::{GATE_SCHEMA_STUB, generate_schema};
 pub use template::{TemplateError, UrlFillError};
 
 use self::load::{Loaded, Sources};
-use self::mapping::{Mapped, map};
-use super::{BoxError, Decision, EvaluateFuture, Evaluation, Policy};
+use super::{BoxError, EvaluateFuture, Evaluation, Policy};
 use crate::error::ConfigError;
-use crate::mcp::Target;
 
 /// A boxed future of the context hook.
 pub type HookFuture = Pin<Box<dyn Future<Output = Result<Value, BoxError>> + Send>>;
@@ -105,6 +105,8 @@ struct Settings {
 pub struct CedarPolicy {
     settings: Arc<Settings>,
     current: Arc<RwLock<Arc<Loaded>>>,
+    /// One reload at a time, so the set last read is the set kept.
+    reloading: Arc<Mutex<()>>,
 }
 
 impl std::fmt::Debug for CedarPolicy {
@@ -124,24 +126,15 @@ pub struct CedarPolicyBuilder {
     hook: Option<Hook>,
     server: Option<String>,
     claims: Vec<String>,
-    error: Option<CedarError>,
 }
 
 impl CedarPolicyBuilder {
     /// Reads a folder: every `*.cedar` file in it (in name order), `schema.cedarschema`, and,
-    /// when present, `entities.json` and `tools.json`.
-    pub fn directory(mut self, dir: impl AsRef<Path>) -> Self {
-        match load::directory(dir.as_ref()) {
-            Ok(sources) => {
-                self.sources.policies.extend(sources.policies);
-                self.sources.schema = sources.schema;
-                self.sources.entities = sources.entities.or(self.sources.entities);
-                self.sources.tools = sources.tools.or(self.sources.tools);
-            }
-            Err(error) => {
-                self.error.get_or_insert(error);
-            }
-        }
+    /// when present, `entities.json` and `tools.json`. The folder is listed again at every
+    /// reload, so a policy file added or removed counts. A file given by itself
+    /// (`schema_file`, …) wins over the folder's.
+    pub fn directory(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.sources.directories.push(dir.into());
         self
     }
 
@@ -219,10 +212,8 @@ impl CedarPolicyBuilder {
 
     /// Reads, parses and validates everything.
     pub fn build(self) -> Result<CedarPolicy, ConfigError> {
-        if let Some(error) = self.error {
-            return Err(error.into());
-        }
-        let loaded = load::load(&self.sources)?;
+        let hooked = self.hook.is_some();
+        let loaded = load_checked(&self.sources, hooked)?;
         Ok(CedarPolicy {
             settings: Arc::new(Settings {
                 sources: self.sources,
@@ -231,8 +222,26 @@ impl CedarPolicyBuilder {
                 claims: self.claims,
             }),
             current: Arc::new(RwLock::new(Arc::new(loaded))),
+            reloading: Arc::new(Mutex::new(())),
         })
     }
+}
+
+/// Loads, and refuses a context hook whose values no action's context would carry.
+fn load_checked(sources: &Sources, hooked: bool) -> Result<Loaded, CedarError> {
+    let loaded = load::load(sources)?;
+    if hooked && !loaded.actions.values().any(|action| action.declares_app) {
+        return Err(CedarError::Schema {
+            file: sources
+                .schema
+                .as_ref()
+                .map_or_else(|| "schema".into(), Source::name),
+            message: "a context hook is set, but no action's context declares `app` \
+                      (declare it with @mcp_context(\"app\") in the stub)"
+                .into(),
+        });
+    }
+    Ok(loaded)
 }
 
 impl CedarPolicy {
@@ -250,7 +259,11 @@ impl CedarPolicy {
     /// already being judged finish on the old set, the next ones see the new. When anything
     /// fails to load, the old set stays and the error says why.
     pub fn reload(&self) -> Result<(), ConfigError> {
-        match load::load(&self.settings.sources) {
+        let _one_at_a_time = self
+            .reloading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match load_checked(&self.settings.sources, self.settings.hook.is_some()) {
             Ok(loaded) => {
                 let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
                 *current = Arc::new(loaded);
@@ -270,40 +283,21 @@ impl CedarPolicy {
     pub fn watch(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let policy = self.clone();
         tokio::spawn(async move {
-            let mut seen = policy.fingerprint();
+            // Compared with what the current set was loaded from, so a change made before the
+            // watch started is seen at its first look; a refused change is not retried until
+            // the files change again.
+            let mut refused: Option<Vec<_>> = None;
             let mut ticks = tokio::time::interval(every);
             ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticks.tick().await;
-                let now = policy.fingerprint();
-                if now != seen {
-                    seen = now;
-                    let _ = policy.reload();
+                let now = policy.settings.sources.fingerprint();
+                if now == policy.current().fingerprint || refused.as_ref() == Some(&now) {
+                    continue;
                 }
+                refused = policy.reload().is_err().then_some(now);
             }
         })
-    }
-
-    /// The content of every file source, hashed.
-    fn fingerprint(&self) -> Vec<Option<[u8; 32]>> {
-        use sha2::Digest;
-        let sources = &self.settings.sources;
-        let files = sources
-            .policies
-            .iter()
-            .chain(&sources.schema)
-            .chain(&sources.entities)
-            .chain(&sources.tools);
-        files
-            .filter_map(|source| match source {
-                Source::File(path) => Some(
-                    std::fs::read(path)
-                        .ok()
-                        .map(|bytes| sha2::Sha256::digest(bytes).into()),
-                ),
-                Source::Text { .. } => None,
-            })
-            .collect()
     }
 
     /// How many policies the current set holds.
@@ -312,166 +306,9 @@ impl CedarPolicy {
     }
 }
 
-/// A denial for a request the mapping could not put to Cedar; logged with `why`.
-fn refuse(evaluation: &Evaluation, why: &dyn std::fmt::Display, message: &str) -> Decision {
-    tracing::warn!(
-        target: "mcp_gate::cedar",
-        method = evaluation.method(),
-        tool = evaluation.tool(),
-        reason = %why,
-        "request denied before Cedar evaluation"
-    );
-    Decision::undisclosed(message)
-}
-
-/// Whether the called tool is the one the schema was generated for.
-fn drifted(loaded: &Loaded, evaluation: &Evaluation) -> Option<String> {
-    let (Target::Tool { name, .. }, Some(tools)) = (evaluation.target(), &loaded.tools) else {
-        return None;
-    };
-    let Some(expected) = tools.get(name) else {
-        return Some(format!(
-            "tool {name:?} is not in the tool list the schema was made from"
-        ));
-    };
-    match evaluation.tool_input_schema() {
-        // A held call passed this check when it was held; the process that runs the approval
-        // may not have seen a list since it started.
-        None if evaluation.phase() == super::Phase::Approval => None,
-        None => Some(format!("tool {name:?} was not listed by the server")),
-        Some(live) if live != expected => Some(format!(
-            "tool {name:?} lists an input schema that differs from the one the Cedar schema was generated from; regenerate the schema"
-        )),
-        Some(_) => None,
-    }
-}
-
-/// Types a tool's `number` arguments as Cedar decimals, by the tool's listed input schema
-/// (or the tool list's, when this process has not seen one listed).
-fn decimals(
-    loaded: &Loaded,
-    evaluation: &Evaluation,
-    mapped: &mut Mapped,
-) -> Result<(), mapping::Inexact> {
-    let (Target::Tool { name, .. }, Some(input)) =
-        (evaluation.target(), mapped.context.get_mut("input"))
-    else {
-        return Ok(());
-    };
-    let listed = evaluation.tool_input_schema();
-    let known = || loaded.tools.as_ref().and_then(|tools| tools.get(name));
-    match listed.or_else(known) {
-        Some(schema) => mapping::numbers_as_decimals(input, schema, "input"),
-        None => Ok(()),
-    }
-}
-
-const GENERIC_DENIAL: &str = "You are not allowed to do this.";
-
-/// Parses the mapped request into Cedar's types, with the user's parents from the entities.
-fn cedar_request(
-    loaded: &Loaded,
-    mapped: &Mapped,
-) -> Result<(Request, cedar_policy::Entities), String> {
-    let schema = &loaded.schema;
-    let typed = mapped.typed.then_some(schema);
-    let context = Context::from_json_value(
-        Value::Object(mapped.context.clone()),
-        typed.map(|schema| (schema, &mapped.action)),
-    )
-    .map_err(|e| format!("the context does not fit the schema: {e}"))?;
-    // A token without a subject is nobody in particular: it takes no roles from the file.
-    let known = (!mapped.principal.id().unescaped().is_empty())
-        .then(|| loaded.entities.get(&mapped.principal))
-        .flatten();
-    let parents: Vec<Value> = known
-        .map(|known| known.clone().into_inner().2)
-        .into_iter()
-        .flatten()
-        .map(|uid| json!({"type": uid.type_name().to_string(), "id": uid.id().unescaped()}))
-        .collect();
-    let user = json!({
-        "uid": {"type": mapped.principal.type_name().to_string(), "id": mapped.principal.id().unescaped()},
-        "attrs": mapped.principal_attrs,
-        "parents": parents,
-    });
-    let user = Entity::from_json_value(user, Some(schema))
-        .map_err(|e| format!("the principal does not fit the schema's User: {e}"))?;
-    let entities = loaded
-        .entities
-        .clone()
-        .upsert_entities([user], Some(schema))
-        .map_err(|e| format!("the principal does not fit the schema's User: {e}"))?;
-    let request = Request::new(
-        mapped.principal.clone(),
-        mapped.action.clone(),
-        mapped.resource.clone(),
-        context,
-        typed,
-    )
-    .map_err(|e| format!("the request does not fit the schema: {e}"))?;
-    Ok((request, entities))
-}
-
-async fn decide(
-    loaded: Arc<Loaded>,
-    settings: Arc<Settings>,
-    evaluation: Evaluation,
-) -> Result<Decision, BoxError> {
-    if let Some(why) = drifted(&loaded, &evaluation) {
-        return Ok(refuse(&evaluation, &why, GENERIC_DENIAL));
-    }
-    let mut mapped = match map(
-        &loaded.names,
-        &evaluation,
-        &settings.server,
-        &settings.claims,
-    ) {
-        Ok(mapped) => mapped,
-        Err(why) => return Ok(refuse(&evaluation, &why, GENERIC_DENIAL)),
-    };
-    if !loaded.actions.contains(&mapped.action) {
-        let why = format!("the schema declares no action {}", mapped.action);
-        return Ok(refuse(&evaluation, &why, GENERIC_DENIAL));
-    }
-    if let Err(why) = decimals(&loaded, &evaluation, &mut mapped) {
-        let message = "The request does not match the authorization schema.";
-        return Ok(refuse(&evaluation, &why, message));
-    }
-    let app = match &settings.hook {
-        Some(hook) => hook(evaluation.clone()).await?,
-        None => Value::Object(Default::default()),
-    };
-    if !app.is_object() {
-        return Err("the Cedar context hook returned something other than a JSON object".into());
-    }
-    mapped.context.insert("app".into(), app);
-    let (request, entities) = match cedar_request(&loaded, &mapped) {
-        Ok(parts) => parts,
-        Err(why) => {
-            let message = "The request does not match the authorization schema.";
-            return Ok(refuse(&evaluation, &why, message));
-        }
-    };
-    let response = Authorizer::new().is_authorized(&request, &loaded.policies, &entities);
-    for error in response.diagnostics().errors() {
-        tracing::debug!(target: "mcp_gate::cedar", %error, "a Cedar policy errored and was skipped");
-    }
-    if response.decision() == CedarDecision::Allow {
-        return Ok(Decision::allow());
-    }
-    let (decision, note) = loaded
-        .remedies
-        .decide(response.diagnostics().reason(), &mapped.scope());
-    if let Some(note) = note {
-        tracing::warn!(target: "mcp_gate::cedar", tool = evaluation.tool(), note, "remedy not given");
-    }
-    Ok(decision)
-}
-
 impl Policy for CedarPolicy {
     fn evaluate(&self, evaluation: Evaluation) -> EvaluateFuture {
-        Box::pin(decide(
+        Box::pin(evaluate::decide(
             self.current(),
             Arc::clone(&self.settings),
             evaluation,
