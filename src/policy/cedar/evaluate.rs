@@ -65,7 +65,7 @@ fn cedar_request(
     loaded: &Loaded,
     mapped: &Mapped,
     input_schema: Option<&Value>,
-) -> Result<(Request, Entities), String> {
+) -> Result<(Request, Arc<Entities>), String> {
     let schema = &loaded.schema;
     let typed = mapped.typed.then_some(schema);
     let pairs = mapped
@@ -75,19 +75,40 @@ fn cedar_request(
             let described = if key == "input" { input_schema } else { None };
             Ok((
                 key.clone(),
-                to_cedar(value, described, &format!("context.{key}"))?,
+                to_cedar(value, described).map_err(|e| e.within(key).within("context"))?,
             ))
         })
         .collect::<Result<Vec<_>, super::values::Unrepresentable>>()
         .map_err(|e| e.to_string())?;
     let context = Context::from_pairs(pairs).map_err(|e| e.to_string())?;
+    let entities = principal_entities(loaded, mapped)?;
+    let request = Request::new(
+        mapped.principal.clone(),
+        mapped.action.clone(),
+        mapped.resource.clone(),
+        context,
+        typed,
+    )
+    .map_err(|e| format!("the request does not fit the schema: {}", chain(&e)))?;
+    Ok((request, entities))
+}
+
+/// The entities file's entities plus this request's principal. The same principal (same
+/// uid and attributes: the same token, in practice) gets the same store from a small cache
+/// that lives and dies with the loaded set: Cedar recomputes its hierarchy on every insert,
+/// which is most of an evaluation's cost.
+fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>, String> {
+    let key = format!("{}\n{}", mapped.principal, mapped.principal_attrs);
+    if let Some(entities) = loaded.principals.get(&key) {
+        return Ok(entities);
+    }
     let attrs = match &mapped.principal_attrs {
         Value::Object(attrs) => attrs
             .iter()
             .map(|(key, value)| {
                 Ok((
                     key.clone(),
-                    to_cedar(value, None, &format!("principal.{key}"))?,
+                    to_cedar(value, None).map_err(|e| e.within(key).within("principal"))?,
                 ))
             })
             .collect::<Result<HashMap<_, _>, super::values::Unrepresentable>>()
@@ -106,22 +127,16 @@ fn cedar_request(
     let entities = loaded
         .entities
         .clone()
-        .upsert_entities([user], Some(schema))
+        .upsert_entities([user], Some(&loaded.schema))
         .map_err(|e| {
             format!(
                 "the principal does not fit the schema's User: {}",
                 chain(&e)
             )
         })?;
-    let request = Request::new(
-        mapped.principal.clone(),
-        mapped.action.clone(),
-        mapped.resource.clone(),
-        context,
-        typed,
-    )
-    .map_err(|e| format!("the request does not fit the schema: {}", chain(&e)))?;
-    Ok((request, entities))
+    let entities = Arc::new(entities);
+    loaded.principals.insert(key, Arc::clone(&entities));
+    Ok(entities)
 }
 
 /// An error and its causes, one after the other.

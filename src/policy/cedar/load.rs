@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::Arc;
 
 use cedar_policy::{Entities, EntityUid, PolicyId, PolicySet, Schema, ValidationMode, Validator};
 use serde_json::Value;
@@ -199,6 +200,13 @@ impl Sources {
     }
 }
 
+/// How many principals' stores a loaded set keeps: at most 256, and fewer for a large
+/// entities file, so the copies hold at most about 200,000 entities in all.
+fn principals_cached(entities: &Entities) -> usize {
+    let count = entities.iter().count();
+    (200_000 / (count + 1)).clamp(8, 256)
+}
+
 /// A loaded, validated set: what one evaluation reads.
 pub(super) struct Loaded {
     pub policies: PolicySet,
@@ -212,6 +220,8 @@ pub(super) struct Loaded {
     /// The actions the schema declares, each with the policies that can apply to it: a
     /// request for any other action is denied.
     pub actions: HashMap<EntityUid, ActionPolicies>,
+    /// Stores with one principal added, by principal (see `evaluate::principal_entities`).
+    pub principals: quick_cache::sync::Cache<String, Arc<Entities>>,
     /// The files' content when they were read (taken before reading them, so a change made
     /// while loading is seen by the next check).
     pub fingerprint: Vec<(PathBuf, Option<[u8; 32]>)>,
@@ -437,6 +447,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
     let tools = sources.tools.as_ref().map(parse_tools).transpose()?;
     let file = schema_source.name();
     let actions = by_action(&schema, &schema_text, &file, &names, &policies, &entities)?;
+    let cached = principals_cached(&entities);
     Ok(Loaded {
         policies,
         schema,
@@ -445,6 +456,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
         remedies,
         tools,
         actions,
+        principals: quick_cache::sync::Cache::new(cached),
         fingerprint,
     })
 }

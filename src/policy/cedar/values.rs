@@ -8,19 +8,53 @@ use cedar_policy::RestrictedExpression;
 use serde_json::Value;
 
 /// Why a value has no Cedar form.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum Unrepresentable {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Unrepresentable {
+    /// Where, from the outermost key in (`["input", "price"]`); built only on failure.
+    path: Vec<String>,
+    /// What.
+    kind: Problem,
+}
+
+/// What has no Cedar form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Problem {
     /// JSON `null`: Cedar has no null.
-    #[error("{0} is null, which Cedar cannot hold")]
-    Null(String),
+    Null,
     /// A number that is neither a 64-bit integer nor, where the schema says `number`, a
     /// decimal Cedar can hold exactly (at most four decimal places).
-    #[error("{0} is a number Cedar cannot hold exactly")]
-    Number(String),
-    /// An object with a key twice (cannot happen with serde_json's map; kept for Cedar's API).
-    #[error("{0}: {1}")]
-    Record(String, String),
+    Number,
+    /// A record Cedar refused (a key twice: cannot happen with serde_json's map).
+    Record,
 }
+
+impl Unrepresentable {
+    fn new(kind: Problem) -> Self {
+        Self {
+            path: Vec::new(),
+            kind,
+        }
+    }
+
+    /// The same error, one level out.
+    pub fn within(mut self, key: impl Into<String>) -> Self {
+        self.path.insert(0, key.into());
+        self
+    }
+}
+
+impl std::fmt::Display for Unrepresentable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            Problem::Null => "is null, which Cedar cannot hold",
+            Problem::Number => "is a number Cedar cannot hold exactly",
+            Problem::Record => "is a record Cedar cannot hold",
+        };
+        write!(f, "{} {what}", self.path.join("."))
+    }
+}
+
+impl std::error::Error for Unrepresentable {}
 
 /// Whether a JSON Schema says `number` (and not `integer`).
 fn types_number(schema: Option<&Value>) -> bool {
@@ -34,31 +68,32 @@ fn types_number(schema: Option<&Value>) -> bool {
 }
 
 /// `value` as a Cedar value; `schema` is the JSON Schema describing it, when known (a tool's
-/// `inputSchema`), and `path` names it in errors.
+/// `inputSchema`). An error names the place from `value` in; add outer keys with
+/// [`Unrepresentable::within`].
 pub(super) fn to_cedar(
     value: &Value,
     schema: Option<&Value>,
-    path: &str,
 ) -> Result<RestrictedExpression, Unrepresentable> {
     Ok(match value {
-        Value::Null => return Err(Unrepresentable::Null(path.to_owned())),
+        Value::Null => return Err(Unrepresentable::new(Problem::Null)),
         Value::Bool(flag) => RestrictedExpression::new_bool(*flag),
         Value::String(text) => RestrictedExpression::new_string(text.clone()),
         Value::Number(number) if types_number(schema) => {
-            let text =
-                decimal_text(number).ok_or_else(|| Unrepresentable::Number(path.to_owned()))?;
+            let text = decimal_text(number).ok_or(Unrepresentable::new(Problem::Number))?;
             RestrictedExpression::new_decimal(text)
         }
         Value::Number(number) => match number.as_i64() {
             Some(long) => RestrictedExpression::new_long(long),
-            None => return Err(Unrepresentable::Number(path.to_owned())),
+            None => return Err(Unrepresentable::new(Problem::Number)),
         },
         Value::Array(items) => {
             let items_schema = schema.and_then(|s| s.get("items"));
             let members = items
                 .iter()
                 .enumerate()
-                .map(|(index, item)| to_cedar(item, items_schema, &format!("{path}[{index}]")))
+                .map(|(index, item)| {
+                    to_cedar(item, items_schema).map_err(|e| e.within(index.to_string()))
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             RestrictedExpression::new_set(members)
         }
@@ -68,12 +103,12 @@ pub(super) fn to_cedar(
                 .iter()
                 .map(|(key, field)| {
                     let field_schema = properties.and_then(|p| p.get(key));
-                    let cedar = to_cedar(field, field_schema, &format!("{path}.{key}"))?;
+                    let cedar = to_cedar(field, field_schema).map_err(|e| e.within(key))?;
                     Ok((key.clone(), cedar))
                 })
                 .collect::<Result<Vec<_>, Unrepresentable>>()?;
             RestrictedExpression::new_record(fields)
-                .map_err(|e| Unrepresentable::Record(path.to_owned(), e.to_string()))?
+                .map_err(|_| Unrepresentable::new(Problem::Record))?
         }
     })
 }
@@ -104,7 +139,7 @@ mod tests {
     use super::*;
 
     fn cedar_text(value: &Value, schema: &Value) -> Result<String, Unrepresentable> {
-        let expression = to_cedar(value, Some(schema), "input")?;
+        let expression = to_cedar(value, Some(schema)).map_err(|e| e.within("input"))?;
         let context = cedar_policy::Context::from_pairs([("input".to_owned(), expression)]);
         Ok(context.expect("a context").to_string())
     }
@@ -131,19 +166,24 @@ mod tests {
             json!({"price": 1e300}),
             json!({"price": 1e20}),
         ] {
+            let error = cedar_text(&inexact, &schema).unwrap_err();
             assert_eq!(
-                cedar_text(&inexact, &schema),
-                Err(Unrepresentable::Number("input.price".into()))
+                error.to_string(),
+                "input.price is a number Cedar cannot hold exactly"
             );
         }
         assert_eq!(
-            cedar_text(&json!({"count": 1.5}), &schema),
-            Err(Unrepresentable::Number("input.count".into())),
+            cedar_text(&json!({"count": 1.5}), &schema)
+                .unwrap_err()
+                .to_string(),
+            "input.count is a number Cedar cannot hold exactly",
             "a fraction where no schema says number"
         );
         assert_eq!(
-            cedar_text(&json!({"x": null}), &schema),
-            Err(Unrepresentable::Null("input.x".into()))
+            cedar_text(&json!({"list": [1, null]}), &schema)
+                .unwrap_err()
+                .to_string(),
+            "input.list.1 is null, which Cedar cannot hold"
         );
     }
 
