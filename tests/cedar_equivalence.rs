@@ -44,6 +44,7 @@ use axum::Router;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use common::approvals::Approvals;
+use common::normalize::normalize as golden_normalize;
 use common::peers::{AuthServer, ClientRun, GatedServer, Reply, Sdk, run_client_visiting};
 use common::policy::DemoPolicy;
 use common::tokens::{TestKey, claims};
@@ -75,120 +76,6 @@ fn cedar_dir() -> PathBuf {
 // The golden fixtures' normalisation (tests/golden.rs), and the example's own random values
 // ---------------------------------------------------------------------------------------------
 
-fn is_base64url(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_'
-}
-
-/// Replaces every `prefix` followed by a run of exactly 22 base64url characters with
-/// `placeholder`; anything else is left alone, so a malformed handle fails the comparison.
-fn normalize_handles(text: &str, prefix: &str, placeholder: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i..].starts_with(prefix.as_bytes()) {
-            let tail = &bytes[i + prefix.len()..];
-            let run = tail.iter().take_while(|b| is_base64url(**b)).count();
-            if run == 22 {
-                out.push_str(placeholder);
-                i += prefix.len() + 22;
-                continue;
-            }
-        }
-        let ch = text[i..].chars().next().expect("char boundary");
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    out
-}
-
-const TIMESTAMP_LEN: usize = 20;
-
-/// `YYYY-MM-DDTHH:MM:SSZ`, the one form the layer writes (`mcp_gate::tasks::rfc3339`).
-fn is_timestamp(s: &str) -> bool {
-    let b = s.as_bytes();
-    let digits_at = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
-    b.len() == TIMESTAMP_LEN
-        && [
-            (4, b'-'),
-            (7, b'-'),
-            (10, b'T'),
-            (13, b':'),
-            (16, b':'),
-            (19, b'Z'),
-        ]
-        .iter()
-        .all(|&(at, byte)| b[at] == byte)
-        && digits_at.iter().all(|&at| b[at].is_ascii_digit())
-}
-
-/// Replaces every standalone timestamp with `<timestamp>`.
-fn normalize_timestamps(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = String::with_capacity(text.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let end = i + TIMESTAMP_LEN;
-        let alone = (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
-            && bytes.get(end).is_none_or(|b| !b.is_ascii_alphanumeric());
-        if alone && text.get(i..end).is_some_and(is_timestamp) {
-            out.push_str("<timestamp>");
-            i = end;
-            continue;
-        }
-        let ch = text[i..].chars().next().expect("char boundary");
-        out.push(ch);
-        i += ch.len_utf8();
-    }
-    out
-}
-
-const STATE_PREFIX: &str = "mcpgate1.";
-
-/// `mcpgate1.<kid>.<base64url JSON object>.<base64url 32-byte tag>`.
-fn is_request_state(s: &str) -> bool {
-    let Some(rest) = s.strip_prefix(STATE_PREFIX) else {
-        return false;
-    };
-    let parts: Vec<&str> = rest.split('.').collect();
-    let [kid, payload, tag] = parts[..] else {
-        return false;
-    };
-    let base64url = |p: &str| !p.is_empty() && p.bytes().all(is_base64url);
-    if !(base64url(kid) && kid.len() <= 32 && base64url(payload) && base64url(tag)) {
-        return false;
-    }
-    let object = URL_SAFE_NO_PAD
-        .decode(payload)
-        .ok()
-        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
-        .is_some_and(|v| v.is_object());
-    object && URL_SAFE_NO_PAD.decode(tag).is_ok_and(|t| t.len() == 32)
-}
-
-/// Replaces every continuation state with `mcpgate1.<state>`.
-fn normalize_states(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find(STATE_PREFIX) {
-        out.push_str(&rest[..at]);
-        let candidate = &rest[at..];
-        let run = STATE_PREFIX.len()
-            + candidate[STATE_PREFIX.len()..]
-                .bytes()
-                .take_while(|b| is_base64url(*b) || *b == b'.')
-                .count();
-        if is_request_state(&candidate[..run]) {
-            out.push_str("mcpgate1.<state>");
-        } else {
-            out.push_str(&candidate[..run]);
-        }
-        rest = &candidate[run..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// Replaces `after` followed by exactly `len` characters that `ok` accepts (and no more of
 /// them) with `after` and `placeholder`.
 fn normalize_run(
@@ -218,11 +105,7 @@ fn normalize_run(
 /// The golden normalisation, then the pending approval's id (`/approve/` and 24 lower-case
 /// hex digits, `Approvals::request`) and the clock of the tool `now` (`SystemTime`'s Debug).
 fn normalize(text: &str) -> String {
-    let golden = normalize_timestamps(&normalize_handles(
-        &normalize_handles(&normalize_states(text), "actx_", "actx_<random>"),
-        "tsk_",
-        "tsk_<random>",
-    ));
+    let golden = golden_normalize(text);
     let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
     let approvals = normalize_run(&golden, "/approve/", 24, hex, "<id>");
     let seconds = normalize_run(&approvals, "tv_sec: ", 10, |b| b.is_ascii_digit(), "<s>");

@@ -65,6 +65,47 @@ fn call(principal: &Principal, tool: &str, arguments: Value) -> Evaluation {
         .expect("an evaluation")
 }
 
+/// Builds with the schema `text` (named `name`) and a permit-all policy, and returns the
+/// `CedarError::Schema` it must be refused with, as (file, message).
+fn schema_refused(name: &str, text: String) -> (String, String) {
+    let error = refused(
+        CedarPolicy::builder()
+            .schema_text(name, text)
+            .policies_text("p", "permit(principal, action, resource);")
+            .build(),
+    );
+    match error {
+        CedarError::Schema { file, message } => (file, message),
+        other => panic!("expected CedarError::Schema, got {other:?}"),
+    }
+}
+
+/// Writes each case's text into `file`, builds from `dir`, and checks that the error is the
+/// variant `fields` picks, names `file`, mentions what the case expects, and reads
+/// `"<label> <file>: …"`.
+fn refused_for_each(
+    dir: &Path,
+    file: &Path,
+    cases: &[(&str, &str)],
+    label: &str,
+    fields: fn(&CedarError) -> Option<(&String, &String)>,
+) {
+    for (text, expected) in cases {
+        std::fs::write(file, text).expect("write the case");
+        let error = refused(CedarPolicy::builder().directory(dir).build());
+        let Some((named, message)) = fields(&error) else {
+            panic!("unexpected error for {text}: {error:?}");
+        };
+        assert_eq!(named, &shown(file));
+        assert!(
+            message.contains(expected),
+            "{text}: {message:?} should mention {expected:?}"
+        );
+        let prefix = format!("{label} {}: ", shown(file));
+        assert!(error.to_string().starts_with(&prefix), "{error}");
+    }
+}
+
 /// The error `build` gave, as its `CedarError`.
 fn refused(built: Result<CedarPolicy, ConfigError>) -> CedarError {
     match built {
@@ -287,15 +328,7 @@ fn a_bad_schema_is_refused_with_its_file() {
     let no_user = SMALL_SCHEMA
         .replace("entity User in [Role]", "entity Person in [Role]")
         .replace("[User]", "[Person]");
-    let error = refused(
-        CedarPolicy::builder()
-            .schema_text("no_user.cedarschema", no_user)
-            .policies_text("p", "permit(principal, action, resource);")
-            .build(),
-    );
-    let CedarError::Schema { file, message } = &error else {
-        panic!("expected CedarError::Schema, got {error:?}");
-    };
+    let (file, message) = schema_refused("no_user.cedarschema", no_user);
     assert_eq!(file, "no_user.cedarschema");
     assert!(
         message.contains("exactly one entity type User"),
@@ -305,15 +338,7 @@ fn a_bad_schema_is_refused_with_its_file() {
     let no_server = SMALL_SCHEMA
         .replace("entity McpServer;", "entity Server;")
         .replace("[McpServer]", "[Server]");
-    let error = refused(
-        CedarPolicy::builder()
-            .schema_text("no_server.cedarschema", no_server)
-            .policies_text("p", "permit(principal, action, resource);")
-            .build(),
-    );
-    let CedarError::Schema { message, .. } = &error else {
-        panic!("expected CedarError::Schema, got {error:?}");
-    };
+    let (_, message) = schema_refused("no_server.cedarschema", no_server);
     assert!(message.contains("R::McpServer"), "{message}");
 
     // A folder without `schema.cedarschema`: the file it looked for is named.
@@ -372,24 +397,16 @@ fn bad_entities_are_refused() {
             "does not conform to the schema",
         ),
     ];
-    for (text, expected) in cases {
-        std::fs::write(&entities, text).expect("write entities");
-        let error = refused(CedarPolicy::builder().directory(&dir).build());
-        let CedarError::Entities { file, message } = &error else {
-            panic!("expected CedarError::Entities for {text}, got {error:?}");
-        };
-        assert_eq!(file, &shown(&entities));
-        assert!(
-            message.contains(expected),
-            "{text}: {message:?} should mention {expected:?}"
-        );
-        assert!(
-            error
-                .to_string()
-                .starts_with(&format!("Cedar entities {}: ", shown(&entities))),
-            "{error}"
-        );
-    }
+    refused_for_each(
+        &dir,
+        &entities,
+        &cases,
+        "Cedar entities",
+        |error| match error {
+            CedarError::Entities { file, message } => Some((file, message)),
+            _ => None,
+        },
+    );
     // The same user with every attribute (placeholders: the request's own replace them).
     std::fs::write(
         &entities,
@@ -450,24 +467,10 @@ fn bad_tool_lists_are_refused() {
             "tool \"report\" is listed twice",
         ),
     ];
-    for (text, expected) in cases {
-        std::fs::write(&tools, text).expect("write tools");
-        let error = refused(CedarPolicy::builder().directory(&dir).build());
-        let CedarError::Tools { file, message } = &error else {
-            panic!("expected CedarError::Tools for {text}, got {error:?}");
-        };
-        assert_eq!(file, &shown(&tools));
-        assert!(
-            message.contains(expected),
-            "{text}: {message:?} should mention {expected:?}"
-        );
-        assert!(
-            error
-                .to_string()
-                .starts_with(&format!("tool list {}: ", shown(&tools))),
-            "{error}"
-        );
-    }
+    refused_for_each(&dir, &tools, &cases, "tool list", |error| match error {
+        CedarError::Tools { file, message } => Some((file, message)),
+        _ => None,
+    });
     // A bare array of tools and a JSON-RPC response are both accepted.
     for text in [
         r#"[{"name": "report", "inputSchema": {"type": "object"}}]"#,

@@ -3,6 +3,7 @@
 
 pub mod confirm;
 pub mod modern;
+pub mod normalize;
 pub mod paging;
 pub mod peers;
 pub mod proxy;
