@@ -431,25 +431,30 @@ fn parse_fixture(file: &Path, revision: &str) -> Result<Fixture, String> {
     })
 }
 
+/// With `MCP_GATE_BLESS` set, runs `bless` to rewrite the files before they are read. Blessing
+/// drives the async layer, so it runs on a runtime of its own, outside the calling test's.
+fn bless_if_asked<F: std::future::Future<Output = ()> + 'static>(bless: fn() -> F) {
+    if !std::env::var_os(BLESS_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        return;
+    }
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(bless());
+    })
+    .join()
+    .expect("blessing failed");
+}
+
 /// Every fixture on disk, blessed first when `MCP_GATE_BLESS` is set. Panics (failing the
 /// calling test) if a revision has no fixture directory, an empty one, or a file that does not
 /// parse.
 fn fixtures() -> &'static [Fixture] {
     static FIXTURES: OnceLock<Vec<Fixture>> = OnceLock::new();
     FIXTURES.get_or_init(|| {
-        if std::env::var_os(BLESS_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
-            // Blessing drives the async layer; do it on a runtime of its own, outside the
-            // calling test's runtime.
-            std::thread::spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                runtime.block_on(bless());
-            })
-            .join()
-            .expect("blessing failed");
-        }
+        bless_if_asked(bless);
         load_fixtures().unwrap_or_else(|problems| panic!("fixtures:\n{}", problems.join("\n")))
     })
 }
@@ -4092,17 +4097,7 @@ fn parse_exchange(file: &Path, revision: &str) -> Result<Exchange, String> {
 fn exchanges() -> &'static [Exchange] {
     static EXCHANGES: OnceLock<Vec<Exchange>> = OnceLock::new();
     EXCHANGES.get_or_init(|| {
-        if std::env::var_os(BLESS_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
-            std::thread::spawn(|| {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("runtime");
-                runtime.block_on(bless_exchanges());
-            })
-            .join()
-            .expect("blessing the exchanges failed");
-        }
+        bless_if_asked(bless_exchanges);
         let mut problems = Vec::new();
         let mut exchanges = Vec::new();
         for revision in REVISIONS {
