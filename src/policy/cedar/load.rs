@@ -176,16 +176,20 @@ impl Sources {
     /// The content of every file these sources name now, hashed (a missing file hashes as
     /// `None`): a reload is due when it changes.
     pub fn fingerprint(&self) -> Vec<(PathBuf, Option<[u8; 32]>)> {
+        self.resolved()
+            .map(|resolved| resolved.file_hashes())
+            .unwrap_or_default()
+    }
+
+    /// The hash of every file these (resolved) sources name.
+    fn file_hashes(&self) -> Vec<(PathBuf, Option<[u8; 32]>)> {
         use sha2::Digest;
-        let Ok(resolved) = self.resolved() else {
-            return Vec::new();
-        };
-        let files = resolved
+        let files = self
             .policies
             .iter()
-            .chain(&resolved.schema)
-            .chain(&resolved.entities)
-            .chain(&resolved.tools);
+            .chain(&self.schema)
+            .chain(&self.entities)
+            .chain(&self.tools);
         files
             .filter_map(|source| match source {
                 Source::File(path) => {
@@ -336,12 +340,12 @@ fn names(schema: &Schema, file: &str) -> Result<Names, CedarError> {
     Ok(names)
 }
 
-fn parse_schema(source: &Source) -> Result<Schema, CedarError> {
-    let (file, text) = (source.name(), source.read()?);
-    Schema::from_cedarschema_str(&text)
+/// Parses the schema `text` read from `file`.
+fn parse_schema(file: String, text: &str) -> Result<Schema, CedarError> {
+    Schema::from_cedarschema_str(text)
         .map(|(schema, _warnings)| schema)
         .map_err(|error| {
-            let d = diagnostic(&file, &text, None, &error);
+            let d = diagnostic(&file, text, None, &error);
             CedarError::Schema {
                 file,
                 message: match d.line {
@@ -422,14 +426,15 @@ fn parse_tools(source: &Source) -> Result<HashMap<String, Value>, CedarError> {
 
 /// Reads and checks everything; nothing is kept unless all of it holds.
 pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
-    let fingerprint = sources.fingerprint();
     let sources = &sources.resolved()?;
+    let fingerprint = sources.file_hashes();
     let schema_source = sources
         .schema
         .as_ref()
         .ok_or(CedarError::Missing("a schema"))?;
+    // Read once: the schema Cedar parses and the text the actions are read from are the same.
     let schema_text = schema_source.read()?;
-    let schema = parse_schema(schema_source)?;
+    let schema = parse_schema(schema_source.name(), &schema_text)?;
     let names = names(&schema, &schema_source.name())?;
     let (policies, texts) = parse_policies(&sources.policies)?;
     validate(&policies, &schema, &texts)?;

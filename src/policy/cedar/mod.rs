@@ -78,9 +78,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use load::{CedarError, Diagnostic, Source};
-pub use remedy::AnnotationError;
 pub use schema::{GATE_SCHEMA_STUB, generate_schema};
-pub use template::{TemplateError, UrlFillError};
 
 use self::load::{Loaded, Sources};
 use super::{BoxError, EvaluateFuture, Evaluation, Policy};

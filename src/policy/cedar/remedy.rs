@@ -65,7 +65,7 @@ struct Remedy {
 
 /// Why a policy's annotations were refused at load.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AnnotationError {
+pub(super) enum AnnotationError {
     /// `@remediation` names no kind this crate knows.
     #[error(
         "unknown @remediation({0:?}): expected scopes, credential, url, task, ask, unavailable or undisclosed"

@@ -24,7 +24,7 @@ use serde_json::Value;
 
 /// Why a template was refused at load.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum TemplateError {
+pub(super) enum TemplateError {
     /// A `{` without its `}`, or an empty or unknown placeholder.
     #[error("placeholder {0:?} is not a path into `context` or `principal`")]
     BadPlaceholder(String),
@@ -133,7 +133,7 @@ pub(super) enum UrlTemplate {
 
 /// Why a URL template gave no URL for one request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum UrlFillError {
+pub(super) enum UrlFillError {
     /// The whole-URL placeholder's value is missing, not a string, or not an absolute
     /// `http(s)` URL.
     #[error("the value of the URL placeholder is not an absolute http(s) URL")]
