@@ -178,7 +178,7 @@ impl Evaluation {
     /// The tool's `inputSchema` as the inner server last listed it (`tools/list`), if any
     /// list that named the tool passed through the layer since it started. A declarative
     /// policy compares it with the schema its rules were written against
-    /// ([`CedarPolicy`](crate::policy::cedar::CedarPolicy) refuses a tool whose listed schema
+    /// (`CedarPolicy`, feature `cedar`, refuses a tool whose listed schema
     /// changed).
     pub fn tool_input_schema(&self) -> Option<&serde_json::Value> {
         self.0.listed.as_deref()?.input_schema.as_ref()
