@@ -90,15 +90,20 @@ async fn principals_with_different_scopes_see_different_tool_lists() {
     assert_eq!(admin_tools.len(), reader_tools.len() + 1);
 }
 
+/// The example's rmcp server with rmcp's defaults: legacy sessions, answers as SSE streams.
+fn sse_demo_service() -> StreamableHttpService<common::tools::DemoServer, LocalSessionManager> {
+    StreamableHttpService::new(
+        || Ok(common::tools::DemoServer::default()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default(),
+    )
+}
+
 #[tokio::test]
 async fn sse_list_answers_are_filtered_too() {
     let key = TestKey::es256("k1");
     let issuer_keys = keys(&key);
-    let service = StreamableHttpService::new(
-        || Ok(common::tools::DemoServer::default()),
-        Arc::new(LocalSessionManager::default()),
-        StreamableHttpServerConfig::default(),
-    );
+    let service = sse_demo_service();
     let server = GatedServer::start_with(
         move |_| {
             Gate::builder()
@@ -569,11 +574,7 @@ async fn remediable_entries_are_listed_only_when_asked_for() {
         let issuer_keys = keys(&key);
         let key = &key;
         async move {
-            let service = StreamableHttpService::new(
-                || Ok(common::tools::DemoServer::default()),
-                Arc::new(LocalSessionManager::default()),
-                StreamableHttpServerConfig::default(),
-            );
+            let service = sse_demo_service();
             let server = GatedServer::start_with(
                 move |_| {
                     let builder = Gate::builder()
