@@ -220,6 +220,7 @@ pub struct GateBuilder {
     development_mode: bool,
     conceal: bool,
     list_remediable: bool,
+    cache_ttl_cap: Duration,
     task_store: TaskStoreSlot,
     task_ttl: Duration,
     task_poll_interval: Duration,
@@ -278,6 +279,7 @@ impl Default for GateBuilder {
             development_mode: false,
             conceal: false,
             list_remediable: false,
+            cache_ttl_cap: Duration::from_secs(60),
             task_store: TaskStoreSlot(None),
             task_ttl: Duration::from_secs(86_400),
             task_poll_interval: Duration::from_secs(5),
@@ -623,6 +625,19 @@ impl GateBuilder {
         self
     }
 
+    /// The longest time a client may keep a result the layer judged for it (default 60 s).
+    ///
+    /// On 2026-07-28, list and read results carry cache hints (SEP-2549): `cacheScope` and
+    /// `ttlMs`. Every result the layer filtered for the caller (the six listings) or whose
+    /// request the policy judged (`resources/read`, `skills/get`) leaves with `cacheScope:
+    /// "private"`, whatever the inner server said, and with the inner `ttlMs` capped at this.
+    /// A changed policy (a Cedar reload, say) therefore reaches a client's cache within the
+    /// cap. `Duration::ZERO` makes every such result stale at once.
+    pub fn cache_ttl_cap(mut self, cap: Duration) -> Self {
+        self.cache_ttl_cap = cap;
+        self
+    }
+
     /// Where calls held for approval (the `task` remediation) are kept. The default is an
     /// in-memory [`MemoryTaskStore`](crate::tasks::MemoryTaskStore) of 10,000 tasks: tasks
     /// then die with the process and are invisible to other replicas. Give production
@@ -732,6 +747,7 @@ impl GateBuilder {
             discovery: DiscoverySettings {
                 conceal: self.conceal,
                 list_remediable: self.list_remediable,
+                cache_ttl_cap: self.cache_ttl_cap,
                 server_identity: ServerIdentity::new(self.server_info.clone()),
             },
             tasks: self.task_settings(),

@@ -103,6 +103,8 @@ pub(crate) struct DiscoverySettings {
     pub list_remediable: bool,
     /// The inner server's identity, for the results the layer writes.
     pub server_identity: ServerIdentity,
+    /// The longest `ttlMs` a result judged per caller leaves with (SEP-2549).
+    pub cache_ttl_cap: Duration,
 }
 
 /// How the layer keeps the calls it holds for approval.

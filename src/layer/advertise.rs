@@ -23,10 +23,10 @@ use http::request::Parts;
 use http::{Method, Request, Response, header};
 use serde_json::{Map, Value, json};
 
+use super::answer::{self, Problem, Read};
 use super::body::GateBody;
 use super::bounds::Inner;
-use super::discovery::{fetch_answer, result_of};
-use super::refuse::internal_error;
+use super::pipeline::local;
 use crate::auth::Principal;
 use crate::denial::{EXTENSION_ID as DENIALS_EXTENSION, Family, Revision};
 use crate::gate::Gate;
@@ -53,35 +53,21 @@ pub(crate) async fn discover<S: Inner>(
     request: &McpRequest,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let settings = &*gate.inner;
-    let refuse = |problem: &'static str| {
-        tracing::error!(target: "mcp_gate::request", method = %request.method, problem, "server/discover answer unreadable; refusing");
-        Ok(internal_error(request).map(GateBody::local))
-    };
     let limits = &settings.requests;
     let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
-    let read = fetch_answer(call, limits.answer_bounds());
-    let (mut head, mut answer) = match read.await? {
+    let refuse = |problem| Ok(local(answer::refusal(request, problem, "server/discover")));
+    let mut read = match answer::fetch(call, limits.answer_bounds(), &request.id).await? {
         Ok(read) => read,
         Err(problem) => return refuse(problem),
     };
-    let extensions = layer_extensions(settings.denial.revision);
-    let merge = |message: &mut Value| -> Result<(), &'static str> {
-        if let Some(result) = result_of(message, &request.id)? {
-            settings.discovery.server_identity.learn_from(result);
-            add_extensions(result, &extensions)?;
-        }
-        Ok(())
-    };
-    for message in &mut answer.messages {
-        if let Err(problem) = merge(message) {
-            return refuse(problem);
+    if let Some(result) = read.result_mut() {
+        settings.discovery.server_identity.learn_from(result);
+        let extensions = layer_extensions(settings.denial.revision);
+        if add_extensions(result, &extensions).is_err() {
+            return refuse(Problem::BadResult);
         }
     }
-    head.headers.remove(header::CONTENT_LENGTH);
-    Ok(Response::from_parts(
-        head,
-        GateBody::local(answer.into_body()),
-    ))
+    Ok(local(read.into_http()))
 }
 
 /// Adds each of `extensions` to `result.capabilities.extensions` (as `{}`) unless the inner
@@ -123,31 +109,19 @@ pub(crate) async fn server_identity<S: Inner>(
     let _one_at_a_time = identity.asking.lock().await;
     if identity.may_ask() {
         let id = Value::String("mcp-gate-discover".into());
-        let messages = side_request(
-            gate,
-            inner,
-            parts,
-            request,
-            "server/discover",
-            &id,
-            Map::new(),
-        )
-        .await;
-        if let Some(result) = messages
-            .iter()
-            .find(|message| message.get("id") == Some(&id))
-            .and_then(|message| message.get("result"))
-            .and_then(Value::as_object)
-        {
-            identity.learn_from(result);
+        let method = "server/discover";
+        let side = side_request(gate, inner, parts, request, method, &id, Map::new());
+        if let Some(result) = side.await {
+            identity.learn_from(&result);
         }
     }
     identity.get()
 }
 
 /// Sends the inner server a request of the layer's own, as this request's caller (same URI,
-/// headers, session, principal and `_meta`), and returns the JSON-RPC messages of its answer.
-/// Best effort: an answer that is late, unreadable or not a success gives no messages.
+/// headers, session, principal and `_meta`), and returns its result, read under the one rule
+/// of [`answer`]. Best effort: an answer that is late, not read whole, not a success or an
+/// error gives `None`.
 pub(crate) async fn side_request<S: Inner>(
     gate: &Gate,
     inner: &mut S,
@@ -156,7 +130,7 @@ pub(crate) async fn side_request<S: Inner>(
     method: &'static str,
     id: &Value,
     mut params: Map<String, Value>,
-) -> Vec<Value> {
+) -> Option<Map<String, Value>> {
     let settings = &*gate.inner;
     if let Some(meta) = request.meta() {
         params.insert("_meta".into(), Value::Object(meta.clone()));
@@ -181,14 +155,24 @@ pub(crate) async fn side_request<S: Inner>(
         .await
         .is_err()
     {
-        return Vec::new();
+        return None;
     }
     let limits = &settings.requests;
-    let read = fetch_answer(caller.call(side), limits.answer_bounds());
-    let Ok(Ok((_, answer))) = read.await else {
-        return Vec::new();
-    };
-    answer.messages
+    let read = answer::fetch(caller.call(side), limits.answer_bounds(), id);
+    match read.await {
+        Ok(Ok(Read::Answered(answer))) => match answer.into_response_message() {
+            Value::Object(mut response) => match response.remove("result") {
+                Some(Value::Object(result)) => Some(result),
+                _ => None,
+            },
+            _ => None,
+        },
+        Ok(Err(problem)) => {
+            tracing::warn!(target: "mcp_gate::answer", method, problem = problem.code(), "the answer to a side request of the layer's own was not read: {}", problem.describe());
+            None
+        }
+        Ok(Ok(Read::NotSuccess(..))) | Err(_) => None,
+    }
 }
 
 #[cfg(test)]

@@ -17,18 +17,18 @@
 //! `demo://secrex` takes); a tool or prompt name, which has no route, is made up whole. The
 //! made-up part is 24 random hex digits, so it names nothing that exists.
 
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, header};
 use serde_json::{Map, Value, json};
 
+use super::answer::{self, Read};
 use super::body::GateBody;
 use super::bounds::Inner;
-use super::discovery::{fetch_whole, readable_type};
 use super::pipeline::{local, start};
 use super::refuse::internal_error;
+use super::whole;
+use crate::gate::Gate;
 
 use crate::mcp::era::NAME_HEADER;
 use crate::mcp::request::McpRequest;
@@ -115,27 +115,52 @@ pub(crate) fn probe(request: &McpRequest, named: Named) -> Option<Probe> {
     })
 }
 
-/// The inner server's answer about the made-up component, speaking of the real one instead.
-pub(crate) fn restore(answer: &[u8], probe: &Probe) -> Bytes {
-    // Inside JSON text the original must be escaped like any JSON string content.
-    let escaped = Value::String(probe.original.clone()).to_string();
-    let escaped = &escaped[1..escaped.len() - 1];
-    match std::str::from_utf8(answer) {
-        Ok(text) => Bytes::from(text.replace(&probe.made_up, escaped)),
-        Err(_) => Bytes::copy_from_slice(answer),
+/// The inner server's answer about the made-up component, speaking of the real one instead:
+/// every string of every message (object keys too) with the made-up part put back.
+pub(crate) fn restore(read: &mut Read, probe: &Probe) {
+    for message in read.messages_mut() {
+        restore_value(message, probe);
+    }
+}
+
+fn restore_value(value: &mut Value, probe: &Probe) {
+    match value {
+        Value::String(text) if text.contains(&probe.made_up) => {
+            *text = text.replace(&probe.made_up, &probe.original);
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| restore_value(item, probe)),
+        Value::Object(object) => {
+            let renamed: Vec<String> = object
+                .keys()
+                .filter(|key| key.contains(&probe.made_up))
+                .cloned()
+                .collect();
+            for key in renamed {
+                if let Some(field) = object.remove(&key) {
+                    object.insert(key.replace(&probe.made_up, &probe.original), field);
+                }
+            }
+            object
+                .values_mut()
+                .for_each(|field| restore_value(field, probe));
+        }
+        _ => {}
     }
 }
 
 /// Answers for a hidden component as the inner server answers for one that does not exist:
-/// the call is replayed about a made-up component of the same shape, and the made-up part is
-/// put back in the answer. An answer the layer cannot read whole (too large, too slow, of a
-/// type it cannot read) is refused, never passed on.
+/// the call is replayed about a made-up component of the same shape, its answer read whole
+/// under the one rule of [`answer`](super::answer) (anything else is refused, never passed
+/// on), and the made-up part put back. The allowed answers of requests conceal mode could hide
+/// are read and written the same way ([`whole`](super::whole)), so the two cannot be told
+/// apart by their framing.
 pub(super) async fn conceal<S: Inner>(
+    gate: &Gate,
     inner: &mut S,
     mut parts: Parts,
     request: &McpRequest,
     named: Named,
-    bounds: (usize, Option<Duration>),
+    private: bool,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let Some(probe) = probe(request, named) else {
         return Ok(local(internal_error(request)));
@@ -147,23 +172,15 @@ pub(super) async fn conceal<S: Inner>(
     {
         parts.headers.insert(NAME_HEADER, value);
     }
-    let unreadable = |problem: &'static str| {
-        tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "conceal probe unreadable; refusing");
-        Ok(local(internal_error(request)))
-    };
     let call = start(inner, parts, S::Req::from(probe.body.clone()));
-    let (mut head, bytes) = match fetch_whole(call, bounds).await? {
-        Ok((head, _)) if head.status.is_success() && readable_type(&head).is_none() => {
-            return unreadable("the answer has a content type the layer cannot read");
-        }
+    let fetched = answer::fetch(call, whole::bounds(gate, request), &request.id);
+    let mut read = match fetched.await? {
         Ok(read) => read,
-        Err(problem) => return unreadable(problem),
+        Err(problem) => return Ok(local(answer::refusal(request, problem, "conceal probe"))),
     };
-    head.headers.remove(header::CONTENT_LENGTH);
-    Ok(Response::from_parts(
-        head,
-        GateBody::local(restore(&bytes, &probe)),
-    ))
+    restore(&mut read, &probe);
+    whole::finish(gate, &mut read, private);
+    Ok(local(read.into_http()))
 }
 
 #[cfg(test)]
@@ -226,25 +243,42 @@ mod tests {
     }
 
     #[test]
-    fn restore_puts_back_the_real_part_escaped() {
+    fn restore_puts_back_the_real_part_in_every_string() {
+        let restored = |probe: &Probe, message: Value| {
+            let head = http::Response::builder()
+                .header("content-type", "application/json")
+                .body(())
+                .unwrap()
+                .into_parts()
+                .0;
+            let body = message.to_string();
+            let mut read = answer::read(head, body.as_bytes(), &json!(1)).unwrap();
+            restore(&mut read, probe);
+            read.messages_mut()[0].clone()
+        };
         let (probe, _) =
             probed(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a\"b"}}"#);
-        let answer = format!(
-            r#"{{"error":{{"message":"Tool {} not found"}}}}"#,
-            probe.name
-        );
+        let message = format!("Tool {} not found", probe.name);
         assert_eq!(
-            &restore(answer.as_bytes(), &probe)[..],
-            br#"{"error":{"message":"Tool a\"b not found"}}"#
+            restored(
+                &probe,
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": message}})
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32602, "message": "Tool a\"b not found"}})
         );
         let (probe, _) = probed(
             r#"{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{"uri":"demo://secret"}}"#,
         );
-        // A server that names only the last segment, or the whole URI: both read as the real one.
-        let answer = format!("no {} here; {}", probe.made_up, probe.name);
+        // A server that names only the last segment, or the whole URI, in a value or a key:
+        // each reads as the real one.
+        let message = format!("no {} here; {}", probe.made_up, probe.name);
+        let data = json!({ probe.name.clone(): [probe.made_up.clone()] });
         assert_eq!(
-            &restore(answer.as_bytes(), &probe)[..],
-            b"no secret here; demo://secret"
+            restored(
+                &probe,
+                json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": message, "data": data}})
+            ),
+            json!({"jsonrpc": "2.0", "id": 1, "error": {"code": -32002, "message": "no secret here; demo://secret", "data": {"demo://secret": ["secret"]}}})
         );
     }
 }

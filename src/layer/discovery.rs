@@ -11,19 +11,15 @@
 //! List-changed notifications are not filtered: they carry no entries, only a hint to list
 //! again, and the next list is filtered.
 
-use std::future::Future;
-use std::time::Duration;
-
 use bytes::Bytes;
 use http::{Response, header};
-use http_body::Body;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use http::request::Parts;
 
+use super::answer;
 use super::body::GateBody;
 use super::bounds::Inner;
-use super::buffer::collect;
 use super::interaction::binding;
 use super::pipeline::{local, protocol_error, start};
 use super::refuse::internal_error;
@@ -31,7 +27,7 @@ use crate::auth::Principal;
 use crate::gate::Gate;
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::request::McpRequest;
-use crate::mcp::{EntryKind, Listing, ProtocolContext, ProtocolError, Target};
+use crate::mcp::{EntryKind, Era, Listing, ProtocolContext, ProtocolError, Target};
 use crate::policy::{self, Decision, Evaluation, EvaluationData, Phase};
 
 /// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
@@ -53,235 +49,6 @@ pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
         EntryKind::Resource | EntryKind::ResourceTemplate => Target::Resource { uri: name },
         EntryKind::Skill => Target::Skill { uri: name },
     })
-}
-
-/// An inner answer read whole: its JSON-RPC messages, to read or rewrite, and how to write
-/// them back as the inner server framed them.
-pub(crate) struct InnerAnswer {
-    /// The answer's JSON-RPC messages, in order: one for `application/json`, one per event
-    /// with data for `text/event-stream`, none for an answer that is not a success.
-    pub messages: Vec<Value>,
-    framing: Framing,
-}
-
-/// How an inner answer was framed.
-enum Framing {
-    Json,
-    /// The events as they came; those with data hold `messages` in order.
-    EventStream(Vec<SseEvent>),
-    /// Not a success: passed on as read.
-    AsIs(Bytes),
-}
-
-impl InnerAnswer {
-    /// The answer's bytes, with its messages as they are now.
-    pub fn into_body(self) -> Bytes {
-        let mut messages = self.messages.into_iter();
-        match self.framing {
-            Framing::Json => {
-                Bytes::from(messages.next().map(|m| m.to_string()).unwrap_or_default())
-            }
-            Framing::EventStream(mut events) => {
-                for event in events.iter_mut().filter(|event| !event.data.is_empty()) {
-                    if let Some(message) = messages.next() {
-                        event.data = message.to_string();
-                    }
-                }
-                write_sse(&events)
-            }
-            Framing::AsIs(bytes) => bytes,
-        }
-    }
-}
-
-/// One server-sent event, kept field by field so it can be written back.
-pub(crate) struct SseEvent {
-    /// Lines other than `data:` (id, event, retry, comments), in order.
-    pub other: Vec<String>,
-    pub data: String,
-}
-
-/// Calls the inner service and reads its answer whole: head and body within one time limit
-/// (none for a held call, which may run long), the body up to `max` bytes (read by
-/// [`collect`], the layer's one body reader). The inner service's own error comes out as the
-/// outer `Err`; an answer that is late, too large or broken off as the inner one.
-pub(crate) async fn fetch_whole<F, B, E>(
-    call: F,
-    (max, limit): (usize, Option<Duration>),
-) -> Result<Result<(http::response::Parts, Bytes), &'static str>, E>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-    B: Body<Data = Bytes>,
-{
-    const LATE: &str = "the answer did not arrive in time";
-    let deadline = limit.map(|limit| tokio::time::Instant::now() + limit);
-    let response = match deadline {
-        Some(deadline) => match tokio::time::timeout_at(deadline, call).await {
-            Ok(response) => response?,
-            Err(_) => return Ok(Err(LATE)),
-        },
-        None => call.await?,
-    };
-    let (parts, body) = response.into_parts();
-    let read = collect(body, max);
-    let read = match deadline {
-        Some(deadline) => match tokio::time::timeout_at(deadline, read).await {
-            Ok(read) => read,
-            Err(_) => return Ok(Err(LATE)),
-        },
-        None => read.await,
-    };
-    Ok(read
-        .map(|bytes| (parts, bytes))
-        .map_err(|_| "the answer is too large, or broke off"))
-}
-
-/// [`fetch_whole`], then the answer parsed (see [`parse_answer`]).
-pub(crate) async fn fetch_answer<F, B, E>(
-    call: F,
-    bounds: (usize, Option<Duration>),
-) -> Result<Result<(http::response::Parts, InnerAnswer), &'static str>, E>
-where
-    F: Future<Output = Result<Response<B>, E>>,
-    B: Body<Data = Bytes>,
-{
-    Ok(fetch_whole(call, bounds)
-        .await?
-        .and_then(|(parts, bytes)| parse_answer(parts, bytes)))
-}
-
-/// The content type of an answer the layer reads, if it can read it: JSON or an event stream.
-pub(crate) fn readable_type(parts: &http::response::Parts) -> Option<Readable> {
-    let content_type = parts
-        .headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())?;
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
-        "application/json" => Some(Readable::Json),
-        "text/event-stream" => Some(Readable::EventStream),
-        _ => None,
-    }
-}
-
-/// The two forms of answer the layer reads.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Readable {
-    Json,
-    EventStream,
-}
-
-/// An inner answer read whole, parsed. A success answer must be JSON or an event stream that
-/// the layer can parse; anything else is an error, never passed on unread. An answer that is
-/// not a success (a 404 for an ended session, say) carries no result and is passed on as it
-/// came.
-pub(crate) fn parse_answer(
-    parts: http::response::Parts,
-    bytes: Bytes,
-) -> Result<(http::response::Parts, InnerAnswer), &'static str> {
-    let answer = |messages, framing| InnerAnswer { messages, framing };
-    if !parts.status.is_success() {
-        return Ok((parts, answer(Vec::new(), Framing::AsIs(bytes))));
-    }
-    let one_message = |text: &[u8], problem| match serde_json::from_slice::<Value>(text) {
-        Ok(message) if message.is_object() => Ok(message),
-        _ => Err(problem),
-    };
-    let parsed = match readable_type(&parts) {
-        Some(Readable::Json) => answer(
-            vec![one_message(
-                &bytes,
-                "the answer is not one JSON-RPC message",
-            )?],
-            Framing::Json,
-        ),
-        Some(Readable::EventStream) => {
-            let text = std::str::from_utf8(&bytes).map_err(|_| "the event stream is not UTF-8")?;
-            let events = parse_sse(text);
-            // Events without data (rmcp's priming event) carry no message.
-            let messages = events
-                .iter()
-                .filter(|event| !event.data.is_empty())
-                .map(|event| {
-                    let problem = "an event of the stream is not one JSON-RPC message";
-                    one_message(event.data.as_bytes(), problem)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            answer(messages, Framing::EventStream(events))
-        }
-        None => return Err("the answer has a content type the layer cannot read"),
-    };
-    Ok((parts, parsed))
-}
-
-fn parse_sse(text: &str) -> Vec<SseEvent> {
-    let normalized = text.replace("\r\n", "\n");
-    normalized
-        .split("\n\n")
-        .filter(|block| !block.trim().is_empty())
-        .map(|block| {
-            let mut event = SseEvent {
-                other: Vec::new(),
-                data: String::new(),
-            };
-            let mut data_lines = Vec::new();
-            for line in block.lines() {
-                match line.strip_prefix("data:") {
-                    Some(data) => data_lines.push(data.strip_prefix(' ').unwrap_or(data)),
-                    None => event.other.push(line.to_owned()),
-                }
-            }
-            event.data = data_lines.join("\n");
-            event
-        })
-        .collect()
-}
-
-/// Writes events back in the SSE format.
-pub(crate) fn write_sse(events: &[SseEvent]) -> Bytes {
-    let mut out = String::new();
-    for event in events {
-        for line in &event.other {
-            out.push_str(line);
-            out.push('\n');
-        }
-        if !event.data.is_empty() || event.other.is_empty() {
-            for line in event.data.split('\n') {
-                out.push_str("data: ");
-                out.push_str(line);
-                out.push('\n');
-            }
-        }
-        out.push('\n');
-    }
-    Bytes::from(out)
-}
-
-/// The result inside one message of a list answer. `Ok(None)` for a message that is not a
-/// response (a request or notification of the server's, passed on) or an error response; an
-/// error for a response to another id, or a result that is not an object, which the layer
-/// cannot filter and never passes on.
-pub(crate) fn result_of<'a>(
-    message: &'a mut Value,
-    id: &Value,
-) -> Result<Option<&'a mut Map<String, Value>>, &'static str> {
-    let is_response = message.get("result").is_some() || message.get("error").is_some();
-    if !is_response {
-        return Ok(None);
-    }
-    if message.get("id") != Some(id) {
-        return Err("the answer holds a response to another request");
-    }
-    match message.get_mut("result") {
-        None => Ok(None),
-        Some(Value::Object(result)) => Ok(Some(result)),
-        Some(_) => Err("the result is not an object"),
-    }
 }
 
 /// A list request: its cursor opened, the inner answer filtered, the next cursor sealed.
@@ -314,24 +81,20 @@ impl ListRequest<'_> {
         };
         let limits = &settings.requests;
         let call = start(inner, parts, S::Req::from(body));
-        let read = fetch_answer(call, limits.answer_bounds());
-        let (mut head, mut answer) = match read.await? {
+        let fetched = answer::fetch(call, limits.answer_bounds(), &self.request.id);
+        let mut read = match fetched.await? {
             Ok(read) => read,
-            Err(problem) => {
-                tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
-                return Ok(local(internal_error(self.request)));
-            }
+            Err(problem) => return Ok(local(answer::refusal(self.request, problem, "list"))),
         };
-        for message in &mut answer.messages {
-            if let Err(response) = self.filter(message, &binding).await {
+        if let Some(result) = read.result_mut() {
+            if let Err(response) = self.filter(result, &binding).await {
                 return Ok(local(response));
             }
+            if self.protocol.era == Era::Modern {
+                answer::mark_private(result, settings.discovery.cache_ttl_cap);
+            }
         }
-        head.headers.remove(header::CONTENT_LENGTH);
-        Ok(Response::from_parts(
-            head,
-            GateBody::local(answer.into_body()),
-        ))
+        Ok(local(read.into_http()))
     }
 
     /// The request to send on when the client's cursor is one of the layer's: the same request
@@ -402,28 +165,21 @@ impl ListRequest<'_> {
         }
     }
 
-    /// Filters the entries of one JSON-RPC list response in place.
+    /// Filters the entries of the list result in place, and seals its next cursor.
     async fn filter(
         &self,
-        message: &mut serde_json::Value,
+        result: &mut serde_json::Map<String, Value>,
         binding: &crate::continuation::Binding<'_>,
     ) -> Result<(), Response<Bytes>> {
         let settings = &*self.gate.inner;
-        let refuse = |problem: &'static str| {
-            tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, problem, "list answer unreadable; refusing");
-            internal_error(self.request)
-        };
-        let result = match result_of(message, &self.request.id) {
-            Ok(Some(result)) => result,
-            // A message of the server's own, or an error: nothing to filter.
-            Ok(None) => return Ok(()),
-            Err(problem) => return Err(refuse(problem)),
-        };
         let entries = match result.get_mut(self.class.entries) {
             Some(serde_json::Value::Array(entries)) => entries,
             // No entries: nothing is shown.
             None => return Ok(()),
-            Some(_) => return Err(refuse("the entries of the result are not an array")),
+            Some(_) => {
+                let problem = answer::Problem::BadResult;
+                return Err(answer::refusal(self.request, problem, "list"));
+            }
         };
         let listed = entries.len();
         let mut kept = Vec::with_capacity(listed);
@@ -459,19 +215,6 @@ impl ListRequest<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn sse_round_trip_keeps_ids_and_events() {
-        let text = "id: 1\nevent: message\ndata: {\"a\":1}\n\n: comment\n\ndata: {\"b\":\n\n";
-        let events = parse_sse(text);
-        assert_eq!(events.len(), 3);
-        assert_eq!(events[0].other, ["id: 1", "event: message"]);
-        assert_eq!(events[0].data, "{\"a\":1}");
-        let written = write_sse(&events);
-        let again = parse_sse(std::str::from_utf8(&written).unwrap());
-        assert_eq!(again[0].data, events[0].data);
-        assert_eq!(again[1].other, [": comment"]);
-    }
 
     fn listing(method: &str) -> Listing {
         match crate::mcp::method_class(method) {

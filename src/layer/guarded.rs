@@ -18,9 +18,10 @@ use super::interaction::{
     CONFIRM_KEY, INPUT_KEY_PREFIX, answered, app_round_trip, binding, can_elicit,
     check_approval_url, confirmation_request, forwarded_body, gateway_state, url_request,
 };
-use super::pipeline::{Call, Next, answer};
+use super::pipeline::{Call, Next, answer, scrubbed};
 use super::refuse::{internal_error, state_refusal};
 use super::tasks;
+use super::whole::{self, Carry};
 use crate::auth::Principal;
 use crate::continuation::Payload;
 use crate::denial::Family;
@@ -135,15 +136,18 @@ async fn act<S: Inner>(
     continuation: Option<Box<Payload>>,
 ) -> Result<Next<S::Res>, S::Error> {
     match verdict {
-        Verdict::Forward => Ok(match continuation {
-            Some(payload) => {
-                // The body is rewritten: the client's length no longer describes it.
-                call.parts.headers.remove(header::CONTENT_LENGTH);
-                let body = forwarded_body(&call.request, &payload);
-                Next::Forward(call.parts, body)
+        Verdict::Forward => {
+            let carry = whole::carry(call.gate, &call.request, &call.protocol);
+            let body = outgoing(&mut call.parts, &call.request, call.bytes, continuation);
+            match carry {
+                Carry::Stream => Ok(Next::Forward(call.parts, body)),
+                Carry::Whole { private } => {
+                    let (gate, request) = (call.gate, &call.request);
+                    let read = whole::forward(gate, inner, *call.parts, body, request, private);
+                    Ok(Next::Done(Box::pin(read).await?))
+                }
             }
-            None => call.forward(),
-        }),
+        }
         Verdict::Answer(response) => {
             let named = Box::pin(named(&call, inner, response));
             Ok(answer(named.await))
@@ -156,11 +160,29 @@ async fn act<S: Inner>(
             Ok(answer(named.await))
         }
         Verdict::Conceal(component) => {
-            let limits = &call.gate.inner.requests;
-            let bounds = limits.answer_bounds();
-            let probe = conceal(inner, *call.parts, &call.request, component, bounds);
+            let private = whole::is_private(&call.request, &call.protocol);
+            let (gate, request) = (call.gate, &call.request);
+            let probe = conceal(gate, inner, *call.parts, request, component, private);
             Ok(Next::Done(Box::pin(probe).await?))
         }
+    }
+}
+
+/// The body to forward: the one a retry's continuation rewrites, or the body as sent less the
+/// layer's own inputs.
+fn outgoing(
+    parts: &mut Parts,
+    request: &McpRequest,
+    bytes: Bytes,
+    continuation: Option<Box<Payload>>,
+) -> Bytes {
+    match continuation {
+        Some(payload) => {
+            // The body is rewritten: the client's length no longer describes it.
+            parts.headers.remove(header::CONTENT_LENGTH);
+            forwarded_body(request, &payload)
+        }
+        None => scrubbed(parts, request, bytes),
     }
 }
 
@@ -213,12 +235,8 @@ pub(super) async fn learn_tools<S: Inner>(
         if let Some(cursor) = &cursor {
             params.insert("cursor".into(), cursor.clone().into());
         }
-        let messages = side_request(gate, inner, parts, request, "tools/list", &id, params).await;
-        let Some(result) = messages
-            .iter()
-            .find(|message| message.get("id") == Some(&id))
-            .and_then(|message| message.get("result"))
-        else {
+        let side = side_request(gate, inner, parts, request, "tools/list", &id, params);
+        let Some(result) = side.await else {
             return;
         };
         for tool in result

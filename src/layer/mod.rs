@@ -35,6 +35,7 @@
 //! ```
 
 mod advertise;
+mod answer;
 mod audit;
 mod body;
 mod bounds;
@@ -52,6 +53,7 @@ mod service;
 mod sessions;
 pub(crate) mod tasks;
 mod verbs;
+mod whole;
 
 pub use body::GateBody;
 pub use future::ResponseFuture;

@@ -25,9 +25,9 @@ use http::request::Parts;
 use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::answer::{self, Read};
 use super::audit::DecisionEvent;
 use super::bounds::Inner;
-use super::discovery::fetch_answer;
 use super::refuse::{internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
@@ -587,17 +587,26 @@ async fn call_inner<S: Inner>(
         data: None,
     };
     let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
-    // A held call may run long (a deploy): its answer is read without a time limit.
-    let (_, answer) = fetch_answer(call, (max, None))
-        .await
-        .map_err(|_| failed("The server failed to run the approved call."))?
-        .map_err(|_| failed("The server's answer to the approved call could not be read."))?;
     let id = Value::String(task_id.to_string());
-    let message = answer
-        .messages
-        .into_iter()
-        .find(|message| message.get("id") == Some(&id))
-        .ok_or_else(|| failed("The server gave no answer to the approved call."))?;
+    // A held call may run long (a deploy): its answer is read without a time limit.
+    let read = answer::fetch(call, (max, None), &id)
+        .await
+        .map_err(|_| failed("The server failed to run the approved call."))?;
+    let message = match read {
+        Ok(Read::Answered(answer)) => answer.into_response_message(),
+        // A non-success's JSON-RPC error is the task's error; any other body says nothing.
+        Ok(Read::NotSuccess(_, Some(error))) => error,
+        Ok(Read::NotSuccess(head, None)) => {
+            tracing::warn!(target: "mcp_gate::answer", status = head.status.as_u16(), "the approved call was answered with a non-success status");
+            return Err(failed("The server refused the approved call."));
+        }
+        Err(problem) => {
+            tracing::error!(target: "mcp_gate::answer", method = "tools/call", answer = "held call", problem = problem.code(), "inner answer not read: {}", problem.describe());
+            return Err(failed(
+                "The server's answer to the approved call could not be read.",
+            ));
+        }
+    };
     if let Some(result) = message.get("result").filter(|r| r.is_object()) {
         return Ok(result.clone());
     }

@@ -7,7 +7,7 @@
 pub(crate) mod annotations;
 pub(crate) mod era;
 pub(crate) mod identity;
-mod json;
+pub(crate) mod json;
 mod methods;
 pub(crate) mod request;
 pub(crate) mod sessions;

@@ -1,0 +1,345 @@
+//! The one reader of inner answers the layer reads whole: the six listings, `server/discover`,
+//! conceal probes, the answer to an approved held call, the layer's side requests, and the
+//! answers it marks private to caches.
+//!
+//! One rule, wherever an answer is read:
+//!
+//! 1. **Read whole and exactly.** Head and body within one time limit (none for a held call)
+//!    and one size bound. JSON is read strictly ([`crate::mcp::json`]); an event stream as the
+//!    WHATWG standard reads it ([`sse`]).
+//! 2. **Pass only what was read.** A success passes only when it is JSON or an event stream
+//!    (one `Content-Type`, no `Content-Encoding`), every message in it is one JSON-RPC message,
+//!    and it holds exactly one response for this request's id, with only notifications and the
+//!    server's requests before it and nothing after it. A non-2xx answer passes only when it
+//!    carries no result. Anything else is a [`Problem`], and the client gets `-32603` naming it.
+//! 3. **The layer writes what it sends.** Never a copy of the inner bytes: JSON as the one
+//!    message serialised, an event stream in [`sse::write`]'s canonical form, the layer's own
+//!    `Content-Type`, and none of the inner headers that describe the bytes it replaced.
+//!
+//! Answers the layer does not read (an allowed `tools/call`, the GET stream, everything else
+//! forwarded) are streamed untouched; `docs/security.md` lists both sets, with the reasons.
+
+mod cache;
+mod message;
+mod problem;
+mod sse;
+
+use std::future::Future;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
+use http_body::Body;
+use serde_json::{Map, Value, json};
+
+pub(crate) use cache::{judged_per_caller, mark_private};
+pub(crate) use problem::Problem;
+
+use super::buffer::{Unread, collect};
+use crate::denial::render::json_rpc;
+use crate::mcp::request::McpRequest;
+use crate::mcp::{INTERNAL_ERROR, ProtocolError};
+use message::{Kind, carries_result, kind, strict_json};
+
+/// How a success answer was framed, and how the layer writes it back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    /// `application/json`: the one response.
+    Json,
+    /// `text/event-stream`: the messages before the response, then the response.
+    EventStream,
+}
+
+/// An inner answer that passed the rule.
+#[derive(Debug)]
+pub(crate) enum Read {
+    /// A success holding this request's response.
+    Answered(Answer),
+    /// A non-2xx answer carrying no result: its head, and the one JSON-RPC error it held, if
+    /// its body was exactly that (any other body is not passed on).
+    NotSuccess(http::response::Parts, Option<Value>),
+}
+
+/// A success answer, read.
+#[derive(Debug)]
+pub(crate) struct Answer {
+    head: http::response::Parts,
+    framing: Framing,
+    /// The notifications and server requests that came before the response, in order.
+    before: Vec<Value>,
+    /// The response to this request's id.
+    response: Value,
+}
+
+impl Answer {
+    /// The response, taken.
+    pub(crate) fn into_response_message(self) -> Value {
+        self.response
+    }
+
+    /// The result, when the response is one (checked to be an object when read).
+    pub(crate) fn result_mut(&mut self) -> Option<&mut Map<String, Value>> {
+        self.response
+            .get_mut("result")
+            .and_then(Value::as_object_mut)
+    }
+}
+
+impl Read {
+    /// The result, when this is a success whose response is a result.
+    pub(crate) fn result_mut(&mut self) -> Option<&mut Map<String, Value>> {
+        match self {
+            Read::Answered(answer) => answer.result_mut(),
+            Read::NotSuccess(..) => None,
+        }
+    }
+
+    /// Every message the layer will write back, to read or rewrite.
+    pub(crate) fn messages_mut(&mut self) -> Vec<&mut Value> {
+        match self {
+            Read::Answered(answer) => answer
+                .before
+                .iter_mut()
+                .chain(std::iter::once(&mut answer.response))
+                .collect(),
+            Read::NotSuccess(_, error) => error.iter_mut().collect(),
+        }
+    }
+
+    /// The answer as the layer writes it: the inner head less the headers that described the
+    /// inner bytes, the layer's own `Content-Type`, and the messages serialised.
+    pub(crate) fn into_http(self) -> Response<Bytes> {
+        match self {
+            Read::Answered(answer) => {
+                let (content_type, body) = match answer.framing {
+                    Framing::Json => ("application/json", json_bytes(&answer.response)),
+                    Framing::EventStream => (
+                        "text/event-stream",
+                        sse::write(answer.before.iter().chain([&answer.response])),
+                    ),
+                };
+                written(answer.head, Some(content_type), body)
+            }
+            Read::NotSuccess(head, Some(error)) => {
+                written(head, Some("application/json"), json_bytes(&error))
+            }
+            Read::NotSuccess(head, None) => written(head, None, Bytes::new()),
+        }
+    }
+}
+
+fn json_bytes(message: &Value) -> Bytes {
+    Bytes::from(message.to_string())
+}
+
+/// Headers of the inner answer that describe the bytes (or the connection) the layer replaced
+/// with its own; they never pass.
+const REPLACED: [HeaderName; 9] = [
+    header::CONTENT_TYPE,
+    header::CONTENT_LENGTH,
+    header::CONTENT_ENCODING,
+    header::CONTENT_RANGE,
+    header::TRANSFER_ENCODING,
+    header::ETAG,
+    header::TRAILER,
+    header::CONNECTION,
+    header::UPGRADE,
+];
+
+/// Digests of the inner body, by name (no `http` constants for them).
+const REPLACED_DIGESTS: [&str; 4] = ["content-md5", "digest", "content-digest", "repr-digest"];
+
+fn written(
+    mut head: http::response::Parts,
+    content_type: Option<&'static str>,
+    body: Bytes,
+) -> Response<Bytes> {
+    for name in &REPLACED {
+        head.headers.remove(name);
+    }
+    for name in REPLACED_DIGESTS {
+        head.headers.remove(name);
+    }
+    head.headers.remove("keep-alive");
+    if let Some(content_type) = content_type {
+        head.headers
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    }
+    Response::from_parts(head, body)
+}
+
+/// Calls the inner service and reads its answer under the rule, for the request whose id is
+/// `id`: head and body within `limit` (none for a held call, which may run long), the body up
+/// to `max` bytes. The inner service's own error comes out as the outer `Err`.
+pub(crate) async fn fetch<F, B, E>(
+    call: F,
+    (max, limit): (usize, Option<Duration>),
+    id: &Value,
+) -> Result<Result<Read, Problem>, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body<Data = Bytes>,
+{
+    let deadline = limit.map(|limit| tokio::time::Instant::now() + limit);
+    let response = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline, call).await {
+            Ok(response) => response?,
+            Err(_) => return Ok(Err(Problem::Late)),
+        },
+        None => call.await?,
+    };
+    let (head, body) = response.into_parts();
+    let body = collect(body, max);
+    let body = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline, body).await {
+            Ok(body) => body,
+            Err(_) => return Ok(Err(Problem::Late)),
+        },
+        None => body.await,
+    };
+    Ok(match body {
+        Ok(bytes) => read(head, &bytes, id),
+        Err(Unread::TooLarge) => Err(Problem::TooLarge),
+        Err(Unread::Broken) => Err(Problem::Broken),
+    })
+}
+
+/// An answer read whole, under the rule (see the module documentation).
+pub(crate) fn read(head: http::response::Parts, bytes: &[u8], id: &Value) -> Result<Read, Problem> {
+    if !head.status.is_success() {
+        let error = not_success_body(&head.headers, bytes)?;
+        return Ok(Read::NotSuccess(head, error));
+    }
+    let framing = framing(&head.headers)?;
+    let (messages, undispatched_data) = match framing {
+        Framing::Json => (vec![strict_json(bytes)?], false),
+        Framing::EventStream => {
+            let text = std::str::from_utf8(bytes).map_err(|_| Problem::NotUtf8)?;
+            let stream = sse::parse(text);
+            let mut messages = Vec::with_capacity(stream.events.len());
+            for event in &stream.events {
+                if event.kind != "message" {
+                    return Err(Problem::EventType);
+                }
+                messages.push(strict_json(event.data.as_bytes())?);
+            }
+            (messages, stream.undispatched_data)
+        }
+    };
+    let mut before = Vec::new();
+    let mut response = None;
+    for message in messages {
+        let kind = kind(&message)?;
+        if response.is_some() {
+            return Err(Problem::AfterResponse);
+        }
+        match kind {
+            Kind::Response if message.get("id") == Some(id) => response = Some(message),
+            Kind::Response => return Err(Problem::OtherId),
+            Kind::Request | Kind::Notification => before.push(message),
+        }
+    }
+    let response = response.ok_or(Problem::NoResponse)?;
+    if undispatched_data {
+        return Err(Problem::AfterResponse);
+    }
+    if response
+        .get("result")
+        .is_some_and(|result| !result.is_object())
+    {
+        return Err(Problem::BadResult);
+    }
+    Ok(Read::Answered(Answer {
+        head,
+        framing,
+        before,
+        response,
+    }))
+}
+
+/// The framing a success answer declares: exactly one `Content-Type`, JSON or an event stream,
+/// and no `Content-Encoding` but `identity`.
+fn framing(headers: &HeaderMap) -> Result<Framing, Problem> {
+    let identity = headers
+        .get_all(header::CONTENT_ENCODING)
+        .iter()
+        .all(|value| {
+            value
+                .to_str()
+                .is_ok_and(|value| value.trim().eq_ignore_ascii_case("identity"))
+        });
+    if !identity {
+        return Err(Problem::ContentEncoding);
+    }
+    let mut types = headers.get_all(header::CONTENT_TYPE).iter();
+    let (Some(value), None) = (types.next(), types.next()) else {
+        return Err(Problem::ContentType);
+    };
+    let mime: mime::Mime = value
+        .to_str()
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .ok_or(Problem::ContentType)?;
+    match mime.essence_str() {
+        "application/json" => Ok(Framing::Json),
+        "text/event-stream" => Ok(Framing::EventStream),
+        _ => Err(Problem::ContentType),
+    }
+}
+
+/// The body of a non-2xx answer, as far as the layer passes it: refused when it carries a
+/// JSON-RPC result in any form a client might read (JSON, whatever its declared type, or an
+/// event stream); kept when it is exactly one JSON-RPC error response; dropped otherwise.
+fn not_success_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Option<Value>, Problem> {
+    let mut messages = Vec::new();
+    if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
+        messages.push(value);
+    }
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        let stream = sse::parse(text);
+        messages.extend(
+            stream
+                .events
+                .iter()
+                .filter_map(|event| serde_json::from_str::<Value>(&event.data).ok()),
+        );
+    }
+    if messages.iter().any(carries_result) {
+        return Err(Problem::ResultOnErrorStatus);
+    }
+    if framing(headers) != Ok(Framing::Json) {
+        return Ok(None);
+    }
+    Ok(strict_json(bytes)
+        .ok()
+        .filter(|message| kind(message) == Ok(Kind::Response)))
+}
+
+/// The client's answer when the inner answer to `request` could not be passed on: `-32603`,
+/// with the problem named in `error.data.problem`. Logged with the method and the problem,
+/// never the answer's content.
+pub(crate) fn refusal(
+    request: &McpRequest,
+    problem: Problem,
+    what: &'static str,
+) -> Response<Bytes> {
+    tracing::error!(
+        target: "mcp_gate::answer",
+        method = %request.method,
+        answer = what,
+        problem = problem.code(),
+        "inner answer not passed on: {}",
+        problem.describe()
+    );
+    let error = ProtocolError::new(
+        StatusCode::OK,
+        INTERNAL_ERROR,
+        "the server's answer could not be passed on",
+    )
+    .with_data(json!({"problem": problem.code()}))
+    .with_id(Some(&request.id));
+    json_rpc(StatusCode::OK, error.to_json(), false)
+}
+
+#[cfg(test)]
+mod tests;
