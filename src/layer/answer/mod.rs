@@ -217,7 +217,9 @@ pub(crate) fn read(head: http::response::Parts, bytes: &[u8], id: &Value) -> Res
             let text = std::str::from_utf8(bytes).map_err(|_| Problem::NotUtf8)?;
             let stream = sse::parse(text);
             let mut messages = Vec::with_capacity(stream.events.len());
-            for event in &stream.events {
+            // An event with empty data (`data:` alone: a priming event, a keep-alive) carries
+            // no message; clients skip it, and so does the layer.
+            for event in stream.events.iter().filter(|event| !event.data.is_empty()) {
                 if event.kind != "message" {
                     return Err(Problem::EventType);
                 }

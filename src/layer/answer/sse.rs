@@ -17,6 +17,8 @@
 //! - a line starting with `:` is a comment; otherwise the field name runs to the first `:`
 //!   (the whole line when there is none), and one space after the colon is dropped;
 //! - `id`, `retry` and unknown fields change no message; the layer does not keep them;
+//! - an event whose data is empty (`data:` alone, the priming event of SEP-1699, a keep-alive)
+//!   is dispatched, but carries no message: clients skip it, and the reader does too;
 //! - at the end of the text, an event not yet dispatched is discarded, as the standard says.
 
 use bytes::Bytes;

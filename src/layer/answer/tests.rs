@@ -128,7 +128,9 @@ fn each_problem_of_a_success() {
         (SSE, "event: other\ndata: {}\n\n", Problem::EventType),
         (SSE, "data: {\"a\":1}\n\n", Problem::NotJsonRpc),
         (SSE, "data: nope\n\n", Problem::NotJson),
-        (SSE, "data:\n\n", Problem::NotJson),
+        (SSE, "data:\n\n", Problem::NoResponse),
+        (SSE, "data: \n\n", Problem::NoResponse),
+        (SSE, "data:  \n\n", Problem::NotJson),
         (SSE, &format!("data: {RESULT}"), Problem::NoResponse),
         (SSE, &format!("data: {RESULT}\n"), Problem::NoResponse),
         (
