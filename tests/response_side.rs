@@ -22,20 +22,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::modern::{modern, tasks_capabilities};
-use common::peers::{GatedServer, Reply};
-use common::scripted::{Script, router};
-use common::tokens::{TestKey, claims};
+use common::peers::Reply;
+use common::scripted::{ERAS, Era, Script, ScriptedGate};
 use mcp_gate::denial::EXTENSION_ID as DENIALS_EXTENSION;
 use mcp_gate::policy::{Decision, Evaluation, Policy};
 use mcp_gate::tasks::TaskStatus;
-use mcp_gate::{Gate, GateBuilder, Issuer, StaticKeys};
+use mcp_gate::GateBuilder;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::{Map, Value, json};
 
-const ISSUER: &str = "https://as.example";
 /// JSON-RPC internal error: the layer's refusal of an inner answer it cannot pass.
 const INTERNAL_ERROR: i64 = -32603;
 
@@ -63,93 +60,27 @@ fn policy() -> impl Policy {
     |e: Evaluation| async move { Ok::<_, Infallible>(judge(&e)) }
 }
 
-/// The two eras a request can be of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Era {
-    /// 2025-11-25, without a session.
-    Legacy,
-    /// 2026-07-28: version and capabilities in `_meta`, `Mcp-*` headers mirroring the body.
-    Modern,
-}
-
-const ERAS: [Era; 2] = [Era::Legacy, Era::Modern];
-
-/// A gate with static keys in front of a scripted server.
-struct Gated {
-    server: GatedServer,
-    key: TestKey,
-}
-
-impl Gated {
-    /// The gate (the tests' policy, a known server identity so that it asks no
-    /// `server/discover` of its own, then `configure`) in front of `script`.
-    async fn start(
-        script: impl Fn(&Value) -> Script + Send + Sync + 'static,
-        configure: impl FnOnce(GateBuilder) -> GateBuilder,
-    ) -> Self {
-        let key = TestKey::es256("k1");
-        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
-        let server = GatedServer::start_with(
-            move |_| {
-                configure(
-                    Gate::builder()
-                        .issuer(Issuer::with_keys(ISSUER, keys))
-                        .evaluate(policy())
-                        .server_info("scripted", "1.0.0")
-                        .inner_read_timeout(Duration::from_secs(5))
-                        .task_poll_interval(Duration::from_millis(50)),
-                )
-            },
-            router(script),
+/// The gate (the tests' policy, a known server identity so that it asks no
+/// `server/discover` of its own, then `configure`) in front of `script`.
+async fn start(
+    script: impl Fn(&Value) -> Script + Send + Sync + 'static,
+    configure: impl FnOnce(GateBuilder) -> GateBuilder,
+) -> ScriptedGate {
+    ScriptedGate::start(script, |b| {
+        configure(
+            b.evaluate(policy())
+                .server_info("scripted", "1.0.0")
+                .inner_read_timeout(Duration::from_secs(5))
+                .task_poll_interval(Duration::from_millis(50)),
         )
-        .await;
-        Self { server, key }
-    }
+    })
+    .await
+}
 
-    fn token(&self) -> String {
-        self.key
-            .mint(&claims(ISSUER, &self.server.url, "mcp:read"))
-    }
-
-    /// Sends `method` with `params` as a request of `era` with `id`; `name` is what a modern
-    /// request mirrors in `Mcp-Name`.
-    async fn send(
-        &self,
-        era: Era,
-        id: u64,
-        method: &str,
-        params: Value,
-        name: Option<&str>,
-    ) -> Reply {
-        let token = self.token();
-        match era {
-            Era::Legacy => {
-                let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-                self.server.post(Some(&token), &[], &body.to_string()).await
-            }
-            Era::Modern => {
-                let (body, headers) = modern(
-                    id,
-                    method,
-                    params,
-                    name.unwrap_or(""),
-                    tasks_capabilities(),
-                );
-                let headers: Vec<(&str, &str)> = headers
-                    .iter()
-                    .filter(|(header, _)| name.is_some() || *header != "mcp-name")
-                    .map(|(header, value)| (*header, value.as_str()))
-                    .collect();
-                self.server.post(Some(&token), &headers, &body).await
-            }
-        }
-    }
-
-    /// The first page of `listing`.
-    async fn list(&self, era: Era, id: u64, listing: &Listing) -> Reply {
-        let (params, name) = listing.params();
-        self.send(era, id, listing.method, params, name).await
-    }
+/// The first page of `listing`.
+async fn list(gated: &ScriptedGate, era: Era, id: u64, listing: &Listing) -> Reply {
+    let (params, name) = listing.params();
+    gated.send(era, id, listing.method, params, name).await
 }
 
 /// One listing method: where its entries are and how one is written.
@@ -617,8 +548,8 @@ fn assert_none_leaked(reply: &Reply, names: &[String], case: &str) {
 fn assert_refused(reply: &Reply, id: u64, problem: &str, case: &str) {
     assert_eq!(reply.status, 200, "{case}: {reply:?}");
     assert_eq!(
-        reply.headers.get("content-type").map(|v| v.as_bytes()),
-        Some(&b"application/json"[..]),
+        reply.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json"),
         "{case}: {reply:?}"
     );
     let body = &reply.body;
@@ -675,7 +606,7 @@ fn misread_framings(response: &str) -> Vec<(&'static str, String)> {
 async fn hidden_entries_never_reach_the_client_in_framings_the_old_reader_misread() {
     let framing: Arc<Mutex<usize>> = Arc::default();
     let which = framing.clone();
-    let gated = Gated::start(
+    let gated = start(
         move |request: &Value| {
             let method = request["method"].as_str().unwrap_or_default();
             let listing = LISTINGS.iter().find(|l| l.method == method).unwrap();
@@ -697,7 +628,7 @@ async fn hidden_entries_never_reach_the_client_in_framings_the_old_reader_misrea
                 let sample = listing.response(&json!(id), Vec::new());
                 let label = misread_framings(&sample.to_string())[f].0;
                 let case = format!("{} ({era:?}, {label})", listing.method);
-                let reply = gated.list(era, id, listing).await;
+                let reply = list(&gated, era, id, listing).await;
                 assert_none_leaked(&reply, &names, &case);
                 assert_eq!(reply.status, 200, "{case}: {reply:?}");
                 let response = response_of(&reply, id, &case);
@@ -717,7 +648,7 @@ async fn hidden_entries_never_reach_the_client_in_framings_the_old_reader_misrea
 async fn an_answer_with_no_response_for_this_id_is_refused() {
     let stream = Arc::new(Mutex::new(false));
     let as_stream = stream.clone();
-    let gated = Gated::start(
+    let gated = start(
         move |_: &Value| {
             let only = notification().to_string();
             if *as_stream.lock().unwrap() {
@@ -731,7 +662,7 @@ async fn an_answer_with_no_response_for_this_id_is_refused() {
     .await;
     for (id, framing) in [(1, false), (2, true)] {
         *stream.lock().unwrap() = framing;
-        let reply = gated.list(Era::Legacy, id, &LISTINGS[0]).await;
+        let reply = list(&gated, Era::Legacy, id, &LISTINGS[0]).await;
         let case = format!("stream: {framing}");
         assert_refused(&reply, id, "no_response", &case);
     }
@@ -746,7 +677,7 @@ async fn a_non_2xx_answer_carrying_a_result_is_refused() {
     let listing = LISTINGS[0];
     let status = Arc::new(Mutex::new((500u16, "result")));
     let chosen = status.clone();
-    let gated = Gated::start(
+    let gated = start(
         move |request: &Value| {
             let (code, kind) = *chosen.lock().unwrap();
             let (all, _, _) = page(&listing, &[true, false], 3);
@@ -777,7 +708,7 @@ async fn a_non_2xx_answer_carrying_a_result_is_refused() {
     for code in [400, 404, 500, 503] {
         id += 1;
         *status.lock().unwrap() = (code, "result");
-        let reply = gated.list(Era::Legacy, id, &listing).await;
+        let reply = list(&gated, Era::Legacy, id, &listing).await;
         let case = format!("{code} with a result");
         assert_none_leaked(&reply, &hidden, &case);
         assert_refused(&reply, id, "result_on_error_status", &case);
@@ -785,7 +716,7 @@ async fn a_non_2xx_answer_carrying_a_result_is_refused() {
     // Without a result, the status and headers pass; the one error is the layer's writing.
     id += 1;
     *status.lock().unwrap() = (503, "error");
-    let reply = gated.list(Era::Legacy, id, &listing).await;
+    let reply = list(&gated, Era::Legacy, id, &listing).await;
     assert_eq!(reply.status, 503, "{reply:?}");
     assert_eq!(reply.headers["mcp-session-id"], "s-1", "{reply:?}");
     let expected = json!({"jsonrpc": "2.0", "id": id,
@@ -795,7 +726,7 @@ async fn a_non_2xx_answer_carrying_a_result_is_refused() {
     // Anything else is dropped.
     id += 1;
     *status.lock().unwrap() = (502, "html");
-    let reply = gated.list(Era::Legacy, id, &listing).await;
+    let reply = list(&gated, Era::Legacy, id, &listing).await;
     assert_eq!(reply.status, 502, "{reply:?}");
     assert_eq!(reply.text, "", "{reply:?}");
 }
@@ -810,7 +741,7 @@ async fn bytes_the_layer_did_not_read_never_reach_the_client() {
     let listing = LISTINGS[0];
     let case = Arc::new(Mutex::new("lines"));
     let chosen = case.clone();
-    let gated = Gated::start(
+    let gated = start(
         move |request: &Value| {
             let (all, _, _) = page(&listing, &[false, true], 5);
             let response = listing.response(&request["id"], all).to_string();
@@ -832,7 +763,7 @@ async fn bytes_the_layer_did_not_read_never_reach_the_client() {
     let names = vec!["hidden_1_5".to_owned()];
     for era in ERAS {
         *case.lock().unwrap() = "lines";
-        let reply = gated.list(era, 1, &listing).await;
+        let reply = list(&gated, era, 1, &listing).await;
         assert_none_leaked(&reply, &names, "other lines");
         assert_eq!(
             reply.headers["content-type"], "text/event-stream",
@@ -847,7 +778,7 @@ async fn bytes_the_layer_did_not_read_never_reach_the_client() {
         );
         for kind in ["two types", "two of the same type"] {
             *case.lock().unwrap() = kind;
-            let reply = gated.list(era, 2, &listing).await;
+            let reply = list(&gated, era, 2, &listing).await;
             assert_none_leaked(&reply, &names, kind);
             assert_refused(&reply, 2, "content_type", kind);
         }
@@ -861,7 +792,7 @@ async fn bytes_the_layer_did_not_read_never_reach_the_client() {
 async fn conceal_probe_answers_are_read_under_the_same_rule() {
     let case = Arc::new(Mutex::new("readable"));
     let chosen = case.clone();
-    let gated = Gated::start(
+    let gated = start(
         move |request: &Value| {
             let name = request["params"]["name"].as_str().unwrap_or_default();
             let id = &request["id"];
@@ -915,10 +846,11 @@ async fn conceal_probe_answers_are_read_under_the_same_rule() {
     }
 }
 
-/// A valid framing the old reader misread (CR line endings, the JSON over several `data`
-/// lines): the answer holds one response for `id`.
+/// A valid framing the old reader misread (CR line endings, an `event` field first, the JSON
+/// over several `data` lines): the answer holds one response.
 fn misread_stream(message: &Value) -> String {
     let style = EventStyle {
+        event_field: true,
         json: JsonStyle {
             pretty: true,
             reverse: false,
@@ -936,7 +868,7 @@ fn misread_stream(message: &Value) -> String {
 /// server's result.
 #[tokio::test]
 async fn an_approved_held_call_answered_in_a_valid_framing_completes() {
-    let gated = Gated::start(
+    let gated = start(
         |request: &Value| {
             let result = json!({"content": [{"type": "text", "text": "deployed"}],
                                 "isError": false});
@@ -980,7 +912,7 @@ async fn an_approved_held_call_answered_in_a_valid_framing_completes() {
 /// Read, it gains them beside the inner server's own.
 #[tokio::test]
 async fn server_discover_in_a_valid_framing_gains_the_layers_extensions() {
-    let gated = Gated::start(
+    let gated = start(
         |request: &Value| {
             let result = json!({
                 "supportedVersions": ["2026-07-28"],
@@ -1351,8 +1283,9 @@ impl Readable {
 type Slot = Arc<Mutex<Option<Script>>>;
 
 /// The client gets every visible entry, in order, and no byte of a hidden one, from every
-/// valid framing of a page of every listing in both eras; every unreadable answer is
-/// refused with its `problem` and leaks nothing. 256 cases of each.
+/// valid framing of a page of every listing in both eras, written in the layer's own framing;
+/// every unreadable answer is refused with its `problem` and leaks nothing. 256 cases of
+/// each.
 #[test]
 fn answers_pass_only_what_the_layer_read() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -1362,7 +1295,7 @@ fn answers_pass_only_what_the_layer_read() {
         .unwrap();
     let slot: Slot = Arc::default();
     let answer = slot.clone();
-    let gated = runtime.block_on(Gated::start(
+    let gated = runtime.block_on(start(
         move |_: &Value| answer.lock().unwrap().clone().expect("a scripted answer"),
         |b| b,
     ));
@@ -1380,25 +1313,43 @@ fn answers_pass_only_what_the_layer_read() {
         let id = next_id();
         let (script, before) = case.script(id);
         *slot.lock().unwrap() = Some(script);
-        let reply = runtime.block_on(gated.list(case.era, id, case.listing()));
+        let reply = runtime.block_on(list(&gated, case.era, id, case.listing()));
         let (_, visible, names) = case.page();
         check_readable(&case, &reply, id, &before, &visible, &names)
+    });
+
+    // Apart, so that each run shrinks to its own simplest failure.
+    let mut runner = TestRunner::new(config.clone());
+    let framing_run = runner.run(&readable(), |case| {
+        let id = next_id();
+        let (script, _) = case.script(id);
+        *slot.lock().unwrap() = Some(script);
+        let reply = runtime.block_on(list(&gated, case.era, id, case.listing()));
+        if matches!(case.framing, Framing::Stream(_)) {
+            prop_assert!(is_layer_framing(&reply.text), "not the layer's: {:?}", reply);
+        }
+        Ok(())
     });
 
     let mut runner = TestRunner::new(config);
     let unreadable_run = runner.run(&(readable(), fault()), |(case, fault)| {
         let id = next_id();
         *slot.lock().unwrap() = Some(case.faulty(id, fault));
-        let reply = runtime.block_on(gated.list(case.era, id, case.listing()));
+        let reply = runtime.block_on(list(&gated, case.era, id, case.listing()));
         let (_, _, names) = case.page();
         check_refused(&reply, id, fault.problem(), &names)
     });
-    if let Err(failure) = readable_run {
-        panic!("readable answers: {failure}");
-    }
-    if let Err(failure) = unreadable_run {
-        panic!("unreadable answers: {failure}");
-    }
+    let failures: Vec<String> = [
+        readable_run.err().map(|f| format!("readable answers: {f}")),
+        framing_run
+            .err()
+            .map(|f| format!("readable answers, the layer's framing: {f}")),
+        unreadable_run.err().map(|f| format!("unreadable answers: {f}")),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
 fn check_readable(
@@ -1423,13 +1374,11 @@ fn check_readable(
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
-    match case.framing {
-        Framing::Json(..) => prop_assert_eq!(content_type, "application/json", "{:?}", reply),
-        Framing::Stream(_) => {
-            prop_assert_eq!(content_type, "text/event-stream", "{:?}", reply);
-            prop_assert!(is_layer_framing(&reply.text), "not the layer's: {:?}", reply);
-        }
-    }
+    let expected = match case.framing {
+        Framing::Json(..) => "application/json",
+        Framing::Stream(_) => "text/event-stream",
+    };
+    prop_assert_eq!(content_type, expected, "{:?}", reply);
     let messages = client_messages(reply).map_err(|e| TestCaseError::fail(format!("{e}")))?;
     prop_assert_eq!(messages.len(), before.len() + 1, "{:?}", reply);
     prop_assert_eq!(&messages[..before.len()], before, "{:?}", reply);
@@ -1460,8 +1409,8 @@ fn check_refused(
     }
     prop_assert_eq!(reply.status, 200, "{:?}", reply);
     prop_assert_eq!(
-        reply.headers.get("content-type").map(|v| v.as_bytes()),
-        Some(&b"application/json"[..]),
+        reply.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        Some("application/json"),
         "{:?}",
         reply
     );
@@ -1494,7 +1443,8 @@ fn the_reference_reader_follows_the_whatwg_grammar() {
     assert_eq!(read("data: a\n\n"), one("message", "a"));
     assert_eq!(read("\u{feff}data:a\r\n\r\n"), one("message", "a"));
     assert_eq!(read("data: a\rdata:  b\r\r"), one("message", "a\n b"));
-    assert_eq!(read(": c\nid: 1\nretry: 5\nx\nevent: up\ndata\n\n"), Vec::new());
+    assert_eq!(read(": c\nid: 1\nretry: 5\nx\nevent: up\n\n"), Vec::new(), "no data");
+    assert_eq!(read("event: up\ndata\n\n"), one("up", ""), "a data line, empty");
     assert_eq!(read("event: up\ndata: a\n\n"), one("up", "a"));
     assert_eq!(read("event\ndata: a\n\n"), one("message", "a"));
     assert_eq!(read("data: a\n"), Vec::new(), "no blank line: not dispatched");

@@ -15,7 +15,12 @@ use axum::response::Response;
 use axum::routing::post;
 use bytes::Bytes;
 use futures_util::StreamExt as _;
-use serde_json::Value;
+use mcp_gate::{Gate, GateBuilder, Issuer, StaticKeys};
+use serde_json::{Value, json};
+
+use super::modern::{modern, tasks_capabilities};
+use super::peers::{GatedServer, Reply};
+use super::tokens::{TestKey, claims};
 
 /// One scripted answer.
 #[derive(Clone, Debug)]
@@ -132,4 +137,83 @@ fn respond(script: Script) -> Response {
         );
     }
     response
+}
+
+/// The issuer whose tokens a [`ScriptedGate`] accepts.
+pub const ISSUER: &str = "https://as.example";
+
+/// The two eras a request can be of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// 2025-11-25, without a session.
+    Legacy,
+    /// 2026-07-28: version and capabilities (the Tasks extension declared) in `_meta`, the
+    /// `Mcp-*` headers mirroring the body.
+    Modern,
+}
+
+/// Both eras.
+pub const ERAS: [Era; 2] = [Era::Legacy, Era::Modern];
+
+/// A gate with static keys in front of a scripted server, on 127.0.0.1.
+pub struct ScriptedGate {
+    pub server: GatedServer,
+    key: TestKey,
+}
+
+impl ScriptedGate {
+    /// The gate (accepting [`ISSUER`]'s tokens, then `configure`) in front of `script`.
+    pub async fn start(
+        script: impl Fn(&Value) -> Script + Send + Sync + 'static,
+        configure: impl FnOnce(GateBuilder) -> GateBuilder,
+    ) -> Self {
+        let key = TestKey::es256("k1");
+        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
+        let server = GatedServer::start_with(
+            move |_| configure(Gate::builder().issuer(Issuer::with_keys(ISSUER, keys))),
+            router(script),
+        )
+        .await;
+        Self { server, key }
+    }
+
+    /// A valid token.
+    pub fn token(&self) -> String {
+        self.key
+            .mint(&claims(ISSUER, &self.server.url, "mcp:read"))
+    }
+
+    /// Sends `method` with `params` as a request of `era` with `id`; `name` is what a modern
+    /// request mirrors in `Mcp-Name`.
+    pub async fn send(
+        &self,
+        era: Era,
+        id: u64,
+        method: &str,
+        params: Value,
+        name: Option<&str>,
+    ) -> Reply {
+        let token = self.token();
+        match era {
+            Era::Legacy => {
+                let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+                self.server.post(Some(&token), &[], &body.to_string()).await
+            }
+            Era::Modern => {
+                let (body, headers) = modern(
+                    id,
+                    method,
+                    params,
+                    name.unwrap_or(""),
+                    tasks_capabilities(),
+                );
+                let headers: Vec<(&str, &str)> = headers
+                    .iter()
+                    .filter(|(header, _)| name.is_some() || *header != "mcp-name")
+                    .map(|(header, value)| (*header, value.as_str()))
+                    .collect();
+                self.server.post(Some(&token), &headers, &body).await
+            }
+        }
+    }
 }
