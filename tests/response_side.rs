@@ -24,10 +24,10 @@ use std::time::Duration;
 
 use common::peers::Reply;
 use common::scripted::{ERAS, Era, Script, ScriptedGate};
+use mcp_gate::GateBuilder;
 use mcp_gate::denial::EXTENSION_ID as DENIALS_EXTENSION;
 use mcp_gate::policy::{Decision, Evaluation, Policy};
 use mcp_gate::tasks::TaskStatus;
-use mcp_gate::GateBuilder;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -42,7 +42,8 @@ const INTERNAL_ERROR: i64 = -32603;
 
 /// Whether the policy hides `name`: one of its `/`-separated segments starts with `hidden_`.
 fn hidden(name: &str) -> bool {
-    name.split('/').any(|segment| segment.starts_with("hidden_"))
+    name.split('/')
+        .any(|segment| segment.starts_with("hidden_"))
 }
 
 /// The tests' policy: hidden names are undisclosed, `deploy` is held until approved.
@@ -133,8 +134,10 @@ impl Listing {
                 json!({"uri": format!("{DIRECTORY}{name}"), "name": name,
                        "description": description})
             }
-            "resources/templates/list" => json!({"uriTemplate": format!("demo://t/{name}/{{path}}"),
-                                                 "name": name, "description": description}),
+            "resources/templates/list" => {
+                json!({"uriTemplate": format!("demo://t/{name}/{{path}}"),
+                                                 "name": name, "description": description})
+            }
             "skills/list" => json!({"uri": format!("skill://{name}/SKILL.md"),
                                     "frontmatter": {"name": name, "description": description}}),
             other => panic!("no listing {other}"),
@@ -458,7 +461,11 @@ fn read_event_stream(text: &str) -> Vec<Event> {
     let mut rest = text;
     while let Some(end) = rest.find(['\r', '\n']) {
         let line = &rest[..end];
-        let skip = if rest[end..].starts_with("\r\n") { 2 } else { 1 };
+        let skip = if rest[end..].starts_with("\r\n") {
+            2
+        } else {
+            1
+        };
         rest = &rest[end + skip..];
         if line.is_empty() {
             if !data.is_empty() {
@@ -548,7 +555,10 @@ fn assert_none_leaked(reply: &Reply, names: &[String], case: &str) {
 fn assert_refused(reply: &Reply, id: u64, problem: &str, case: &str) {
     assert_eq!(reply.status, 200, "{case}: {reply:?}");
     assert_eq!(
-        reply.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        reply
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
         Some("application/json"),
         "{case}: {reply:?}"
     );
@@ -682,10 +692,7 @@ async fn a_non_2xx_answer_carrying_a_result_is_refused() {
             let (code, kind) = *chosen.lock().unwrap();
             let (all, _, _) = page(&listing, &[true, false], 3);
             let body = match kind {
-                "result" => json_text(
-                    &listing.response(&request["id"], all),
-                    JsonStyle::default(),
-                ),
+                "result" => json_text(&listing.response(&request["id"], all), JsonStyle::default()),
                 "error" => json_text(
                     &json!({"jsonrpc": "2.0", "id": request["id"],
                             "error": {"code": -32000, "message": "busy"}}),
@@ -722,7 +729,10 @@ async fn a_non_2xx_answer_carrying_a_result_is_refused() {
     let expected = json!({"jsonrpc": "2.0", "id": id,
                           "error": {"code": -32000, "message": "busy"}});
     assert_eq!(reply.body, expected, "{reply:?}");
-    assert!(!reply.text.contains('\n'), "the layer's own writing: {reply:?}");
+    assert!(
+        !reply.text.contains('\n'),
+        "the layer's own writing: {reply:?}"
+    );
     // Anything else is dropped.
     id += 1;
     *status.lock().unwrap() = (502, "html");
@@ -902,10 +912,7 @@ async fn an_approved_held_call_answered_in_a_valid_framing_completes() {
         .await;
     let task = &poll.body["result"];
     assert_eq!(task["status"], "completed", "{poll:?}");
-    assert_eq!(
-        task["result"]["content"][0]["text"], "deployed",
-        "{poll:?}"
-    );
+    assert_eq!(task["result"]["content"][0]["text"], "deployed", "{poll:?}");
 }
 
 /// Finding 6b: in the same way, `server/discover` went out without the layer's extensions.
@@ -1029,7 +1036,11 @@ fn json_style() -> impl Strategy<Value = JsonStyle> {
 
 fn event_style() -> impl Strategy<Value = EventStyle> {
     (
-        (any::<bool>(), proptest::option::of(any::<u16>()), any::<bool>()),
+        (
+            any::<bool>(),
+            proptest::option::of(any::<u16>()),
+            any::<bool>(),
+        ),
         (any::<bool>(), any::<bool>(), any::<bool>(), any::<bool>()),
         json_style(),
         proptest::collection::vec(any::<bool>(), 0..40),
@@ -1220,24 +1231,26 @@ impl Readable {
                 let text = json_text(&notification(), style);
                 Script::event_stream(only_before.write(&text, None, true))
             }
-            Fault::OtherId => {
-                in_stream(&json_text(&listing.response(&json!(id + 1_000_000), all), style))
-            }
-            Fault::TwoResponses => {
-                Script::event_stream(stream.write_then(&text, None, true, &[text.clone()]))
-            }
+            Fault::OtherId => in_stream(&json_text(
+                &listing.response(&json!(id + 1_000_000), all),
+                style,
+            )),
+            Fault::TwoResponses => Script::event_stream(stream.write_then(
+                &text,
+                None,
+                true,
+                std::slice::from_ref(&text),
+            )),
             Fault::MessageAfter => {
                 let after = json_text(&notification(), style);
                 Script::event_stream(stream.write_then(&text, None, true, &[after]))
             }
             Fault::TrailingBytes => Script::json(format!("{text} {{}}")),
             Fault::ErrorStatusWithResult(code) => Script::json(text).with_status(code),
-            Fault::TwoContentTypes => {
-                Script::json(text).header("content-type", "application/json")
+            Fault::TwoContentTypes => Script::json(text).header("content-type", "application/json"),
+            Fault::OtherContentType(kind) => {
+                Script::status(200).header("content-type", kind).body(text)
             }
-            Fault::OtherContentType(kind) => Script::status(200)
-                .header("content-type", kind)
-                .body(text),
             Fault::NoContentType => Script::status(200).body(text),
             Fault::Batch => Script::json(format!("[{text}]")),
             Fault::DuplicateKey => {
@@ -1248,9 +1261,7 @@ impl Readable {
                 Script::json(doubled)
             }
             Fault::EventType => Script::event_stream(stream.write(&text, Some("update"), true)),
-            Fault::LastEventUndispatched => {
-                Script::event_stream(stream.write(&text, None, false))
-            }
+            Fault::LastEventUndispatched => Script::event_stream(stream.write(&text, None, false)),
             Fault::NotJsonRpc => {
                 let mut bare = response.clone();
                 bare.as_object_mut().unwrap().remove("jsonrpc");
@@ -1326,7 +1337,11 @@ fn answers_pass_only_what_the_layer_read() {
         *slot.lock().unwrap() = Some(script);
         let reply = runtime.block_on(list(&gated, case.era, id, case.listing()));
         if matches!(case.framing, Framing::Stream(_)) {
-            prop_assert!(is_layer_framing(&reply.text), "not the layer's: {:?}", reply);
+            prop_assert!(
+                is_layer_framing(&reply.text),
+                "not the layer's: {:?}",
+                reply
+            );
         }
         Ok(())
     });
@@ -1344,7 +1359,9 @@ fn answers_pass_only_what_the_layer_read() {
         framing_run
             .err()
             .map(|f| format!("readable answers, the layer's framing: {f}")),
-        unreadable_run.err().map(|f| format!("unreadable answers: {f}")),
+        unreadable_run
+            .err()
+            .map(|f| format!("unreadable answers: {f}")),
     ]
     .into_iter()
     .flatten()
@@ -1379,7 +1396,7 @@ fn check_readable(
         Framing::Stream(_) => "text/event-stream",
     };
     prop_assert_eq!(content_type, expected, "{:?}", reply);
-    let messages = client_messages(reply).map_err(|e| TestCaseError::fail(format!("{e}")))?;
+    let messages = client_messages(reply).map_err(TestCaseError::fail)?;
     prop_assert_eq!(messages.len(), before.len() + 1, "{:?}", reply);
     prop_assert_eq!(&messages[..before.len()], before, "{:?}", reply);
     let response = &messages[before.len()];
@@ -1409,14 +1426,22 @@ fn check_refused(
     }
     prop_assert_eq!(reply.status, 200, "{:?}", reply);
     prop_assert_eq!(
-        reply.headers.get("content-type").and_then(|v| v.to_str().ok()),
+        reply
+            .headers
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
         Some("application/json"),
         "{:?}",
         reply
     );
     prop_assert_eq!(&reply.body["id"], &json!(id), "{:?}", reply);
     prop_assert!(reply.body.get("result").is_none(), "{:?}", reply);
-    prop_assert_eq!(&reply.body["error"]["code"], &json!(INTERNAL_ERROR), "{:?}", reply);
+    prop_assert_eq!(
+        &reply.body["error"]["code"],
+        &json!(INTERNAL_ERROR),
+        "{:?}",
+        reply
+    );
     prop_assert_eq!(
         &reply.body["error"]["data"],
         &json!({"problem": problem}),
@@ -1443,13 +1468,29 @@ fn the_reference_reader_follows_the_whatwg_grammar() {
     assert_eq!(read("data: a\n\n"), one("message", "a"));
     assert_eq!(read("\u{feff}data:a\r\n\r\n"), one("message", "a"));
     assert_eq!(read("data: a\rdata:  b\r\r"), one("message", "a\n b"));
-    assert_eq!(read(": c\nid: 1\nretry: 5\nx\nevent: up\n\n"), Vec::new(), "no data");
-    assert_eq!(read("event: up\ndata\n\n"), one("up", ""), "a data line, empty");
+    assert_eq!(
+        read(": c\nid: 1\nretry: 5\nx\nevent: up\n\n"),
+        Vec::new(),
+        "no data"
+    );
+    assert_eq!(
+        read("event: up\ndata\n\n"),
+        one("up", ""),
+        "a data line, empty"
+    );
     assert_eq!(read("event: up\ndata: a\n\n"), one("up", "a"));
     assert_eq!(read("event\ndata: a\n\n"), one("message", "a"));
-    assert_eq!(read("data: a\n"), Vec::new(), "no blank line: not dispatched");
+    assert_eq!(
+        read("data: a\n"),
+        Vec::new(),
+        "no blank line: not dispatched"
+    );
     assert_eq!(read("data\ndata\n\n"), one("message", "\n"));
-    assert_eq!(read("\u{feff}\u{feff}data: a\n\n"), Vec::new(), "one BOM only");
+    assert_eq!(
+        read("\u{feff}\u{feff}data: a\n\n"),
+        Vec::new(),
+        "one BOM only"
+    );
 }
 
 proptest! {

@@ -179,8 +179,7 @@ impl ScriptedGate {
 
     /// A valid token.
     pub fn token(&self) -> String {
-        self.key
-            .mint(&claims(ISSUER, &self.server.url, "mcp:read"))
+        self.key.mint(&claims(ISSUER, &self.server.url, "mcp:read"))
     }
 
     /// Sends `method` with `params` as a request of `era` with `id`; `name` is what a modern
@@ -200,13 +199,8 @@ impl ScriptedGate {
                 self.server.post(Some(&token), &[], &body.to_string()).await
             }
             Era::Modern => {
-                let (body, headers) = modern(
-                    id,
-                    method,
-                    params,
-                    name.unwrap_or(""),
-                    tasks_capabilities(),
-                );
+                let (body, headers) =
+                    modern(id, method, params, name.unwrap_or(""), tasks_capabilities());
                 let headers: Vec<(&str, &str)> = headers
                     .iter()
                     .filter(|(header, _)| name.is_some() || *header != "mcp-name")
