@@ -240,3 +240,13 @@ async fn legacy_results_are_given_no_cache_scope() {
         assert!(result.get("ttlMs").is_none(), "{case}: {reply:?}");
     }
 }
+
+/// The same table under `GateBuilder::cache_ttl_cap`: a cap below the default (5 s) and one
+/// above it (200 s, so an inner 100 s is kept, which the default would have cut to 60 s).
+#[tokio::test]
+async fn the_ttl_cap_is_the_configured_one() {
+    for cap in [5_000, 200_000] {
+        let gated = start(|b| b.cache_ttl_cap(Duration::from_millis(cap))).await;
+        modern_table(&gated, cap).await;
+    }
+}
