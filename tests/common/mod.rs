@@ -7,6 +7,7 @@ pub mod normalize;
 pub mod paging;
 pub mod peers;
 pub mod proxy;
+pub mod scripted;
 pub mod surface;
 pub mod tokens;
 
