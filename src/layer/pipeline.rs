@@ -105,19 +105,28 @@ pub(crate) async fn after_authentication<S: Inner>(
     }
 }
 
+/// The header a client resumes an event stream with.
+const LAST_EVENT_ID: &str = "last-event-id";
+
 /// GET (the event stream), DELETE (the end of a legacy session) and OPTIONS: they carry no
 /// operation, so they go on without a body; one that declares a body is refused, never
 /// forwarded unread. A `DELETE` the inner server accepted unbinds the session.
+///
+/// A GET goes on without `Last-Event-ID`: a resumed stream replays the inner server's answers
+/// to earlier requests, and among them are answers the layer read and rewrote (a filtered
+/// list, a read marked private, a conceal probe, a side request of its own), which the replay
+/// would carry unread. The layer's own answers carry no event ids; a client asks again.
 async fn bodyless<S: Inner>(
     gate: &Gate,
     mut inner: S,
-    parts: Parts,
+    mut parts: Parts,
     session: Option<&sessions::BoundSession>,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
     if declares_body(&parts) {
         return Ok(local(bodyless_refusal(&parts)));
     }
     let ends_session = parts.method == Method::DELETE;
+    parts.headers.remove(LAST_EVENT_ID);
     let response = start(&mut inner, parts, S::Req::from(Bytes::new())).await?;
     if let Some(session) = session.filter(|_| ends_session && response.status().is_success()) {
         sessions::unbind(gate, session).await;
