@@ -612,47 +612,32 @@ impl RmcpLists {
     }
 }
 
+/// The `ServerHandler` listing methods, each answering its listing from the catalogue.
+macro_rules! lists {
+    ($($handler:ident: $result:ty = $method:literal;)*) => {
+        $(
+            async fn $handler(
+                &self,
+                _: Option<PaginatedRequestParams>,
+                _: RequestContext<RoleServer>,
+            ) -> Result<$result, ErrorData> {
+                self.result($method)
+            }
+        )*
+    };
+}
+
 impl ServerHandler for RmcpLists {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_prompts()
-                .enable_resources()
-                .build(),
-        )
+        let capabilities = ServerCapabilities::builder().enable_tools();
+        ServerConfig::new(capabilities.enable_prompts().enable_resources().build())
     }
 
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        self.result("tools/list")
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, ErrorData> {
-        self.result("prompts/list")
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, ErrorData> {
-        self.result("resources/list")
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.result("resources/templates/list")
+    lists! {
+        list_tools: ListToolsResult = "tools/list";
+        list_prompts: ListPromptsResult = "prompts/list";
+        list_resources: ListResourcesResult = "resources/list";
+        list_resource_templates: ListResourceTemplatesResult = "resources/templates/list";
     }
 }
 

@@ -27,6 +27,7 @@ import json
 import os
 import sys
 import threading
+from types import SimpleNamespace
 from typing import Any, Literal
 
 import anyio
@@ -36,6 +37,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_types import PaginatedRequest, Request, RequestParams
 from pydantic import TypeAdapter
+
+import py_client  # the same directory: its error_info
 
 CASE_KEY = "mcp-gate-test/case"
 ANY_RESULT: TypeAdapter[dict[str, Any]] = TypeAdapter(dict[str, Any])
@@ -67,20 +70,8 @@ class SkillsList(PaginatedRequest[Literal["skills/list"]]):
 
 
 def error_info(e: BaseException) -> dict[str, Any]:
-    while isinstance(e, BaseExceptionGroup) and e.exceptions:
-        e = e.exceptions[0]
-    code: Any = None
-    data: Any = None
-    err = getattr(e, "error", None)  # MCPError carries ErrorData
-    if err is not None and hasattr(err, "code"):
-        code = err.code
-        data = getattr(err, "data", None)
-    elif isinstance(getattr(e, "code", None), int):
-        code = e.code
-    info: dict[str, Any] = {"class": type(e).__name__, "code": code, "message": str(e)}
-    if data is not None:
-        info["data"] = data
-    return info
+    """What the SDK raised, as `py_client.py` prints it (no HTTP status: nothing is logged here)."""
+    return py_client.error_info(e, SimpleNamespace(last_mcp_status=None))
 
 
 def dump(result: Any) -> Any:

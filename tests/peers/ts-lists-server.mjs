@@ -16,13 +16,12 @@ import { McpServer, ResourceTemplate } from '@modelcontextprotocol/sdk/server/mc
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 
-for (const k of ['log', 'info', 'debug', 'warn']) console[k] = (...a) => console.error(...a);
-
-const MAX_SECONDS = Number(process.env.TS_SERVER_MAX_SECONDS ?? 300);
-setTimeout(() => process.exit(0), MAX_SECONDS * 1000).unref();
+// stdout carries the ready line only; the process ends by itself (after the time limit, or
+// when stdin closes if asked to).
+console.log = console.info = console.debug = console.warn = console.error;
+setTimeout(() => process.exit(0), Number(process.env.TS_SERVER_MAX_SECONDS ?? 300) * 1000).unref();
 if (process.env.TS_SERVER_EXIT_ON_STDIN_EOF === '1') {
-  process.stdin.on('end', () => process.exit(0));
-  process.stdin.on('error', () => process.exit(0));
+  for (const event of ['end', 'error']) process.stdin.on(event, () => process.exit(0));
   process.stdin.resume();
 }
 

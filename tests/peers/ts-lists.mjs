@@ -20,6 +20,7 @@
 
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
 // Keep stdout for JSON lines only.
@@ -27,33 +28,31 @@ for (const k of ['log', 'info', 'debug', 'warn']) console[k] = (...a) => console
 
 const out = (obj) => process.stdout.write(`${JSON.stringify(obj)}\n`);
 
-function usage(msg) {
-  console.error(`ts-lists.mjs: ${msg}`);
-  console.error('usage: node ts-lists.mjs <mcp-url> [--token T] [--cases a,b] [--request-timeout-ms N] [--timeout-ms N]');
-  process.exit(2);
-}
+const USAGE = 'usage: node ts-lists.mjs <mcp-url> [--token T] [--cases a,b] [--request-timeout-ms N] [--timeout-ms N]';
 
-const opts = { cases: [null], requestTimeoutMs: 4000, timeoutMs: 30000 };
-{
-  const argv = process.argv.slice(2);
-  const need = (i) => {
-    if (i + 1 >= argv.length) usage(`${argv[i]} needs a value`);
-    return argv[i + 1];
+let opts;
+try {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      token: { type: 'string' },
+      cases: { type: 'string' },
+      'request-timeout-ms': { type: 'string', default: '4000' },
+      'timeout-ms': { type: 'string', default: '30000' },
+    },
+  });
+  if (positionals.length !== 1) throw new Error('exactly one <mcp-url> is needed');
+  opts = {
+    url: positionals[0],
+    token: values.token,
+    cases: values.cases === undefined ? [null] : values.cases.split(',').filter(Boolean),
+    requestTimeoutMs: Number(values['request-timeout-ms']),
+    timeoutMs: Number(values['timeout-ms']),
   };
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    switch (a) {
-      case '--token': opts.token = need(i); i++; break;
-      case '--cases': opts.cases = need(i).split(',').filter(Boolean); i++; break;
-      case '--request-timeout-ms': opts.requestTimeoutMs = Number(need(i)); i++; break;
-      case '--timeout-ms': opts.timeoutMs = Number(need(i)); i++; break;
-      default:
-        if (a.startsWith('--')) usage(`unknown flag ${a}`);
-        if (opts.url) usage(`unexpected argument ${a}`);
-        opts.url = a;
-    }
-  }
-  if (!opts.url) usage('missing <mcp-url>');
+} catch (e) {
+  console.error(`ts-lists.mjs: ${e.message}`);
+  console.error(USAGE);
+  process.exit(2);
 }
 
 const watchdog = setTimeout(() => {
