@@ -218,3 +218,12 @@ async fn late_large_and_broken_answers() {
     let large = fetch(big, (1024, None), &id()).await;
     assert_eq!(large.unwrap().unwrap_err(), Problem::TooLarge);
 }
+
+#[test]
+fn the_security_model_lists_every_problem() {
+    let security = include_str!("../../../docs/security.md");
+    for problem in Problem::ALL {
+        let row = format!("| `{}` |", problem.code());
+        assert!(security.contains(&row), "docs/security.md has no row {row}");
+    }
+}
