@@ -1514,3 +1514,143 @@ proptest! {
         prop_assert_eq!(read, expected, "{:?}", text);
     }
 }
+
+/// A JSON value parsed with duplicate keys refused at every depth (the reference's strict
+/// JSON; `serde_json::Value` keeps the last of two keys silently).
+struct NoDuplicates(Value);
+
+impl<'de> serde::Deserialize<'de> for NoDuplicates {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Strict;
+        impl<'de> serde::de::Visitor<'de> for Strict {
+            type Value = Value;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+                Ok(json!(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+                Ok(json!(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+                Ok(json!(v))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+                Ok(json!(v))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+                Ok(json!(v))
+            }
+            fn visit_unit<E>(self) -> Result<Value, E> {
+                Ok(Value::Null)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Value, A::Error> {
+                let mut items = Vec::new();
+                while let Some(NoDuplicates(item)) = seq.next_element()? {
+                    items.push(item);
+                }
+                Ok(Value::Array(items))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Value, A::Error> {
+                let mut members = Map::new();
+                while let Some((key, NoDuplicates(value))) = map.next_entry::<String, _>()? {
+                    if members.insert(key, value).is_some() {
+                        return Err(serde::de::Error::custom("a duplicate key"));
+                    }
+                }
+                Ok(Value::Object(members))
+            }
+        }
+        deserializer.deserialize_any(Strict).map(NoDuplicates)
+    }
+}
+
+/// The contract's rule, applied by the test to a script: the `problem` the layer must name
+/// for the answer to request `id` of `listing`, or `None` when it must pass. Checks that the
+/// property test's readable answers are readable and each faulty one has its fault.
+fn reference_problem(script: &Script, id: u64, listing: &Listing) -> Option<&'static str> {
+    let body: Vec<u8> = script.chunks.iter().flat_map(|c| c.to_vec()).collect();
+    let header = |name: &str| -> Vec<&str> {
+        script
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    let strict = |text: &[u8]| serde_json::from_slice::<NoDuplicates>(text).map(|v| v.0);
+    if !(200..300).contains(&script.status) {
+        let carries_result = strict(&body).is_ok_and(|m| m.get("result").is_some());
+        return carries_result.then_some("result_on_error_status");
+    }
+    let types = header("content-type");
+    let essence = |value: &str| value.split(';').next().unwrap_or("").trim().to_lowercase();
+    let stream = match types.as_slice() {
+        [one] if essence(one) == "application/json" => false,
+        [one] if essence(one) == "text/event-stream" => true,
+        _ => return Some("content_type"),
+    };
+    if header("content-encoding").iter().any(|e| *e != "identity") {
+        return Some("content_encoding");
+    }
+    let mut messages = Vec::new();
+    if stream {
+        let Ok(text) = std::str::from_utf8(&body) else {
+            return Some("not_utf8");
+        };
+        for event in read_event_stream(text) {
+            if event.kind != "message" {
+                return Some("event_type");
+            }
+            messages.push(strict(event.data.as_bytes()).ok()?);
+        }
+    } else {
+        let Ok(message) = strict(&body) else {
+            return Some("not_json");
+        };
+        messages.push(message);
+    }
+    let mut answered = false;
+    for message in &messages {
+        let is_jsonrpc = message.is_object() && message["jsonrpc"] == "2.0";
+        if !is_jsonrpc {
+            return Some("not_jsonrpc");
+        }
+        if answered {
+            return Some("after_response");
+        }
+        if message.get("result").is_some() || message.get("error").is_some() {
+            if message["id"] != id {
+                return Some("other_id");
+            }
+            answered = true;
+            if !message["result"][listing.entries].is_array() {
+                return Some("bad_result");
+            }
+        }
+    }
+    (!answered).then_some("no_response")
+}
+
+proptest! {
+    #![proptest_config(Config { cases: 512, failure_persistence: None, ..Config::default() })]
+
+    /// The property test's answers are what it says they are, by the contract's rule applied
+    /// here (no layer involved): a readable one passes, each faulty one has its problem.
+    #[test]
+    fn the_answers_written_have_the_fault_they_are_named_for(case in readable(), fault in fault()) {
+        let listing = case.listing();
+        prop_assert_eq!(reference_problem(&case.script(7).0, 7, listing), None);
+        prop_assert_eq!(
+            reference_problem(&case.faulty(7, fault), 7, listing),
+            Some(fault.problem())
+        );
+    }
+}
