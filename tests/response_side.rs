@@ -629,7 +629,7 @@ async fn hidden_entries_never_reach_the_client_in_framings_the_old_reader_misrea
         |b| b,
     )
     .await;
-    let mut id = 0;
+    let (mut id, mut leaked, mut misread) = (0, Vec::new(), Vec::new());
     for (f, label) in MISREAD.iter().enumerate() {
         *framing.lock().unwrap() = f;
         for listing in &LISTINGS {
@@ -638,17 +638,26 @@ async fn hidden_entries_never_reach_the_client_in_framings_the_old_reader_misrea
                 let (_, visible, names) = page(listing, &[false, true, false, true], 7);
                 let case = format!("{} ({era:?}, {label})", listing.method);
                 let reply = list(&gated, era, id, listing).await;
-                assert_none_leaked(&reply, &names, &case);
-                assert_eq!(reply.status, 200, "{case}: {reply:?}");
-                let response = response_of(&reply, id, &case);
-                assert_eq!(
-                    response["result"][listing.entries],
-                    Value::Array(visible),
-                    "{case}: {reply:?}"
-                );
+                if names.iter().any(|name| reply.text.contains(name.as_str())) {
+                    leaked.push(case);
+                    continue;
+                }
+                let entries = client_messages(&reply)
+                    .ok()
+                    .and_then(|messages| messages.last().cloned())
+                    .filter(|response| response["id"] == id && reply.status == 200)
+                    .map(|response| response["result"][listing.entries].clone());
+                if entries != Some(Value::Array(visible)) {
+                    misread.push(format!("{case}: {reply:?}"));
+                }
             }
         }
     }
+    assert!(
+        leaked.is_empty() && misread.is_empty(),
+        "{} of {id} cases leaked a hidden entry: {leaked:#?}\nwithout the visible entries: {misread:#?}",
+        leaked.len()
+    );
 }
 
 /// Finding 2: an answer holding no response for this request's id (a notification alone, in
