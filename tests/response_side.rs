@@ -541,38 +541,53 @@ fn is_layer_framing(text: &str) -> bool {
 }
 
 /// The raw bytes the client got hold none of `names`.
-fn assert_none_leaked(reply: &Reply, names: &[String], case: &str) {
+fn check_none_leaked(reply: &Reply, names: &[String]) -> Result<(), TestCaseError> {
     for name in names {
-        assert!(
+        prop_assert!(
             !reply.text.contains(name.as_str()),
-            "{case}: the hidden {name} reached the client: {reply:?}"
+            "the hidden {} reached the client: {:?}",
+            name,
+            reply
         );
     }
+    Ok(())
 }
 
 /// The layer's refusal of an inner answer: HTTP 200, JSON, `-32603` for `id`, naming
 /// `problem`.
-fn assert_refused(reply: &Reply, id: u64, problem: &str, case: &str) {
-    assert_eq!(reply.status, 200, "{case}: {reply:?}");
-    assert_eq!(
-        reply
-            .headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok()),
-        Some("application/json"),
-        "{case}: {reply:?}"
-    );
+fn check_refused(reply: &Reply, id: u64, problem: &str) -> Result<(), TestCaseError> {
     let body = &reply.body;
-    assert_eq!(body["jsonrpc"], "2.0", "{case}: {reply:?}");
-    assert_eq!(body["id"], id, "{case}: {reply:?}");
-    assert!(body.get("result").is_none(), "{case}: {reply:?}");
-    assert_eq!(body["error"]["code"], INTERNAL_ERROR, "{case}: {reply:?}");
-    assert!(body["error"]["message"].is_string(), "{case}: {reply:?}");
-    assert_eq!(
-        body["error"]["data"],
-        json!({"problem": problem}),
-        "{case}: {reply:?}"
+    let content_type = reply.headers.get("content-type");
+    prop_assert_eq!(reply.status, 200, "{:?}", reply);
+    prop_assert_eq!(
+        content_type.and_then(|v| v.to_str().ok()),
+        Some("application/json"),
+        "{:?}",
+        reply
     );
+    prop_assert_eq!(&body["jsonrpc"], "2.0", "{:?}", reply);
+    prop_assert_eq!(&body["id"], &json!(id), "{:?}", reply);
+    prop_assert!(body.get("result").is_none(), "{:?}", reply);
+    prop_assert_eq!(
+        &body["error"]["code"],
+        &json!(INTERNAL_ERROR),
+        "{:?}",
+        reply
+    );
+    prop_assert!(body["error"]["message"].is_string(), "{:?}", reply);
+    let data = &body["error"]["data"];
+    prop_assert_eq!(data, &json!({"problem": problem}), "{:?}", reply);
+    Ok(())
+}
+
+/// [`check_none_leaked`], as a test's assertion about `case`.
+fn assert_none_leaked(reply: &Reply, names: &[String], case: &str) {
+    check_none_leaked(reply, names).unwrap_or_else(|e| panic!("{case}: {e}"));
+}
+
+/// [`check_refused`], as a test's assertion about `case`.
+fn assert_refused(reply: &Reply, id: u64, problem: &str, case: &str) {
+    check_refused(reply, id, problem).unwrap_or_else(|e| panic!("{case}: {e}"));
 }
 
 /// The one response in what the client got, after asserting it is for `id`.
@@ -1360,7 +1375,8 @@ fn answers_pass_only_what_the_layer_read() {
         *slot.lock().unwrap() = Some(case.faulty(id, fault));
         let reply = runtime.block_on(list(&gated, case.era, id, case.listing()));
         let (_, _, names) = case.page();
-        check_refused(&reply, id, fault.problem(), &names)
+        check_none_leaked(&reply, &names)?;
+        check_refused(&reply, id, fault.problem())
     });
     let failures: Vec<String> = [
         readable_run.err().map(|f| format!("readable answers: {f}")),
@@ -1385,14 +1401,7 @@ fn check_readable(
     visible: &[Value],
     names: &[String],
 ) -> Result<(), TestCaseError> {
-    for name in names {
-        prop_assert!(
-            !reply.text.contains(name.as_str()),
-            "the hidden {} reached the client: {:?}",
-            name,
-            reply
-        );
-    }
+    check_none_leaked(reply, names)?;
     prop_assert_eq!(reply.status, 200, "{:?}", reply);
     let content_type = reply
         .headers
@@ -1412,47 +1421,6 @@ fn check_readable(
     prop_assert_eq!(
         &response["result"][case.listing().entries],
         &Value::Array(visible.to_vec()),
-        "{:?}",
-        reply
-    );
-    Ok(())
-}
-
-fn check_refused(
-    reply: &Reply,
-    id: u64,
-    problem: &str,
-    names: &[String],
-) -> Result<(), TestCaseError> {
-    for name in names {
-        prop_assert!(
-            !reply.text.contains(name.as_str()),
-            "the hidden {} reached the client: {:?}",
-            name,
-            reply
-        );
-    }
-    prop_assert_eq!(reply.status, 200, "{:?}", reply);
-    prop_assert_eq!(
-        reply
-            .headers
-            .get("content-type")
-            .and_then(|v| v.to_str().ok()),
-        Some("application/json"),
-        "{:?}",
-        reply
-    );
-    prop_assert_eq!(&reply.body["id"], &json!(id), "{:?}", reply);
-    prop_assert!(reply.body.get("result").is_none(), "{:?}", reply);
-    prop_assert_eq!(
-        &reply.body["error"]["code"],
-        &json!(INTERNAL_ERROR),
-        "{:?}",
-        reply
-    );
-    prop_assert_eq!(
-        &reply.body["error"]["data"],
-        &json!({"problem": problem}),
         "{:?}",
         reply
     );
