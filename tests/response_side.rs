@@ -1009,6 +1009,36 @@ struct Readable {
     salt: u64,
     framing: Framing,
     cuts: Cuts,
+    /// Headers a readable answer may have too: a `charset` parameter on its content type,
+    /// `Content-Encoding: identity`, a session id.
+    headers: Headers,
+}
+
+/// Headers a readable answer may carry.
+#[derive(Clone, Copy, Debug)]
+struct Headers {
+    charset: bool,
+    identity: bool,
+    session: bool,
+}
+
+impl Headers {
+    fn apply(self, mut script: Script) -> Script {
+        if self.charset {
+            for (name, value) in &mut script.headers {
+                if name == "content-type" {
+                    value.push_str("; charset=utf-8");
+                }
+            }
+        }
+        if self.identity {
+            script = script.header("content-encoding", "identity");
+        }
+        if self.session {
+            script = script.header("mcp-session-id", "s-42");
+        }
+        script
+    }
 }
 
 /// What is wrong with an unreadable answer, and the problem the layer names.
@@ -1144,15 +1174,23 @@ fn readable() -> impl Strategy<Value = Readable> {
         any::<u64>(),
         framing(),
         cuts(),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(listing, era, hidden, salt, framing, cuts)| Readable {
-            listing,
-            era,
-            hidden,
-            salt,
-            framing,
-            cuts,
-        })
+        .prop_map(
+            |(listing, era, hidden, salt, framing, cuts, (charset, identity, session))| Readable {
+                listing,
+                era,
+                hidden,
+                salt,
+                framing,
+                cuts,
+                headers: Headers {
+                    charset,
+                    identity,
+                    session,
+                },
+            },
+        )
 }
 
 fn fault() -> impl Strategy<Value = Fault> {
@@ -1235,7 +1273,7 @@ impl Readable {
                 )
             }
         };
-        (self.cuts.apply(script), before)
+        (self.cuts.apply(self.headers.apply(script)), before)
     }
 
     /// An answer to request `id` with `fault`.
@@ -1413,6 +1451,15 @@ fn check_readable(
         Framing::Stream(_) => "text/event-stream",
     };
     prop_assert_eq!(content_type, expected, "{:?}", reply);
+    if case.headers.session {
+        let session = reply.headers.get("mcp-session-id");
+        prop_assert_eq!(
+            session.map(|v| v.as_bytes()),
+            Some(&b"s-42"[..]),
+            "{:?}",
+            reply
+        );
+    }
     let messages = client_messages(reply).map_err(TestCaseError::fail)?;
     prop_assert_eq!(messages.len(), before.len() + 1, "{:?}", reply);
     prop_assert_eq!(&messages[..before.len()], before, "{:?}", reply);
