@@ -1050,6 +1050,8 @@ enum Fault {
     MessageAfter,
     TrailingBytes,
     ErrorStatusWithResult(u16),
+    /// The same, the result in an event stream.
+    ErrorStatusStreamWithResult(u16),
     TwoContentTypes,
     OtherContentType(&'static str),
     NoContentType,
@@ -1070,7 +1072,9 @@ impl Fault {
             Fault::OtherId => "other_id",
             Fault::TwoResponses | Fault::MessageAfter => "after_response",
             Fault::TrailingBytes | Fault::DuplicateKey => "not_json",
-            Fault::ErrorStatusWithResult(_) => "result_on_error_status",
+            Fault::ErrorStatusWithResult(_) | Fault::ErrorStatusStreamWithResult(_) => {
+                "result_on_error_status"
+            }
             Fault::TwoContentTypes | Fault::OtherContentType(_) | Fault::NoContentType => {
                 "content_type"
             }
@@ -1202,6 +1206,8 @@ fn fault() -> impl Strategy<Value = Fault> {
         Just(Fault::TrailingBytes),
         prop_oneof![Just(400u16), Just(403), Just(404), Just(500), Just(503)]
             .prop_map(Fault::ErrorStatusWithResult),
+        prop_oneof![Just(400u16), Just(404), Just(500)]
+            .prop_map(Fault::ErrorStatusStreamWithResult),
         Just(Fault::TwoContentTypes),
         prop_oneof![
             Just("text/plain"),
@@ -1308,6 +1314,7 @@ impl Readable {
             }
             Fault::TrailingBytes => Script::json(format!("{text} {{}}")),
             Fault::ErrorStatusWithResult(code) => Script::json(text).with_status(code),
+            Fault::ErrorStatusStreamWithResult(code) => in_stream(&text).with_status(code),
             Fault::TwoContentTypes => Script::json(text).header("content-type", "application/json"),
             Fault::OtherContentType(kind) => {
                 Script::status(200).header("content-type", kind).body(text)
@@ -1611,7 +1618,13 @@ fn reference_problem(script: &Script, id: u64, listing: &Listing) -> Option<&'st
     };
     let strict = |text: &[u8]| serde_json::from_slice::<NoDuplicates>(text).map(|v| v.0);
     if !(200..300).contains(&script.status) {
-        let carries_result = strict(&body).is_ok_and(|m| m.get("result").is_some());
+        // Read as JSON, and as an event stream: a result in either is one.
+        let text = String::from_utf8_lossy(&body);
+        let mut messages = read_event_stream(&text)
+            .into_iter()
+            .filter_map(|event| strict(event.data.as_bytes()).ok())
+            .chain(strict(&body).ok());
+        let carries_result = messages.any(|m| m.get("result").is_some());
         return carries_result.then_some("result_on_error_status");
     }
     let types = header("content-type");
