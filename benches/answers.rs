@@ -106,11 +106,11 @@ fn read_case(size: usize) -> Case {
         "contents": [{"uri": "demo://big", "mimeType": "text/plain", "text": text}],
         "ttlMs": 60000, "cacheScope": "public"}});
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {
-        "uri": "demo://big",
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        }}});
+    "uri": "demo://big",
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
     Case {
         body: Bytes::from(body.to_string()),
         headers: vec![
@@ -161,7 +161,9 @@ async fn one(app: &Router, case: &Case, token: &str) -> usize {
     for (name, value) in &case.headers {
         request = request.header(*name, value);
     }
-    let request = request.body(Body::from(case.body.clone())).expect("request");
+    let request = request
+        .body(Body::from(case.body.clone()))
+        .expect("request");
     let response = app.clone().oneshot(request).await.expect("infallible");
     let status = response.status();
     let bytes = response
@@ -170,7 +172,12 @@ async fn one(app: &Router, case: &Case, token: &str) -> usize {
         .await
         .expect("body")
         .to_bytes();
-    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&bytes[..bytes.len().min(300)]));
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&bytes[..bytes.len().min(300)])
+    );
     assert!(
         !bytes.windows(6).any(|w| w == b"-32603"),
         "{}",
@@ -223,7 +230,10 @@ async fn main() {
         return;
     }
     println!("answers: {requests} sequential requests per configuration");
-    println!("  {:<28} {:>12} {:>12} {:>12} {:>12}", "", "bare µs", "gated µs", "bare alloc", "gated alloc");
+    println!(
+        "  {:<28} {:>12} {:>12} {:>12} {:>12}",
+        "", "bare µs", "gated µs", "bare alloc", "gated alloc"
+    );
     let mut per_entry = Vec::new();
     for entries in [10usize, 100, 1000] {
         let case = list_case(entries);

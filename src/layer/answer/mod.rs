@@ -69,6 +69,8 @@ pub(crate) struct Answer {
     before: Vec<Value>,
     /// The response to this request's id.
     response: Value,
+    /// The length of the inner body: about what the layer writes back.
+    size_hint: usize,
 }
 
 impl Answer {
@@ -111,25 +113,30 @@ impl Read {
     pub(crate) fn into_http(self) -> Response<Bytes> {
         match self {
             Read::Answered(answer) => {
+                let hint = answer.size_hint;
                 let (content_type, body) = match answer.framing {
-                    Framing::Json => ("application/json", json_bytes(&answer.response)),
+                    Framing::Json => ("application/json", json_bytes(&answer.response, hint)),
                     Framing::EventStream => (
                         "text/event-stream",
-                        sse::write(answer.before.iter().chain([&answer.response])),
+                        sse::write(answer.before.iter().chain([&answer.response]), hint),
                     ),
                 };
                 written(answer.head, Some(content_type), body)
             }
             Read::NotSuccess(head, Some(error)) => {
-                written(head, Some("application/json"), json_bytes(&error))
+                written(head, Some("application/json"), json_bytes(&error, 0))
             }
             Read::NotSuccess(head, None) => written(head, None, Bytes::new()),
         }
     }
 }
 
-fn json_bytes(message: &Value) -> Bytes {
-    Bytes::from(message.to_string())
+/// `message` as compact JSON; `hint` is about how long it will be.
+fn json_bytes(message: &Value, hint: usize) -> Bytes {
+    let mut out = Vec::with_capacity(hint);
+    // Writing a `Value` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut out, message);
+    Bytes::from(out)
 }
 
 /// Headers of the inner answer that describe the bytes (or the connection) the layer replaced
@@ -256,6 +263,7 @@ pub(crate) fn read(head: http::response::Parts, bytes: &[u8], id: &Value) -> Res
         framing,
         before,
         response,
+        size_hint: bytes.len(),
     }))
 }
 

@@ -21,36 +21,45 @@
 //!   is dispatched, but carries no message: clients skip it, and the reader does too;
 //! - at the end of the text, an event not yet dispatched is discarded, as the standard says.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use serde_json::Value;
 
 /// One dispatched event.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Event {
+pub(crate) struct Event<'a> {
     /// The event's type: `message` unless an `event` field named another.
-    pub kind: String,
-    /// The event's data.
-    pub data: String,
+    pub kind: Cow<'a, str>,
+    /// The event's data: borrowed from the text when it came on one line.
+    pub data: Cow<'a, str>,
 }
 
 /// A stream read whole.
 #[derive(Debug, Default, PartialEq, Eq)]
-pub(crate) struct Stream {
+pub(crate) struct Stream<'a> {
     /// The dispatched events, in order.
-    pub events: Vec<Event>,
+    pub events: Vec<Event<'a>>,
     /// Data the stream ended on without dispatching it: a `data` field of an event whose
     /// blank line never came, or the start of one on a line that never ended.
     pub undispatched_data: bool,
 }
 
+/// The event being read: its data buffer (`None` before the first `data` field: the
+/// standard's empty buffer) and its type buffer.
+#[derive(Default)]
+struct Pending<'a> {
+    data: Option<Cow<'a, str>>,
+    kind: &'a str,
+}
+
 /// The text's events.
-pub(crate) fn parse(text: &str) -> Stream {
+pub(crate) fn parse(text: &str) -> Stream<'_> {
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
     let mut stream = Stream::default();
-    let mut data = String::new();
-    let mut kind = String::new();
+    let mut pending = Pending::default();
     let mut rest = text;
-    while let Some(end) = rest.find(['\r', '\n']) {
+    while let Some(end) = memchr::memchr2(b'\r', b'\n', rest.as_bytes()) {
         let line = &rest[..end];
         let terminator = if rest[end..].starts_with("\r\n") {
             2
@@ -59,7 +68,7 @@ pub(crate) fn parse(text: &str) -> Stream {
         };
         rest = &rest[end + terminator..];
         if line.is_empty() {
-            dispatch(&mut stream, &mut data, &mut kind);
+            dispatch(&mut stream, std::mem::take(&mut pending));
             continue;
         }
         if line.starts_with(':') {
@@ -71,44 +80,45 @@ pub(crate) fn parse(text: &str) -> Stream {
         };
         match field {
             "data" => {
-                data.push_str(value);
-                data.push('\n');
+                pending.data = Some(match pending.data.take() {
+                    None => Cow::Borrowed(value),
+                    Some(data) => {
+                        let mut joined = data.into_owned();
+                        joined.push('\n');
+                        joined.push_str(value);
+                        Cow::Owned(joined)
+                    }
+                });
             }
-            "event" => value.clone_into(&mut kind),
+            "event" => pending.kind = value,
             // `id`, `retry` and fields the standard does not name: no part of a message.
             _ => {}
         }
     }
-    let unfinished_line_is_data = rest.starts_with("data") && {
-        let field = rest.split_once(':').map_or(rest, |(field, _)| field);
-        field == "data"
-    };
-    stream.undispatched_data = !data.is_empty() || unfinished_line_is_data;
+    let unfinished_line_is_data =
+        rest.starts_with("data") && rest.split_once(':').map_or(rest, |(field, _)| field) == "data";
+    stream.undispatched_data = pending.data.is_some() || unfinished_line_is_data;
     stream
 }
 
-/// The standard's dispatch step.
-fn dispatch(stream: &mut Stream, data: &mut String, kind: &mut String) {
-    if data.is_empty() {
-        kind.clear();
+/// The standard's dispatch step: an event with no data line is not dispatched, and its type
+/// is forgotten with it.
+fn dispatch<'a>(stream: &mut Stream<'a>, pending: Pending<'a>) {
+    let Some(data) = pending.data else {
         return;
-    }
-    data.pop();
-    let kind = match std::mem::take(kind) {
-        kind if kind.is_empty() => "message".to_owned(),
-        kind => kind,
     };
-    stream.events.push(Event {
-        kind,
-        data: std::mem::take(data),
-    });
+    let kind = match pending.kind {
+        "" => Cow::Borrowed("message"),
+        kind => Cow::Borrowed(kind),
+    };
+    stream.events.push(Event { kind, data });
 }
 
 /// The canonical stream of `messages`: per message, `event: message`, one `data` line with the
 /// message as compact JSON (which holds no line ending), and a blank line. Nothing else: no
-/// ids, no retry, no comments.
-pub(crate) fn write<'a>(messages: impl IntoIterator<Item = &'a Value>) -> Bytes {
-    let mut out = Vec::new();
+/// ids, no retry, no comments. `hint` is about how long it will be.
+pub(crate) fn write<'a>(messages: impl IntoIterator<Item = &'a Value>, hint: usize) -> Bytes {
+    let mut out = Vec::with_capacity(hint);
     for message in messages {
         out.extend_from_slice(b"event: message\ndata: ");
         // Writing a `Value` into a `Vec` cannot fail.
@@ -129,7 +139,7 @@ mod tests {
         parse(text)
             .events
             .into_iter()
-            .map(|event| (event.kind, event.data))
+            .map(|event| (event.kind.into_owned(), event.data.into_owned()))
             .collect()
     }
 
@@ -189,7 +199,7 @@ mod tests {
     #[test]
     fn the_canonical_form_reads_back() {
         let messages = [json!({"a": "line\nbreak\r"}), json!({"b": [1, 2]})];
-        let written = write(&messages);
+        let written = write(&messages, 0);
         let text = std::str::from_utf8(&written).unwrap();
         let read: Vec<Value> = parse(text)
             .events
