@@ -104,3 +104,37 @@ async fn unreachable_introspection_endpoint_is_503_never_an_allow() {
     assert_eq!(reply.status, 503);
     assert!(reply.www_authenticate.is_none());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_uses_of_one_token_share_one_introspection() {
+    let auth = AuthServer::start(&[]).await;
+    let server = std::sync::Arc::new(gated(&auth).await);
+    let opaque = auth
+        .token(
+            "mcp-client-opaque",
+            "mcp-client-secret",
+            Some("mcp:read"),
+            Some(&server.url),
+        )
+        .await;
+    let before = auth.stats().await["introspections"].as_u64().unwrap();
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+    let calls: Vec<_> = (0..20)
+        .map(|n| {
+            let (server, opaque, start) = (server.clone(), opaque.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                server
+                    .call_tool(Some(&opaque), "echo", json!({"text": n.to_string()}))
+                    .await
+                    .status
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), 200);
+    }
+    let made = auth.stats().await["introspections"].as_u64().unwrap() - before;
+    eprintln!("20 concurrent first uses made {made} introspection calls");
+    assert_eq!(made, 1, "one introspection call for one token");
+}
