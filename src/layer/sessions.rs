@@ -180,3 +180,27 @@ pub(super) async fn initialize<S: Inner>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_503_of_the_session_store_says_when_to_come_back() {
+        let cases = [
+            (SessionStoreError::Full { capacity: 1 }, 503, "30"),
+            (SessionStoreError::Unavailable("down".into()), 503, "2"),
+            (SessionStoreError::Taken, 503, "2"),
+            (SessionStoreError::OwnerQuota { quota: 1 }, 429, "5"),
+        ];
+        for (error, status, seconds) in cases {
+            let response = store_refusal(&error, None);
+            assert_eq!(response.status().as_u16(), status, "{error}");
+            assert_eq!(
+                response.headers()[http::header::RETRY_AFTER],
+                seconds,
+                "{error}"
+            );
+        }
+    }
+}
