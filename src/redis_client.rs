@@ -122,3 +122,39 @@ pub(crate) fn namespace_ok(namespace: &str) -> bool {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use redis::{ErrorKind, ServerErrorKind};
+
+    use super::*;
+
+    #[test]
+    fn only_a_connection_that_is_gone_is_retried() {
+        let io = |kind| RedisError::from(io::Error::from(kind));
+        for gone in [
+            io::ErrorKind::BrokenPipe,
+            io::ErrorKind::ConnectionReset,
+            io::ErrorKind::ConnectionRefused,
+            io::ErrorKind::ConnectionAborted,
+            io::ErrorKind::UnexpectedEof,
+            io::ErrorKind::NotConnected,
+        ] {
+            assert!(connection_gone(&io(gone)), "{gone:?}");
+        }
+        // Redis may be slow, not gone, and may still run the command.
+        assert!(!connection_gone(&io(io::ErrorKind::TimedOut)));
+        // Answers of Redis itself: a script's error, a missing script, a wrong type.
+        for answered in [
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            ErrorKind::Server(ServerErrorKind::NoScript),
+            ErrorKind::Server(ServerErrorKind::BusyLoading),
+            ErrorKind::UnexpectedReturnType,
+        ] {
+            let error = RedisError::from((answered, "answered"));
+            assert!(!connection_gone(&error), "{answered:?}");
+        }
+    }
+}
