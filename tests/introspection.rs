@@ -24,18 +24,22 @@ async fn gated(auth: &AuthServer) -> GatedServer {
     .await
 }
 
+/// An opaque `mcp:read` token for `server`'s resource, issued by `auth`.
+async fn opaque_token(auth: &AuthServer, server: &GatedServer) -> String {
+    auth.token(
+        "mcp-client-opaque",
+        "mcp-client-secret",
+        Some("mcp:read"),
+        Some(&server.url),
+    )
+    .await
+}
+
 #[tokio::test]
 async fn active_opaque_token_is_accepted_and_cached() {
     let auth = AuthServer::start(&[]).await;
     let server = gated(&auth).await;
-    let opaque = auth
-        .token(
-            "mcp-client-opaque",
-            "mcp-client-secret",
-            Some("mcp:read"),
-            Some(&server.url),
-        )
-        .await;
+    let opaque = opaque_token(&auth, &server).await;
     assert!(
         !opaque.contains('.'),
         "oidc-provider issued an opaque token: {opaque}"
@@ -91,16 +95,36 @@ async fn opaque_token_without_audience_is_refused() {
 async fn unreachable_introspection_endpoint_is_503_never_an_allow() {
     let auth = AuthServer::start(&[]).await;
     let server = gated(&auth).await;
-    let opaque = auth
-        .token(
-            "mcp-client-opaque",
-            "mcp-client-secret",
-            Some("mcp:read"),
-            Some(&server.url),
-        )
-        .await;
+    let opaque = opaque_token(&auth, &server).await;
     auth.stop().await;
     let reply = server.call_tool(Some(&opaque), "echo", json!({})).await;
     assert_eq!(reply.status, 503);
     assert!(reply.www_authenticate.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_first_uses_of_one_token_share_one_introspection() {
+    let auth = AuthServer::start(&[]).await;
+    let server = std::sync::Arc::new(gated(&auth).await);
+    let opaque = opaque_token(&auth, &server).await;
+    let before = auth.stats().await["introspections"].as_u64().unwrap();
+    let start = std::sync::Arc::new(tokio::sync::Barrier::new(20));
+    let calls: Vec<_> = (0..20)
+        .map(|n| {
+            let (server, opaque, start) = (server.clone(), opaque.clone(), start.clone());
+            tokio::spawn(async move {
+                start.wait().await;
+                server
+                    .call_tool(Some(&opaque), "echo", json!({"text": n.to_string()}))
+                    .await
+                    .status
+            })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap(), 200);
+    }
+    let made = auth.stats().await["introspections"].as_u64().unwrap() - before;
+    eprintln!("20 concurrent first uses made {made} introspection calls");
+    assert_eq!(made, 1, "one introspection call for one token");
 }

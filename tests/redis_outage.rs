@@ -167,10 +167,11 @@ async fn an_outage_and_a_data_loss_under_load_never_run_a_call_twice() {
         "no call ran twice"
     );
     assert!(ran > 0, "calls ran before the outage");
+    // Seen as a refusal while Redis was away, or (a store sends a command once more on a
+    // fresh connection, so a short outage may refuse nothing) as the data loss after it.
     assert!(
-        outcomes
-            .keys()
-            .any(|o| matches!(o, Outcome::Refused(m) if m.contains("unavailable"))),
+        outcomes.keys().any(|o| matches!(o, Outcome::Refused(m)
+            if m.contains("unavailable") || m.contains("predates the replay store's memory"))),
         "the outage was seen: {outcomes:#?}"
     );
 

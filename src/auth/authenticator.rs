@@ -51,21 +51,28 @@ impl Authenticator {
 
     /// Verifies a token that was not in the cache, caches it, and checks the endpoint scopes.
     pub async fn verify(&self, token: &str, key: TokenDigest) -> Result<Principal, AuthError> {
-        let (principal, max_age) = self.verify_uncached(token).await?;
+        let (principal, max_age) = self.verify_uncached(token, &key).await?;
         if let Some(cache) = &self.cache {
             cache.insert(key, &principal, max_age);
         }
         self.check_scopes(principal)
     }
 
-    async fn verify_uncached(&self, token: &str) -> Result<(Principal, Duration), AuthError> {
+    async fn verify_uncached(
+        &self,
+        token: &str,
+        #[cfg_attr(not(feature = "introspection"), allow(unused_variables))] key: &TokenDigest,
+    ) -> Result<(Principal, Duration), AuthError> {
         if let Some(jwt) = self.jwt.as_ref().filter(|_| self.is_jwt(token)) {
             let principal = jwt.verify(token, &self.hierarchy).await?;
             return Ok((principal, self.cache_max_age));
         }
         #[cfg(feature = "introspection")]
         if let Some(introspector) = &self.introspector {
-            let principal = introspector.introspect(token, &self.hierarchy).await?;
+            // One call for every request that bears this token meanwhile.
+            let principal = introspector
+                .introspect_shared(token, key, &self.hierarchy)
+                .await?;
             return Ok((principal, introspector.cache_max_age));
         }
         Err(AuthError::InvalidToken(

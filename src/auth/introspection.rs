@@ -7,7 +7,19 @@
 //! is a 401 `invalid_token`; an unreachable or nonsensical endpoint is a 503, never an allow.
 //! Results are cached by the shared verified-token cache, for at most
 //! [`Introspection::cache_max_age`] and never past the token's `exp`.
+//!
+//! **Amplification.** Verifying one token is single-flight, as key refreshes are: requests
+//! that bear the same token while its introspection is under way wait for that one call and
+//! share its answer, an accepted token or a refusal alike. Nothing is kept once the call ends:
+//! an accepted token goes to the verified-token cache as above, and a refusal (inactive,
+//! unreachable) is not remembered, so the next request asks again. The calls under way are
+//! keyed by the token's SHA-256 digest, never the token, and at most [`MAX_IN_FLIGHT`] tokens
+//! share a call at once; past that, a request introspects on its own. A call whose every
+//! waiting request was dropped is abandoned; the next request bearing the token starts it
+//! again.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use oauth2::basic::{
@@ -24,6 +36,7 @@ use super::claims::principal_from_claims;
 use super::principal::{Principal, TokenKind};
 use super::rejection::{AuthError, InvalidToken};
 use super::scope::ScopeHierarchy;
+use super::token_cache::TokenDigest;
 use crate::error::ConfigError;
 use crate::http_client::{FetchError, read_bounded};
 
@@ -131,6 +144,50 @@ type IntrospectionClient = oauth2::Client<
 /// Largest introspection answer read, in bytes.
 const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
+/// The most tokens whose introspection is shared at once (see the module docs).
+pub(crate) const MAX_IN_FLIGHT: usize = 1024;
+
+/// One introspection call under way, and its answer once it has one.
+type Flight = Arc<tokio::sync::OnceCell<Result<Principal, AuthError>>>;
+
+/// The introspection calls under way, by token digest.
+type Flights = Mutex<HashMap<TokenDigest, Flight>>;
+
+/// A request's place in a shared call: when the last request waiting on a call leaves, or
+/// any leaves after the answer came, the call is forgotten.
+struct Seat<'a> {
+    flights: &'a Flights,
+    key: TokenDigest,
+    flight: Option<Flight>,
+}
+
+impl Drop for Seat<'_> {
+    fn drop(&mut self) {
+        let mut flights = lock(self.flights);
+        // Dropped under the lock, so that the reference count read here is exact: every
+        // clone of a flight is made and dropped under this lock.
+        let Some(flight) = self.flight.take() else {
+            return;
+        };
+        let done = flight.initialized();
+        let last = Arc::strong_count(&flight) == 2;
+        if (done || last)
+            && flights
+                .get(&self.key)
+                .is_some_and(|f| Arc::ptr_eq(f, &flight))
+        {
+            flights.remove(&self.key);
+        }
+        drop(flight);
+    }
+}
+
+fn lock(flights: &Flights) -> std::sync::MutexGuard<'_, HashMap<TokenDigest, Flight>> {
+    flights
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// A configured introspection client.
 pub(crate) struct Introspector {
     client: IntrospectionClient,
@@ -141,6 +198,7 @@ pub(crate) struct Introspector {
     timeout: Duration,
     require_audience: bool,
     leeway: u64,
+    flights: Flights,
 }
 
 impl Introspector {
@@ -176,10 +234,50 @@ impl Introspector {
             timeout: config.timeout,
             require_audience: config.require_audience,
             leeway,
+            flights: Mutex::default(),
         })
     }
 
-    pub async fn introspect(
+    /// Introspects `token`, whose digest is `key`, in one call shared with every request that
+    /// bears the same token while the call is under way.
+    pub async fn introspect_shared(
+        &self,
+        token: &str,
+        key: &TokenDigest,
+        hierarchy: &ScopeHierarchy,
+    ) -> Result<Principal, AuthError> {
+        let seat = self.seat(key);
+        match seat.as_ref().and_then(|seat| seat.flight.as_ref()) {
+            Some(flight) => flight
+                .get_or_init(|| self.introspect(token, hierarchy))
+                .await
+                .clone(),
+            None => self.introspect(token, hierarchy).await,
+        }
+    }
+
+    /// A seat in the call under way for `key`, or in a new one; `None` when as many tokens
+    /// as may are being introspected already.
+    fn seat(&self, key: &TokenDigest) -> Option<Seat<'_>> {
+        let mut flights = lock(&self.flights);
+        let flight = match flights.get(key) {
+            Some(flight) => flight.clone(),
+            None if flights.len() < MAX_IN_FLIGHT => {
+                let flight = Flight::default();
+                flights.insert(*key, flight.clone());
+                flight
+            }
+            None => return None,
+        };
+        Some(Seat {
+            flights: &self.flights,
+            key: *key,
+            flight: Some(flight),
+        })
+    }
+
+    /// One introspection call, not shared.
+    async fn introspect(
         &self,
         token: &str,
         hierarchy: &ScopeHierarchy,
@@ -303,6 +401,53 @@ async fn send(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An introspector whose endpoint nothing listens on (port 9, discard, is not served on
+    /// loopback here): every call fails at once.
+    fn unreachable() -> Introspector {
+        let config = Introspection::new("http://127.0.0.1:9/introspect", "gateway", "secret");
+        Introspector::new(
+            config,
+            reqwest::Client::new(),
+            vec!["https://as.example".into()],
+            "https://mcp.example/mcp".into(),
+            0,
+        )
+        .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_shared_call_is_forgotten_when_it_ends_failure_included() {
+        let introspector = unreachable();
+        let key = [7u8; 32];
+        let hierarchy = ScopeHierarchy::default();
+        let calls = (0..5).map(|_| introspector.introspect_shared("t", &key, &hierarchy));
+        for answer in futures_util::future::join_all(calls).await {
+            assert_eq!(answer.unwrap_err(), AuthError::IntrospectionUnavailable);
+        }
+        assert!(lock(&introspector.flights).is_empty(), "no failure is kept");
+    }
+
+    #[test]
+    fn the_calls_under_way_are_bounded_and_a_left_seat_is_forgotten() {
+        let introspector = unreachable();
+        let seats: Vec<_> = (0..MAX_IN_FLIGHT)
+            .map(|n| {
+                let mut key = [0u8; 32];
+                key[..8].copy_from_slice(&(n as u64).to_be_bytes());
+                introspector.seat(&key).expect("room for this token")
+            })
+            .collect();
+        assert!(introspector.seat(&[0xff; 32]).is_none(), "past the bound");
+        // A token already under way still shares its call.
+        let mut first = [0u8; 32];
+        first[..8].copy_from_slice(&0u64.to_be_bytes());
+        let again = introspector.seat(&first).expect("joins the call under way");
+        drop(seats);
+        assert_eq!(lock(&introspector.flights).len(), 1, "one waiter is left");
+        drop(again);
+        assert!(lock(&introspector.flights).is_empty());
+    }
 
     fn times(body: &str) -> Value {
         serde_json::from_slice(&whole_second_times(body.as_bytes().to_vec())).unwrap()

@@ -11,6 +11,16 @@ use http::{HeaderValue, Response, StatusCode, header};
 use super::challenge::{Challenge, ErrorCode};
 use super::scope::ScopeSet;
 
+/// `Retry-After` of [`AuthError::KeysUnavailable`]: no key set was ever fetched, and the next
+/// fetch is tried at most once per refresh cooldown (`KeyRefresh::cooldown`, 10 s by
+/// default), so an earlier retry is refused the same way.
+const KEYS_UNAVAILABLE_RETRY_AFTER: &str = "10";
+
+/// `Retry-After` of [`AuthError::IntrospectionUnavailable`]: every request introspects again
+/// (a failure is not cached), so a retry is worth it as soon as the endpoint may be back; one
+/// introspection call waits at most 5 s by default.
+const INTROSPECTION_UNAVAILABLE_RETRY_AFTER: &str = "5";
+
 /// Why a request was malformed (RFC 6750 `invalid_request`, HTTP 400).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -200,6 +210,16 @@ impl AuthError {
         }
     }
 
+    /// The `Retry-After` seconds of a refusal that is no fault of the request (a 503, sent
+    /// without a challenge); `None` for every other refusal.
+    fn retry_after(&self) -> Option<&'static str> {
+        match self {
+            Self::KeysUnavailable => Some(KEYS_UNAVAILABLE_RETRY_AFTER),
+            Self::IntrospectionUnavailable => Some(INTROSPECTION_UNAVAILABLE_RETRY_AFTER),
+            _ => None,
+        }
+    }
+
     pub(crate) fn description(&self) -> &'static str {
         match self {
             Self::MissingCredential => "this resource needs a bearer token",
@@ -251,17 +271,20 @@ impl AuthError {
         let mut response = Response::new(Bytes::from(body));
         *response.status_mut() = self.status();
         let headers = response.headers_mut();
-        if !matches!(self, Self::KeysUnavailable | Self::IntrospectionUnavailable) {
-            let challenge = Challenge {
-                resource_metadata,
-                scope,
-                error,
-                error_description: description,
-                authorization_remediation: None,
-            };
-            headers.insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
-        } else {
-            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        match self.retry_after() {
+            Some(seconds) => {
+                headers.insert(header::RETRY_AFTER, HeaderValue::from_static(seconds));
+            }
+            None => {
+                let challenge = Challenge {
+                    resource_metadata,
+                    scope,
+                    error,
+                    error_description: description,
+                    authorization_remediation: None,
+                };
+                headers.insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
+            }
         }
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         headers.insert(
@@ -503,7 +526,7 @@ mod tests {
                 .get(header::WWW_AUTHENTICATE)
                 .is_none()
         );
-        assert_eq!(unavailable.headers()[header::RETRY_AFTER], "5");
+        assert_eq!(unavailable.headers()[header::RETRY_AFTER], "10");
         assert_eq!(unavailable.headers()[header::CACHE_CONTROL], "no-store");
     }
 
@@ -512,5 +535,29 @@ mod tests {
         let r = AuthError::KeysUnavailable.to_response(META, "");
         assert_eq!(r.status(), 503);
         assert!(r.headers().get(header::WWW_AUTHENTICATE).is_none());
+    }
+
+    #[test]
+    fn every_503_has_retry_after_and_nothing_else_has() {
+        let every = [
+            AuthError::MissingCredential,
+            AuthError::UnsupportedScheme,
+            AuthError::InvalidRequest(InvalidRequest::MultipleAuthorizationHeaders),
+            AuthError::InvalidToken(InvalidToken::Expired),
+            AuthError::InsufficientScope {
+                required: ScopeSet::default(),
+            },
+            AuthError::KeysUnavailable,
+            AuthError::IntrospectionUnavailable,
+        ];
+        for error in every {
+            let r = error.to_response(META, "");
+            let retry_after = r.headers().get(header::RETRY_AFTER);
+            assert_eq!(retry_after.is_some(), r.status() == 503, "{error:?}");
+            if let Some(seconds) = retry_after {
+                let seconds: u64 = seconds.to_str().unwrap().parse().unwrap();
+                assert!((1..=30).contains(&seconds), "{error:?}");
+            }
+        }
     }
 }

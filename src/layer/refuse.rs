@@ -38,6 +38,15 @@ pub(crate) fn refusal(error: &ProtocolError) -> Response<Bytes> {
     json_rpc(error.status, error.to_json(), false)
 }
 
+/// `Retry-After` of a refusal because a store could not be reached, even on a fresh
+/// connection (a store whose connection broke sends the command once more before refusing):
+/// Redis is down or restarting, which takes seconds, and the store reconnects by itself.
+pub(crate) const STORE_UNAVAILABLE_RETRY_AFTER: &str = "2";
+
+/// `Retry-After` of a refusal because a store holds as many entries (or bytes) as it may:
+/// room comes back only as entries expire or end, so sooner than this rarely helps.
+pub(crate) const STORE_FULL_RETRY_AFTER: &str = "30";
+
 /// [`refusal`] of a bound that may free up (a store full or unreachable, a quota), with
 /// `Retry-After: <seconds>`.
 pub(crate) fn refusal_retry_after(error: &ProtocolError, seconds: &'static str) -> Response<Bytes> {
@@ -59,20 +68,32 @@ pub(crate) fn bodyless_refusal(parts: &Parts) -> Response<Bytes> {
 
 /// The answer to a state the layer cannot accept: `-32602` for a state that is wrong, and
 /// `-32603` with 429 or 503 when the replay store could not record its use (the state may be
-/// fine; its single use cannot be guaranteed now).
+/// fine; its single use cannot be guaranteed now). A 503 says when to come back
+/// (`Retry-After`): soon when the store is unreachable, later when it is full.
 pub(crate) fn state_refusal(error: &StateError, request: &McpRequest) -> Response<Bytes> {
-    let error = match error {
-        StateError::ReplayStore(store) => {
-            tracing::warn!(target: "mcp_gate::decision", error = %store, "replay store refused a state");
-            let status = match store {
-                ReplayError::OwnerQuota { .. } => StatusCode::TOO_MANY_REQUESTS,
-                _ => StatusCode::SERVICE_UNAVAILABLE,
-            };
-            ProtocolError::new(status, INTERNAL_ERROR, error.to_string())
-        }
-        other => ProtocolError::invalid_params(other.to_string()),
+    let StateError::ReplayStore(store) = error else {
+        return refusal(
+            &ProtocolError::invalid_params(error.to_string()).with_id(Some(&request.id)),
+        );
     };
-    refusal(&error.with_id(Some(&request.id)))
+    tracing::warn!(target: "mcp_gate::decision", error = %store, "replay store refused a state");
+    let (status, retry_after) = match store {
+        ReplayError::OwnerQuota { .. } => (StatusCode::TOO_MANY_REQUESTS, None),
+        ReplayError::Full { .. } => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(STORE_FULL_RETRY_AFTER),
+        ),
+        _ => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Some(STORE_UNAVAILABLE_RETRY_AFTER),
+        ),
+    };
+    let error =
+        ProtocolError::new(status, INTERNAL_ERROR, error.to_string()).with_id(Some(&request.id));
+    match retry_after {
+        Some(seconds) => refusal_retry_after(&error, seconds),
+        None => refusal(&error),
+    }
 }
 
 /// A method in no row of the method table, answered as a server answers a method it does not

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::body::GateBody;
 use super::bounds::Inner;
 use super::pipeline::{local, start};
-use super::refuse::refusal_retry_after;
+use super::refuse::{STORE_FULL_RETRY_AFTER, STORE_UNAVAILABLE_RETRY_AFTER, refusal_retry_after};
 use crate::auth::{Owner, Principal};
 use crate::denial::render::json_rpc;
 use crate::gate::Gate;
@@ -114,24 +114,28 @@ pub(crate) async fn unbind(gate: &Gate, session: &BoundSession) {
     }
 }
 
-/// The answer when the session store refuses or fails.
+/// The answer when the session store refuses or fails, with `Retry-After`: a full store
+/// frees up as sessions end or idle out, an unreachable one within seconds.
 fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Bytes> {
-    let (status, message) = match error {
+    let (status, message, retry_after) = match error {
         SessionStoreError::OwnerQuota { .. } => (
             StatusCode::TOO_MANY_REQUESTS,
             "too many open sessions for this principal: end one (DELETE) or wait for one to expire",
+            "5",
         ),
         SessionStoreError::Full { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             "the server holds as many sessions as it may: retry later",
+            STORE_FULL_RETRY_AFTER,
         ),
         SessionStoreError::Unavailable(_) | SessionStoreError::Taken => (
             StatusCode::SERVICE_UNAVAILABLE,
             "the session store is unavailable: retry later",
+            STORE_UNAVAILABLE_RETRY_AFTER,
         ),
     };
     let error = ProtocolError::new(status, INTERNAL_ERROR, message).with_id(id);
-    refusal_retry_after(&error, "5")
+    refusal_retry_after(&error, retry_after)
 }
 
 /// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
@@ -173,6 +177,30 @@ pub(super) async fn initialize<S: Inner>(
                 let _ = again.call(end).await;
             }
             Ok(local(refused))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_503_of_the_session_store_says_when_to_come_back() {
+        let cases = [
+            (SessionStoreError::Full { capacity: 1 }, 503, "30"),
+            (SessionStoreError::Unavailable("down".into()), 503, "2"),
+            (SessionStoreError::Taken, 503, "2"),
+            (SessionStoreError::OwnerQuota { quota: 1 }, 429, "5"),
+        ];
+        for (error, status, seconds) in cases {
+            let response = store_refusal(&error, None);
+            assert_eq!(response.status().as_u16(), status, "{error}");
+            assert_eq!(
+                response.headers()[http::header::RETRY_AFTER],
+                seconds,
+                "{error}"
+            );
         }
     }
 }

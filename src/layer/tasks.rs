@@ -28,6 +28,7 @@ use serde_json::{Value, json};
 use super::answer::{self, Read};
 use super::audit::DecisionEvent;
 use super::bounds::Inner;
+use super::refuse::{STORE_FULL_RETRY_AFTER, STORE_UNAVAILABLE_RETRY_AFTER};
 use super::refuse::{internal_error, refusal, refusal_retry_after};
 use crate::auth::Principal;
 use crate::denial::render::json_rpc;
@@ -92,13 +93,16 @@ fn internal_failure(from: TaskStatus, message: &str) -> TaskChange {
 fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Response<Bytes> {
     tracing::error!(target: "mcp_gate::tasks", method = %request.method, what, error = %failure, "task store failed; refusing");
     match failure {
-        // Bounds of the store, said as they are: the caller can retry later.
+        // Bounds of the store, said as they are: the caller can retry later; soon when Redis
+        // was away even on a fresh connection, later when the store is full.
         StoreError::Full { .. } | StoreError::OverBudget { .. } | StoreError::Unavailable(_) => {
-            over_limit(
-                request,
-                StatusCode::SERVICE_UNAVAILABLE,
-                failure.to_string(),
-            )
+            let retry_after = match failure {
+                StoreError::Unavailable(_) => STORE_UNAVAILABLE_RETRY_AFTER,
+                _ => STORE_FULL_RETRY_AFTER,
+            };
+            let status = StatusCode::SERVICE_UNAVAILABLE;
+            let error = ProtocolError::new(status, INTERNAL_ERROR, failure.to_string());
+            refusal_retry_after(&error.with_id(Some(&request.id)), retry_after)
         }
         _ => internal_error(request),
     }

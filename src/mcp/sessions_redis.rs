@@ -4,12 +4,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
-use redis::aio::ConnectionManager;
 use sha2::{Digest, Sha256};
 
 use super::sessions::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 use crate::auth::Owner;
-use crate::redis_client::{ConnectError, connect, namespace_ok};
+use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
 
 /// KEYS: session hash, owner's index, global index. ARGV: owner JSON, record JSON, idle (ms),
 /// sessions per owner, capacity, session id, owner index key. Returns 1 once bound, -1 when
@@ -71,7 +70,7 @@ return 1
 /// lets another principal in. Redis must not evict keys (`maxmemory-policy noeviction`).
 #[derive(Clone)]
 pub struct RedisSessionStore {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     namespace: Arc<str>,
     capacity: usize,
     per_owner: usize,

@@ -4,10 +4,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Script;
-use redis::aio::ConnectionManager;
 
 use super::{FirstUse, ReplayError, ReplayFuture, ReplayStore, StateUse};
-use crate::redis_client::{ConnectError, connect, namespace_ok};
+use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
 
 /// KEYS: the state's key, the store's memory key. ARGV: owner, issued at (ms), expires at
 /// (ms). Returns 1 for a first use (recorded), 0 for a state used before,
@@ -47,7 +46,7 @@ return 0
 /// state is refused.
 #[derive(Clone)]
 pub struct RedisReplayStore {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     namespace: Arc<str>,
     script: Arc<Script>,
 }

@@ -3,10 +3,9 @@
 
 use std::sync::Arc;
 
-use redis::aio::ConnectionManager;
 use redis::{RedisError, Script, Value};
 
-use crate::redis_client::ConnectError;
+use crate::redis_client::{ConnectError, RedisConnection};
 
 use super::record::{TaskId, TaskRecord, now_ms};
 use super::store::{
@@ -80,13 +79,14 @@ return {2}
 /// byte the one read and has not expired; that compare-and-set on the whole value includes
 /// the status.
 ///
-/// Connections go through a [`ConnectionManager`], which reconnects after a failure; a call
-/// made while Redis is unreachable fails with [`StoreError::Unavailable`] within a few
+/// Connections go through a [`ConnectionManager`](redis::aio::ConnectionManager), which
+/// reconnects after a failure and sends a command once more when its connection was gone; a
+/// call made while Redis is unreachable fails with [`StoreError::Unavailable`] within a few
 /// seconds. `rediss://` URLs connect over TLS with the host's root certificates; give the store
 /// an ACL user limited to the namespace's keys. A Redis Cluster node is refused.
 #[derive(Clone)]
 pub struct RedisTaskStore {
-    connection: ConnectionManager,
+    connection: RedisConnection,
     namespace: Arc<str>,
     create: Arc<Script>,
     transition: Arc<Script>,
