@@ -272,7 +272,10 @@ impl Default for GateBuilder {
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
             replay: Some(ReplaySlot(Arc::new(
-                crate::continuation::MemoryReplayStore::new(100_000, 1_000),
+                crate::continuation::MemoryReplayStore::new(
+                    crate::continuation::MemoryReplayStore::DEFAULT_CAPACITY,
+                    crate::continuation::MemoryReplayStore::DEFAULT_PER_OWNER,
+                ),
             ))),
             max_rounds: 3,
             development_mode: false,

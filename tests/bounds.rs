@@ -32,7 +32,10 @@ async fn redis_replay_replicas_share_one_per_owner_bound() {
         RedisReplayStore::new(&url, "quota").await.unwrap(),
         RedisReplayStore::new(&url, "quota").await.unwrap(),
     ];
-    let (now, until) = (SystemTime::now(), SystemTime::now() + Duration::from_secs(600));
+    let (now, until) = (
+        SystemTime::now(),
+        SystemTime::now() + Duration::from_secs(600),
+    );
     for n in 0..1_000 {
         let nonce = format!("n{n}");
         let first = replicas[n % 2]

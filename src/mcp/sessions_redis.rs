@@ -5,11 +5,11 @@ use std::time::Duration;
 
 use redis::Script;
 use redis::aio::ConnectionManager;
-use sha2::{Digest, Sha256};
 
 use super::sessions::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 use crate::auth::Owner;
 use crate::redis_client::{ConnectError, connect, namespace_ok};
+use crate::replay::key_digest;
 
 /// KEYS: session hash, owner's index, global index. ARGV: owner JSON, record JSON, idle (ms),
 /// sessions per owner, capacity, session id, owner index key. Returns 1 once bound, -1 when
@@ -144,9 +144,11 @@ impl RedisSessionStore {
 
     /// The owner's index: named by a digest of the owner, so no identity is spelled in a key.
     fn owner_key(&self, owner_json: &str) -> String {
-        let digest = Sha256::digest(owner_json.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}:owner-sessions:{hex}", self.namespace)
+        format!(
+            "{}:owner-sessions:{}",
+            self.namespace,
+            key_digest(owner_json)
+        )
     }
 
     fn idle_ms(&self) -> u64 {
