@@ -225,3 +225,347 @@ fn the_quota_check_copies_no_record() {
     );
     assert!(counted < Duration::from_millis(50), "{counted:?}");
 }
+
+/// The table: every documented bound of every bounded store, driven through one interface on
+/// each backend, so the backends cannot drift apart.
+mod table {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::time::{Duration, SystemTime};
+
+    use mcp_gate::auth::Owner;
+    use mcp_gate::continuation::{FirstUse, MemoryReplayStore, ReplayError, ReplayStore, StateUse};
+    use mcp_gate::mcp::{MemorySessionStore, SessionRecord, SessionStore, SessionStoreError};
+    use mcp_gate::tasks::{
+        HeldCall, MAX_LIST, MemoryTaskStore, StoreError, TaskQuery, TaskRecord, TaskStore,
+    };
+    use serde_json::json;
+
+    /// How long what fills a bound lives: a slot is free again once it has passed.
+    const LIFETIME: Duration = Duration::from_millis(1_000);
+    /// The bounds every store of the table is built with.
+    const CAPACITY: usize = 6;
+    const PER_OWNER: usize = 3;
+    /// The held call's params of every task in the table, and the tasks' byte budget: three
+    /// such calls and a little.
+    const ENV: &str = "production-eu-west";
+
+    type Taken<'a> = Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+    /// One bounded store as the table uses it: take one slot (a used state, a held task, a
+    /// session binding) for `owner`, named `slot`, for [`LIFETIME`]. A refusal is the error's
+    /// text, as the store's docs name it.
+    trait Slots: Send + Sync {
+        fn take<'a>(&'a self, owner: &'a str, slot: &'a str) -> Taken<'a>;
+    }
+
+    struct Replay(Arc<dyn ReplayStore>);
+
+    impl Slots for Replay {
+        fn take<'a>(&'a self, owner: &'a str, slot: &'a str) -> Taken<'a> {
+            Box::pin(async move {
+                let now = SystemTime::now();
+                let state = StateUse::new(owner, slot, now, now + LIFETIME);
+                match self.0.first_use(state).await {
+                    Ok(FirstUse::Yes) => Ok(()),
+                    Ok(other) => panic!("a new state answered {other:?}"),
+                    Err(refused @ (ReplayError::Full { .. } | ReplayError::OwnerQuota { .. })) => {
+                        Err(format!("{refused:?}"))
+                    }
+                    Err(failure) => panic!("{failure}"),
+                }
+            })
+        }
+    }
+
+    struct Tasks(Arc<dyn TaskStore>);
+
+    fn task(owner: &str) -> TaskRecord {
+        let owner = Owner::new("https://as.example", Some(owner.into()), Some("cli".into()));
+        let call = HeldCall::new(
+            "tools/call",
+            json!({"name": "deploy", "arguments": {"env": ENV}}),
+            "2026-07-28",
+            "https://mcp.example/mcp",
+        );
+        let ttl = u64::try_from(LIFETIME.as_millis()).unwrap();
+        TaskRecord::new(owner, call, "ctx", ttl, 100).unwrap()
+    }
+
+    fn task_bytes() -> usize {
+        task("x").call.params_len()
+    }
+
+    impl Slots for Tasks {
+        fn take<'a>(&'a self, owner: &'a str, _slot: &'a str) -> Taken<'a> {
+            Box::pin(async move {
+                match self.0.create_within(task(owner), PER_OWNER).await {
+                    Ok(()) => Ok(()),
+                    Err(
+                        refused @ (StoreError::Full { .. }
+                        | StoreError::OverBudget { .. }
+                        | StoreError::OwnerQuota { .. }),
+                    ) => Err(format!("{refused:?}")),
+                    Err(failure) => panic!("{failure}"),
+                }
+            })
+        }
+    }
+
+    struct Sessions(Arc<dyn SessionStore>);
+
+    impl Slots for Sessions {
+        fn take<'a>(&'a self, owner: &'a str, slot: &'a str) -> Taken<'a> {
+            Box::pin(async move {
+                let owner =
+                    Owner::new("https://as.example", Some(owner.into()), Some("cli".into()));
+                match self.0.bind(slot, SessionRecord::new(owner)).await {
+                    Ok(()) => Ok(()),
+                    Err(
+                        refused @ (SessionStoreError::Full { .. }
+                        | SessionStoreError::OwnerQuota { .. }),
+                    ) => Err(format!("{refused:?}")),
+                    Err(failure) => panic!("{failure}"),
+                }
+            })
+        }
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Store {
+        Replay,
+        Tasks,
+        Sessions,
+    }
+
+    #[derive(Clone, Copy, Debug)]
+    enum Bound {
+        /// Live entries in all.
+        Capacity,
+        /// Live entries of one owner.
+        PerOwner,
+        /// Bytes of held calls (the task store).
+        Bytes,
+    }
+
+    /// Each row: the store, the bound, how many slots fill it, the refusal the docs name.
+    fn rows() -> Vec<(Store, Bound, usize, String)> {
+        use Bound::*;
+        use Store::*;
+        let budget = 3 * task_bytes() + 10;
+        vec![
+            (
+                Replay,
+                Capacity,
+                CAPACITY,
+                format!("Full {{ capacity: {CAPACITY} }}"),
+            ),
+            (
+                Replay,
+                PerOwner,
+                PER_OWNER,
+                format!("OwnerQuota {{ quota: {PER_OWNER} }}"),
+            ),
+            (
+                Tasks,
+                Capacity,
+                CAPACITY,
+                format!("Full {{ capacity: {CAPACITY} }}"),
+            ),
+            (
+                Tasks,
+                PerOwner,
+                PER_OWNER,
+                format!("OwnerQuota {{ quota: {PER_OWNER} }}"),
+            ),
+            (
+                Tasks,
+                Bytes,
+                3,
+                format!("OverBudget {{ budget: {budget} }}"),
+            ),
+            (
+                Sessions,
+                Capacity,
+                CAPACITY,
+                format!("Full {{ capacity: {CAPACITY} }}"),
+            ),
+            (
+                Sessions,
+                PerOwner,
+                PER_OWNER,
+                format!("OwnerQuota {{ quota: {PER_OWNER} }}"),
+            ),
+        ]
+    }
+
+    /// Where the stores of a row live.
+    #[derive(Clone, Debug)]
+    enum Backend {
+        Memory,
+        /// A Redis server's URL and the row's namespace.
+        #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+        Redis(String, String),
+    }
+
+    /// Two replicas of `store` on `backend`, built with the row's bounds: two instances on one
+    /// Redis namespace, or one memory store shared (a memory store is one process's).
+    async fn replicas(store: Store, bound: Bound, backend: &Backend) -> [Arc<dyn Slots>; 2] {
+        // The byte row alone bounds bytes: there the capacity is out of the way.
+        let (capacity, budget) = match bound {
+            Bound::Bytes => (1_000, 3 * task_bytes() + 10),
+            _ => (CAPACITY, MemoryTaskStore::DEFAULT_BYTE_BUDGET),
+        };
+        match backend {
+            Backend::Memory => {
+                let one: Arc<dyn Slots> = match store {
+                    Store::Replay => Arc::new(Replay(Arc::new(MemoryReplayStore::new(
+                        capacity, PER_OWNER,
+                    )))),
+                    Store::Tasks => Arc::new(Tasks(Arc::new(
+                        MemoryTaskStore::new(capacity).byte_budget(budget),
+                    ))),
+                    Store::Sessions => Arc::new(Sessions(Arc::new(MemorySessionStore::new(
+                        capacity, PER_OWNER, LIFETIME,
+                    )))),
+                };
+                [one.clone(), one]
+            }
+            #[cfg(feature = "redis")]
+            Backend::Redis(url, namespace) => {
+                let mut two = Vec::new();
+                for _ in 0..2 {
+                    let replica: Arc<dyn Slots> = match store {
+                        Store::Replay => Arc::new(Replay(Arc::new(
+                            mcp_gate::continuation::RedisReplayStore::new(url, namespace)
+                                .await
+                                .unwrap()
+                                .bounds(capacity, PER_OWNER),
+                        ))),
+                        Store::Tasks => Arc::new(Tasks(Arc::new(
+                            mcp_gate::tasks::RedisTaskStore::new(url, namespace)
+                                .await
+                                .unwrap()
+                                .capacity(capacity)
+                                .byte_budget(budget),
+                        ))),
+                        Store::Sessions => Arc::new(Sessions(Arc::new(
+                            mcp_gate::mcp::RedisSessionStore::new(
+                                url, namespace, capacity, PER_OWNER, LIFETIME,
+                            )
+                            .await
+                            .unwrap(),
+                        ))),
+                    };
+                    two.push(replica);
+                }
+                [two[0].clone(), two[1].clone()]
+            }
+            #[cfg(not(feature = "redis"))]
+            Backend::Redis(..) => unreachable!("no Redis backend without the feature"),
+        }
+    }
+
+    /// One row on one backend: fill the bound through both replicas in turn, see the next one
+    /// refused with the documented error, another owner still served (for a per-owner bound),
+    /// and a slot usable again once what filled it has expired.
+    async fn check_row(row: &(Store, Bound, usize, String), backend: &Backend) {
+        let (store, bound, fill, refusal) = row;
+        let [a, b] = replicas(*store, *bound, backend).await;
+        let owner = |n: usize| match bound {
+            Bound::PerOwner => "alice".to_owned(),
+            _ => format!("owner-{n}"),
+        };
+        for n in 0..*fill {
+            let replica = if n % 2 == 0 { &a } else { &b };
+            let taken = replica.take(&owner(n), &format!("slot-{n}")).await;
+            assert_eq!(taken, Ok(()), "{row:?} on {backend:?}: slot {n}");
+        }
+        for replica in [&a, &b] {
+            let over = replica.take(&owner(*fill), &format!("slot-{fill}")).await;
+            assert_eq!(over, Err(refusal.clone()), "{row:?} on {backend:?}");
+        }
+        if matches!(bound, Bound::PerOwner) {
+            let other = b.take("bob", "bobs-slot").await;
+            assert_eq!(other, Ok(()), "{row:?} on {backend:?}: another owner");
+        }
+        tokio::time::sleep(LIFETIME + Duration::from_millis(200)).await;
+        let again = a.take(&owner(*fill), "after-expiry").await;
+        assert_eq!(again, Ok(()), "{row:?} on {backend:?}: after expiry");
+    }
+
+    /// Every row, on every backend at once (rows wait out their lifetime together).
+    async fn check_all(backends: &[Backend]) {
+        let rows = rows();
+        let mut checks = Vec::new();
+        for backend in backends {
+            for (n, row) in rows.iter().enumerate() {
+                let backend = match backend {
+                    Backend::Redis(url, _) => Backend::Redis(url.clone(), format!("row-{n}")),
+                    memory => memory.clone(),
+                };
+                let row = row.clone();
+                checks.push(tokio::spawn(async move { check_row(&row, &backend).await }));
+            }
+        }
+        for check in checks {
+            check.await.unwrap();
+        }
+    }
+
+    #[tokio::test]
+    async fn every_bound_holds_in_memory() {
+        check_all(&[Backend::Memory]).await;
+    }
+
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn every_bound_holds_in_redis_across_two_replicas() {
+        let Some(redis) = crate::common::redis_server::RedisServer::start_or_skip() else {
+            return;
+        };
+        check_all(&[Backend::Redis(redis.url(), String::new())]).await;
+        // Nothing outlives what it counts: once every entry has expired, only the replay
+        // store's memory (when it began) remains.
+        tokio::time::sleep(LIFETIME + Duration::from_millis(200)).await;
+        let mut raw = redis.raw().await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut raw)
+            .await
+            .unwrap();
+        let left: Vec<&String> = keys
+            .iter()
+            .filter(|key| !key.ends_with(":replay-memory"))
+            .collect();
+        assert_eq!(left, Vec::<&String>::new());
+    }
+
+    /// The task store's list limit, on both backends: at most [`MAX_LIST`] records, and at
+    /// most the query's limit.
+    async fn list_limit(store: Arc<dyn TaskStore>, backend: &str) {
+        for n in 0..=MAX_LIST {
+            store
+                .create(task(&format!("owner-{}", n % 7)))
+                .await
+                .unwrap();
+        }
+        let all = store
+            .list(TaskQuery::new().limit(MAX_LIST * 2))
+            .await
+            .unwrap();
+        assert_eq!(all.len(), MAX_LIST, "{backend}");
+        let some = store.list(TaskQuery::new().limit(5)).await.unwrap();
+        assert_eq!(some.len(), 5, "{backend}");
+    }
+
+    #[tokio::test]
+    async fn the_task_list_limit_holds_on_both_backends() {
+        list_limit(Arc::new(MemoryTaskStore::default()), "memory").await;
+        #[cfg(feature = "redis")]
+        if let Some(redis) = crate::common::redis_server::RedisServer::start_or_skip() {
+            list_limit(redis.store("list").await, "redis").await;
+        }
+    }
+}

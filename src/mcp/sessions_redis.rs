@@ -31,6 +31,7 @@ redis.call('PEXPIREAT', KEYS[1], expiry)
 redis.call('ZADD', KEYS[2], expiry, ARGV[6])
 redis.call('PEXPIREAT', KEYS[2], expiry)
 redis.call('ZADD', KEYS[3], expiry, ARGV[6])
+redis.call('PEXPIREAT', KEYS[3], expiry)
 return 1
 ";
 
@@ -45,6 +46,7 @@ redis.call('PEXPIREAT', KEYS[1], expiry)
 redis.call('ZADD', found[2], 'XX', expiry, ARGV[2])
 redis.call('PEXPIREAT', found[2], expiry)
 redis.call('ZADD', KEYS[2], 'XX', expiry, ARGV[2])
+redis.call('PEXPIREAT', KEYS[2], expiry)
 return found[1]
 ";
 
@@ -62,7 +64,9 @@ return 1
 /// Legacy session bindings in Redis, so that any replica knows who owns a session: one hash
 /// per session, `{namespace}:session:{id}` (owner and record), expiring after `idle` without
 /// a request, and two sorted sets of live sessions (one per owner, one for the store) that
-/// bound it: at most `capacity` sessions, `per_owner` of one owner. Binding, looking up (which
+/// bound it, across every replica on the namespace: at most `capacity` sessions, `per_owner`
+/// of one owner. Each set is scored by expiry, pruned before it is counted, and expires with
+/// its last session, so nothing outlives the bindings. Binding, looking up (which
 /// keeps the binding alive) and unbinding are each one Lua script, one round trip. Full or
 /// over quota, a new session is refused; nothing is evicted.
 ///

@@ -74,7 +74,8 @@ end
 /// The index (every live task) and the owner's waiting set are sorted sets of ids scored by
 /// deadline, pruned of expired ids before they are counted; `sizes` maps each indexed id to
 /// its held call's size and `bytes` is their sum, both kept in step with the index. The
-/// owner's set expires with its last task.
+/// owner's set expires with the owner's last task; the index, `sizes` and `bytes` together
+/// with the store's last task.
 const CREATE: &str = concat!(
     lua_now!(),
     lua_forget!(),
@@ -97,6 +98,10 @@ redis.call('INCRBY', KEYS[5], ARGV[5])
 redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
 local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 redis.call('PEXPIREAT', KEYS[3], last[2])
+last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+for i = 2, 5 do
+  if i ~= 3 then redis.call('PEXPIREAT', KEYS[i], last[2]) end
+end
 return 1
 "
 );
@@ -151,8 +156,9 @@ return {2}
 /// most `quota` tasks of one owner waiting ([`StoreError::OwnerQuota`]). The counts live beside
 /// the records: the index, `{namespace}:task-sizes` (each indexed task's call size) with
 /// `{namespace}:task-bytes` (their sum), and one sorted set per owner of its waiting ids,
-/// `{namespace}:task-owner:{digest of the owner}`, scored by deadline and expiring with its
-/// last task. The create script prunes expired ids (at most 1,000 at a time) before it counts.
+/// `{namespace}:task-owner:{digest of the owner}`, scored by deadline. Each expires with the
+/// last task it counts, so nothing outlives the tasks. The create script prunes expired ids
+/// (at most 1,000 at a time) before it counts.
 ///
 /// Creating and transitioning are Lua scripts (`EVALSHA`, loaded on first use), so each is one
 /// atomic step on the server. A transition reads the record, computes the new one here (the
