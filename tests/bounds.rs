@@ -282,6 +282,10 @@ mod table {
     struct Tasks(Arc<dyn TaskStore>);
 
     fn task(owner: &str) -> TaskRecord {
+        task_living(owner, LIFETIME)
+    }
+
+    fn task_living(owner: &str, lifetime: Duration) -> TaskRecord {
         let owner = Owner::new("https://as.example", Some(owner.into()), Some("cli".into()));
         let call = HeldCall::new(
             "tools/call",
@@ -289,7 +293,7 @@ mod table {
             "2026-07-28",
             "https://mcp.example/mcp",
         );
-        let ttl = u64::try_from(LIFETIME.as_millis()).unwrap();
+        let ttl = u64::try_from(lifetime.as_millis()).unwrap();
         TaskRecord::new(owner, call, "ctx", ttl, 100).unwrap()
     }
 
@@ -540,6 +544,46 @@ mod table {
             .filter(|key| !key.ends_with(":replay-memory"))
             .collect();
         assert_eq!(left, Vec::<&String>::new());
+    }
+
+    /// A decided task no longer counts against its owner's waiting quota, on both backends
+    /// (two replicas on Redis): the slot is free at once, not only at expiry.
+    async fn a_decision_frees_the_owners_slot(replicas: [Arc<dyn TaskStore>; 2], backend: &str) {
+        use mcp_gate::tasks::{TaskChange, TaskDecision, TaskStatus};
+        let mut held = Vec::new();
+        for n in 0..PER_OWNER {
+            let record = task("alice");
+            held.push(record.id.clone());
+            replicas[n % 2]
+                .create_within(record, PER_OWNER)
+                .await
+                .unwrap();
+        }
+        let refused = replicas[1].create_within(task("alice"), PER_OWNER).await;
+        assert_eq!(
+            refused,
+            Err(StoreError::OwnerQuota { quota: PER_OWNER }),
+            "{backend}"
+        );
+        let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+            .decision(TaskDecision::Approved { by: "ops".into() });
+        let decided = replicas[1].transition(&held[0], approve).await.unwrap();
+        assert!(decided.is_applied(), "{backend}");
+        replicas[0]
+            .create_within(task("alice"), PER_OWNER)
+            .await
+            .unwrap_or_else(|e| panic!("{backend}: {e}"));
+    }
+
+    #[tokio::test]
+    async fn a_decision_frees_the_owners_slot_on_both_backends() {
+        let memory: Arc<dyn TaskStore> = Arc::new(MemoryTaskStore::default());
+        a_decision_frees_the_owners_slot([memory.clone(), memory], "memory").await;
+        #[cfg(feature = "redis")]
+        if let Some(redis) = crate::common::redis_server::RedisServer::start_or_skip() {
+            let replicas = [redis.store("decided").await, redis.store("decided").await];
+            a_decision_frees_the_owners_slot(replicas, "redis").await;
+        }
     }
 
     /// The task store's list limit, on both backends: at most [`MAX_LIST`] records, and at
