@@ -128,7 +128,7 @@ pub(crate) async fn hold(
         gate.inner.resource.uri.as_str(),
     );
     let owner = TaskOwner::of(principal);
-    if let Err(refused) = within_bounds(tasks, request, &call) {
+    if let Some(refused) = too_large(tasks, request, &call) {
         return refused;
     }
     let (Ok(context_id), Ok(record)) = (
@@ -190,22 +190,21 @@ pub(crate) async fn hold(
     }
 }
 
-/// The bound a call must keep to be held: its size. Its owner's waiting calls are counted by
-/// the store, in the create ([`TaskStore::create_within`]).
-fn within_bounds(
+/// The refusal of a call too large to hold, if it is. Its owner's waiting calls are counted
+/// by the store, in the create ([`TaskStore::create_within`]).
+fn too_large(
     tasks: &TaskSettings,
     request: &McpRequest,
     call: &HeldCall,
-) -> Result<(), Response<Bytes>> {
+) -> Option<Response<Bytes>> {
     let size = call.params_len();
-    if size > tasks.max_call_bytes {
+    (size > tasks.max_call_bytes).then(|| {
         let message = format!(
             "the call is too large to hold for approval ({size} bytes; at most {})",
             tasks.max_call_bytes
         );
-        return Err(over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message));
-    }
-    Ok(())
+        over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message)
+    })
 }
 
 /// Runs the start hook, if one is set, for a task just stored. A hook that fails, panics or
