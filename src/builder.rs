@@ -273,7 +273,10 @@ impl Default for GateBuilder {
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
             replay: Some(ReplaySlot(Arc::new(
-                crate::continuation::MemoryReplayStore::new(100_000, 1_000),
+                crate::continuation::MemoryReplayStore::new(
+                    crate::continuation::MemoryReplayStore::DEFAULT_CAPACITY,
+                    crate::continuation::MemoryReplayStore::DEFAULT_PER_OWNER,
+                ),
             ))),
             max_rounds: 3,
             development_mode: false,
@@ -656,15 +659,18 @@ impl GateBuilder {
 
     /// At most `quota` calls of one owner (issuer, subject, client id) waiting for approval at
     /// once (default 100). Over it, a call the policy would hold gets 429 and is not held;
-    /// other owners are not affected.
+    /// other owners are not affected. The task store counts them as it stores the task
+    /// ([`TaskStore::create_within`](crate::tasks::TaskStore::create_within)): for a Redis
+    /// store, across every replica.
     pub fn tasks_per_owner(mut self, quota: u64) -> Self {
         self.tasks_per_owner = quota;
         self
     }
 
     /// The largest call, its params as JSON, the layer holds for approval (default 1 MiB).
-    /// A larger one gets 413 and is not held. The in-memory task store also bounds the bytes
-    /// of all held calls together ([`MemoryTaskStore::byte_budget`](crate::tasks::MemoryTaskStore::byte_budget)).
+    /// A larger one gets 413 and is not held. The task stores also bound the bytes of all held
+    /// calls together ([`MemoryTaskStore::byte_budget`](crate::tasks::MemoryTaskStore::byte_budget),
+    /// and `RedisTaskStore::byte_budget`).
     pub fn max_held_call_bytes(mut self, bytes: usize) -> Self {
         self.max_held_call_bytes = bytes;
         self

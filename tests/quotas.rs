@@ -6,14 +6,14 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use common::modern::{ModernRequest, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
-use mcp_gate::tasks::{MemoryTaskStore, TaskQuery, TaskStatus, TaskStore};
+use mcp_gate::tasks::{MemoryTaskStore, TaskQuery, TaskRecord, TaskStatus, TaskStore};
 use mcp_gate::{GateBuilder, Issuer, StaticKeys};
 use serde_json::json;
 
@@ -176,4 +176,68 @@ fn resident_bytes() -> Option<usize> {
     let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
     let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kib * 1024)
+}
+
+/// How long eight concurrent refused attempts of an owner at its held-task quota take.
+async fn eight_refusals(rig: &Arc<Rig>, subject: &str) -> Duration {
+    {
+        let started = Instant::now();
+        let attempts: Vec<_> = (0..8)
+            .map(|_| {
+                let (rig, subject) = (rig.clone(), subject.to_owned());
+                tokio::spawn(async move { rig.deploy(&subject, "prod").await })
+            })
+            .collect();
+        for attempt in attempts {
+            let reply = attempt.await.unwrap();
+            assert_eq!(reply.status, 429, "{reply:?}");
+        }
+        started.elapsed()
+    }
+}
+
+/// Two principals at their held-task quota (100): Alice's held calls are almost 1 MiB each,
+/// Bob's a few bytes. A refusal costs what a request costs, whatever the owner holds: before
+/// the fix, each of Alice's refusals copied her 100 MiB of held records under the store's
+/// lock.
+#[tokio::test]
+async fn a_refusal_at_the_task_quota_costs_less_than_the_request() {
+    let store = Arc::new(MemoryTaskStore::default());
+    let shared: Arc<dyn TaskStore> = store.clone();
+    let rig = Arc::new(Rig::start(|b| b.tasks_per_owner(100).shared_task_store(shared)).await);
+    let (alice, bob) = ("alice", "bob");
+    // One call each through the gate; the other 99 are stored as the gate stores them (the
+    // same owner and call), without sending 100 MB through the test's client.
+    for (subject, env) in [(alice, "x".repeat(1_000_000)), (bob, "x".to_owned())] {
+        let reply = rig.deploy(subject, &env).await;
+        assert_eq!(reply.body["result"]["resultType"], "task", "{reply:?}");
+        let held = store.list(TaskQuery::new()).await.unwrap();
+        let first = held
+            .iter()
+            .find(|r| r.call.params["arguments"]["env"] == env.as_str());
+        let first = first.expect("the held call is stored").clone();
+        for _ in 1..100 {
+            let again = TaskRecord::new(
+                first.owner.clone(),
+                first.call.clone(),
+                "ctx",
+                600_000,
+                1_000,
+            );
+            store.create(again.unwrap()).await.unwrap();
+        }
+    }
+    let (mut small, mut heavy) = (Duration::MAX, Duration::MAX);
+    // Interleaved rounds, the best of each: the machine's load moves both alike.
+    for _round in 0..3 {
+        small = small.min(eight_refusals(&rig, bob).await);
+        heavy = heavy.min(eight_refusals(&rig, alice).await);
+    }
+    eprintln!(
+        "8 concurrent refusals at the quota: {heavy:?} holding 100 x 1 MB, {small:?} holding 100 x a few bytes"
+    );
+    assert!(
+        heavy < small + small / 2 + Duration::from_millis(50),
+        "refusals cost more with larger held calls: {heavy:?} against {small:?}"
+    );
 }

@@ -745,16 +745,33 @@ mod redis_only {
             TaskStatus::Approved
         );
 
+        // The counts beside the records: the bytes and sizes of live tasks, and one set of
+        // waiting ids per owner (gone in gate-a, whose only task is no longer waiting).
+        let owner_keys: Vec<String> = cmd(&mut raw, &["KEYS", "gate-b:task-owner:*"]).await;
+        let owner = owner_keys[0]
+            .trim_start_matches("gate-b:task-owner:")
+            .to_owned();
+        assert_eq!(owner.len(), 32, "a digest names the owner: {owner_keys:?}");
+        let owner_expiry: i64 = cmd(&mut raw, &["PEXPIRETIME", &owner_keys[0]]).await;
+        assert_eq!(
+            owner_expiry, expire_at,
+            "the owner's set expires with its last task"
+        );
         let keys: Vec<String> = cmd(&mut raw, &["KEYS", "*"]).await; // the test may; the store never does
         let mut keys = keys;
         keys.sort();
         assert_eq!(
             keys,
             [
+                "gate-a:task-bytes".into(),
+                "gate-a:task-sizes".into(),
                 format!("gate-a:task:{}", r.id),
                 "gate-a:tasks".into(),
+                "gate-b:task-bytes".into(),
+                format!("gate-b:task-owner:{owner}"),
+                "gate-b:task-sizes".into(),
                 format!("gate-b:task:{}", r.id),
-                "gate-b:tasks".into()
+                "gate-b:tasks".into(),
             ]
         );
     }

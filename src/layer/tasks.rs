@@ -46,8 +46,8 @@ use crate::policy::{self, Approval, Decision, Evaluation};
 use crate::settings::TaskSettings;
 use crate::tasks::wire;
 use crate::tasks::{
-    HeldCall, StartedTask, StoreError, TaskChange, TaskError, TaskId, TaskOwner, TaskQuery,
-    TaskRecord, TaskStart, TaskStatus, TaskStore, Transition,
+    HeldCall, StartedTask, StoreError, TaskChange, TaskError, TaskId, TaskOwner, TaskRecord,
+    TaskStart, TaskStatus, TaskStore, Transition,
 };
 
 /// Whether a `task` remediation can become a task: a modern `tools/call` that declared the
@@ -132,7 +132,7 @@ pub(crate) async fn hold(
         gate.inner.resource.uri.as_str(),
     );
     let owner = TaskOwner::of(principal);
-    if let Err(refused) = within_bounds(tasks, request, &call, &owner).await {
+    if let Some(refused) = too_large(tasks, request, &call) {
         return refused;
     }
     let (Ok(context_id), Ok(record)) = (
@@ -152,8 +152,17 @@ pub(crate) async fn hold(
         context_id,
         ..record
     };
-    if let Err(failure) = tasks.store.create(record.clone()).await {
-        return store_failed(request, "create", &failure);
+    match tasks
+        .store
+        .create_within(record.clone(), tasks.per_owner)
+        .await
+    {
+        Ok(()) => {}
+        // The owner's quota: said as it is, and other owners are not affected.
+        Err(over @ StoreError::OwnerQuota { .. }) => {
+            return over_limit(request, StatusCode::TOO_MANY_REQUESTS, over.to_string());
+        }
+        Err(failure) => return store_failed(request, "create", &failure),
     }
     if let Err(refused) = announce(gate, request, &record, message).await {
         return refused;
@@ -185,38 +194,21 @@ pub(crate) async fn hold(
     }
 }
 
-/// The bounds a call must keep to be held: its size, and its owner's waiting calls.
-async fn within_bounds(
+/// The refusal of a call too large to hold, if it is. Its owner's waiting calls are counted
+/// by the store, in the create ([`TaskStore::create_within`]).
+fn too_large(
     tasks: &TaskSettings,
     request: &McpRequest,
     call: &HeldCall,
-    owner: &TaskOwner,
-) -> Result<(), Response<Bytes>> {
+) -> Option<Response<Bytes>> {
     let size = call.params_len();
-    if size > tasks.max_call_bytes {
+    (size > tasks.max_call_bytes).then(|| {
         let message = format!(
             "the call is too large to hold for approval ({size} bytes; at most {})",
             tasks.max_call_bytes
         );
-        return Err(over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message));
-    }
-    // Store-agnostic and checked before the create: concurrent holds of one owner can pass
-    // it together, so an owner can exceed the quota by at most the holds racing it.
-    let waiting = TaskQuery::new()
-        .owner(owner)
-        .status(TaskStatus::Working)
-        .limit(tasks.per_owner);
-    match tasks.store.list(waiting).await {
-        Ok(waiting) if waiting.len() >= tasks.per_owner => {
-            let message = format!(
-                "this principal has {} calls waiting for approval, as many as one may: wait for a decision, or cancel one",
-                waiting.len()
-            );
-            Err(over_limit(request, StatusCode::TOO_MANY_REQUESTS, message))
-        }
-        Ok(_) => Ok(()),
-        Err(failure) => Err(store_failed(request, "count", &failure)),
-    }
+        over_limit(request, StatusCode::PAYLOAD_TOO_LARGE, message)
+    })
 }
 
 /// Runs the start hook, if one is set, for a task just stored. A hook that fails, panics or

@@ -4,11 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
-use sha2::{Digest, Sha256};
-
 use super::sessions::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 use crate::auth::Owner;
 use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
+use crate::replay::key_digest;
 
 /// KEYS: session hash, owner's index, global index. ARGV: owner JSON, record JSON, idle (ms),
 /// sessions per owner, capacity, session id, owner index key. Returns 1 once bound, -1 when
@@ -30,6 +29,7 @@ redis.call('PEXPIREAT', KEYS[1], expiry)
 redis.call('ZADD', KEYS[2], expiry, ARGV[6])
 redis.call('PEXPIREAT', KEYS[2], expiry)
 redis.call('ZADD', KEYS[3], expiry, ARGV[6])
+redis.call('PEXPIREAT', KEYS[3], expiry)
 return 1
 ";
 
@@ -44,6 +44,7 @@ redis.call('PEXPIREAT', KEYS[1], expiry)
 redis.call('ZADD', found[2], 'XX', expiry, ARGV[2])
 redis.call('PEXPIREAT', found[2], expiry)
 redis.call('ZADD', KEYS[2], 'XX', expiry, ARGV[2])
+redis.call('PEXPIREAT', KEYS[2], expiry)
 return found[1]
 ";
 
@@ -61,7 +62,9 @@ return 1
 /// Legacy session bindings in Redis, so that any replica knows who owns a session: one hash
 /// per session, `{namespace}:session:{id}` (owner and record), expiring after `idle` without
 /// a request, and two sorted sets of live sessions (one per owner, one for the store) that
-/// bound it: at most `capacity` sessions, `per_owner` of one owner. Binding, looking up (which
+/// bound it, across every replica on the namespace: at most `capacity` sessions, `per_owner`
+/// of one owner. Each set is scored by expiry, pruned before it is counted, and expires with
+/// its last session, so nothing outlives the bindings. Binding, looking up (which
 /// keeps the binding alive) and unbinding are each one Lua script, one round trip. Full or
 /// over quota, a new session is refused; nothing is evicted.
 ///
@@ -143,9 +146,11 @@ impl RedisSessionStore {
 
     /// The owner's index: named by a digest of the owner, so no identity is spelled in a key.
     fn owner_key(&self, owner_json: &str) -> String {
-        let digest = Sha256::digest(owner_json.as_bytes());
-        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-        format!("{}:owner-sessions:{hex}", self.namespace)
+        format!(
+            "{}:owner-sessions:{}",
+            self.namespace,
+            key_digest(owner_json)
+        )
     }
 
     fn idle_ms(&self) -> u64 {

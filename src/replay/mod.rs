@@ -10,7 +10,8 @@
 //! cannot answer is a refusal, never an allow. [`MemoryReplayStore`] (one process) is bounded
 //! twice, in total and per owner, and when either bound is reached it refuses new states
 //! instead of forgetting live ones. [`RedisReplayStore`] (feature `redis`) shares used states
-//! between replicas.
+//! between replicas, and the same two bounds with them: counted in Redis, for every replica at
+//! once, in the script that records the state.
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
@@ -41,6 +42,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 mod redis;
 #[cfg(feature = "redis")]
 pub use self::redis::RedisReplayStore;
+#[cfg(feature = "redis")]
+pub(crate) use self::redis::key_digest;
 
 /// Whether a state was used for the first time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +160,11 @@ impl Used {
 }
 
 impl MemoryReplayStore {
+    /// The capacity of the layer's default store: live used states in all.
+    pub const DEFAULT_CAPACITY: usize = 100_000;
+    /// The per-owner quota of the layer's default store: live used states of one owner.
+    pub const DEFAULT_PER_OWNER: usize = 1_000;
+
     /// A store of at most `capacity` live used states, `per_owner` of them per owner.
     pub fn new(capacity: usize, per_owner: usize) -> Self {
         Self {

@@ -4,13 +4,21 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Script;
+use sha2::{Digest, Sha256};
 
-use super::{FirstUse, ReplayError, ReplayFuture, ReplayStore, StateUse};
+use super::{FirstUse, MemoryReplayStore, ReplayError, ReplayFuture, ReplayStore, StateUse};
 use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
 
-/// KEYS: the state's key, the store's memory key. ARGV: owner, issued at (ms), expires at
-/// (ms). Returns 1 for a first use (recorded), 0 for a state used before,
-/// -1 for a state issued before the store's memory began, or already expired.
+/// KEYS: the state's key, the store's memory key, the index of live states, the owner's index
+/// of live states. ARGV: owner, issued at (ms), expires at (ms), capacity, per-owner quota,
+/// nonce.
+/// Returns 1 for a first use (recorded), 0 for a state used before, -1 for a state issued
+/// before the store's memory began or already expired, -2 when the store holds `capacity`
+/// live states, -3 when the owner holds `per_owner`.
+///
+/// Both indexes are sorted sets of nonces scored by their state's expiry, pruned of expired
+/// members here, so their sizes are the live counts: no scan, and each member is removed once.
+/// Each index expires with its last state, so nothing outlives the states it counts.
 const FIRST_USE: &str = r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -21,14 +29,33 @@ if not since then
 end
 if tonumber(ARGV[2]) < since then return -1 end
 if tonumber(ARGV[3]) <= now then return -1 end
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PXAT', ARGV[3]) then return 1 end
-return 0
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now)
+if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return -2 end
+if redis.call('ZCARD', KEYS[4]) >= tonumber(ARGV[5]) then return -3 end
+redis.call('SET', KEYS[1], ARGV[1], 'PXAT', ARGV[3])
+for i = 3, 4 do
+  redis.call('ZADD', KEYS[i], ARGV[3], ARGV[6])
+  local last = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')
+  redis.call('PEXPIREAT', KEYS[i], last[2])
+end
+return 1
 ";
 
 /// Used states in Redis: one key per state, `{namespace}:used:{nonce}`, written with
-/// `SET … NX PXAT <state expiry>` so that exactly one replica's first use succeeds and the key
-/// lives exactly as long as the state could be presented. One round trip per first use of a
-/// state (one Lua script); none for requests that carry no state.
+/// `PXAT <state expiry>` by the one script that checks it is absent, so that exactly one
+/// replica's first use succeeds and the key lives exactly as long as the state could be
+/// presented. One round trip per first use of a state (one Lua script); none for requests
+/// that carry no state.
+///
+/// Bounded as [`MemoryReplayStore`](super::MemoryReplayStore) is, and across every replica
+/// that shares the namespace: at most `capacity` live used states in all
+/// ([`ReplayError::Full`]), at most `per_owner` of one owner ([`ReplayError::OwnerQuota`]);
+/// at either bound a new state is refused, never a live one forgotten. The same script keeps
+/// the counts: a sorted set of the store's live nonces (`{namespace}:used-index`) and one per
+/// owner (`{namespace}:used-by:{digest of the owner}`), each scored by expiry, pruned of
+/// expired members before it is counted and expiring with its last state.
 ///
 /// A Redis that restarts without persistence forgets every used state. So the store keeps a
 /// `{namespace}:replay-memory` key, the time its memory began, set when the store is first
@@ -49,6 +76,8 @@ pub struct RedisReplayStore {
     connection: RedisConnection,
     namespace: Arc<str>,
     script: Arc<Script>,
+    capacity: usize,
+    per_owner: usize,
 }
 
 impl std::fmt::Debug for RedisReplayStore {
@@ -56,14 +85,21 @@ impl std::fmt::Debug for RedisReplayStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisReplayStore")
             .field("namespace", &self.namespace)
+            .field("capacity", &self.capacity)
+            .field("per_owner", &self.per_owner)
             .finish_non_exhaustive()
     }
 }
 
 impl RedisReplayStore {
     /// Connects to the Redis server at `url` and keeps used states under `namespace` (1 to 64
-    /// characters of `A-Z a-z 0-9 - _ .`; every replica uses the same one). Fails if the URL is
-    /// unusable or the server does not answer.
+    /// characters of `A-Z a-z 0-9 - _ .`; every replica uses the same one), with the default
+    /// bounds of the in-memory store ([`MemoryReplayStore::DEFAULT_CAPACITY`] live states,
+    /// [`MemoryReplayStore::DEFAULT_PER_OWNER`] per owner; change them with
+    /// [`bounds`](Self::bounds)). Fails if the URL is unusable or the server does not answer.
+    ///
+    /// [`MemoryReplayStore::DEFAULT_CAPACITY`]: super::MemoryReplayStore::DEFAULT_CAPACITY
+    /// [`MemoryReplayStore::DEFAULT_PER_OWNER`]: super::MemoryReplayStore::DEFAULT_PER_OWNER
     pub async fn new(url: &str, namespace: &str) -> Result<Self, ReplayError> {
         if !namespace_ok(namespace) {
             return Err(ReplayError::Unavailable(
@@ -81,6 +117,8 @@ impl RedisReplayStore {
             connection,
             namespace: namespace.into(),
             script: Arc::new(Script::new(FIRST_USE)),
+            capacity: MemoryReplayStore::DEFAULT_CAPACITY,
+            per_owner: MemoryReplayStore::DEFAULT_PER_OWNER,
         };
         // The memory begins now if it has not begun before (a fresh Redis, a first replica).
         let mut connection = store.connection.clone();
@@ -94,9 +132,25 @@ impl RedisReplayStore {
         Ok(store)
     }
 
+    /// At most `capacity` live used states in all, `per_owner` of one owner, counted across
+    /// every replica on the namespace. Give every replica the same bounds.
+    #[must_use]
+    pub fn bounds(mut self, capacity: usize, per_owner: usize) -> Self {
+        self.capacity = capacity;
+        self.per_owner = per_owner;
+        self
+    }
+
     fn memory_key(&self) -> String {
         format!("{}:replay-memory", self.namespace)
     }
+}
+
+/// What names an owner in a Redis key: 32 hex digits of its SHA-256, so no identity is
+/// spelled in a key and any text makes a valid key.
+pub(crate) fn key_digest(owner: &str) -> String {
+    let digest = Sha256::digest(owner.as_bytes());
+    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl ReplayStore for RedisReplayStore {
@@ -116,16 +170,40 @@ impl ReplayStore for RedisReplayStore {
                 .script
                 .key(format!("{}:used:{}", self.namespace, state.nonce))
                 .key(self.memory_key())
+                .key(format!("{}:used-index", self.namespace))
+                .key(format!(
+                    "{}:used-by:{}",
+                    self.namespace,
+                    key_digest(state.owner)
+                ))
                 .arg(state.owner)
                 .arg(issued)
                 .arg(until)
+                .arg(self.capacity)
+                .arg(self.per_owner)
+                .arg(state.nonce)
                 .invoke_async(&mut connection)
                 .await
                 .map_err(|e| ReplayError::Unavailable(format!("redis: {e}")))?;
             Ok(match answer {
                 1 => FirstUse::Yes,
                 0 => FirstUse::AlreadyUsed,
-                _ => FirstUse::Unknowable,
+                -1 => FirstUse::Unknowable,
+                -2 => {
+                    return Err(ReplayError::Full {
+                        capacity: self.capacity,
+                    });
+                }
+                -3 => {
+                    return Err(ReplayError::OwnerQuota {
+                        quota: self.per_owner,
+                    });
+                }
+                other => {
+                    return Err(ReplayError::Unavailable(format!(
+                        "redis: unexpected answer {other} from the replay script"
+                    )));
+                }
             })
         })
     }

@@ -1,9 +1,9 @@
 //! [`MemoryTaskStore`]: tasks in this process's memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::record::{TaskId, TaskRecord, now_ms};
+use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
 use super::store::{
     Plan, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition, check_new, plan,
 };
@@ -17,7 +17,9 @@ use super::store::{
 ///
 /// The held calls' bytes are bounded too ([`MemoryTaskStore::byte_budget`], 256 MiB by
 /// default): a new task whose call would take the store past it fails with
-/// [`StoreError::OverBudget`].
+/// [`StoreError::OverBudget`]. [`create_within`](TaskStore::create_within) bounds one owner's
+/// waiting tasks ([`StoreError::OwnerQuota`]) from a set of each owner's waiting ids: a
+/// refusal looks at that owner's ids only, and copies no record.
 pub struct MemoryTaskStore {
     tasks: Mutex<Tasks>,
     capacity: usize,
@@ -25,12 +27,14 @@ pub struct MemoryTaskStore {
 }
 
 /// The records, with what each one's held call costs in bytes (measured once, when it is
-/// created) and their sum.
+/// created) and their sum, and each owner's tasks that are still working.
 #[derive(Default)]
 struct Tasks {
     records: HashMap<TaskId, TaskRecord>,
     sizes: HashMap<TaskId, usize>,
     bytes: usize,
+    /// Owner -> ids of its `working` records (expired ones included until they are removed).
+    waiting: HashMap<TaskOwner, HashSet<TaskId>>,
 }
 
 impl std::ops::Deref for Tasks {
@@ -45,19 +49,48 @@ impl Tasks {
     fn add(&mut self, record: TaskRecord, size: usize) {
         self.sizes.insert(record.id.clone(), size);
         self.bytes = self.bytes.saturating_add(size);
+        if record.status == TaskStatus::Working {
+            self.waiting
+                .entry(record.owner.clone())
+                .or_default()
+                .insert(record.id.clone());
+        }
         self.records.insert(record.id.clone(), record);
     }
 
     /// A new version of a stored record (a transition: the held call is unchanged).
     fn replace(&mut self, record: TaskRecord) {
+        if record.status != TaskStatus::Working {
+            self.stop_waiting(&record.owner, &record.id);
+        }
         self.records.insert(record.id.clone(), record);
     }
 
     fn remove(&mut self, id: &TaskId) {
-        self.records.remove(id);
+        if let Some(record) = self.records.remove(id) {
+            self.stop_waiting(&record.owner, id);
+        }
         if let Some(size) = self.sizes.remove(id) {
             self.bytes -= size;
         }
+    }
+
+    fn stop_waiting(&mut self, owner: &TaskOwner, id: &TaskId) {
+        if let Some(ids) = self.waiting.get_mut(owner) {
+            ids.remove(id);
+            if ids.is_empty() {
+                self.waiting.remove(owner);
+            }
+        }
+    }
+
+    /// How many live tasks `owner` has waiting: a look at the owner's ids, no copy.
+    fn waiting_of(&self, owner: &TaskOwner, now: u64) -> usize {
+        self.waiting.get(owner).map_or(0, |ids| {
+            ids.iter()
+                .filter(|id| self.records.get(*id).is_some_and(|r| !r.is_expired_at(now)))
+                .count()
+        })
     }
 
     fn forget_expired(&mut self, now: u64) {
@@ -114,7 +147,14 @@ impl MemoryTaskStore {
         self.tasks.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn create_now(&self, record: TaskRecord, now: u64) -> Result<(), StoreError> {
+    /// Stores `record` at `now`, if its owner has fewer than `quota` tasks waiting (any
+    /// number when `None`).
+    fn create_now(
+        &self,
+        record: TaskRecord,
+        now: u64,
+        quota: Option<usize>,
+    ) -> Result<(), StoreError> {
         check_new(&record, now)?;
         let mut tasks = self.lock();
         if let Some(existing) = tasks.get(&record.id) {
@@ -122,6 +162,11 @@ impl MemoryTaskStore {
                 return Err(StoreError::Duplicate(record.id));
             }
             tasks.remove(&record.id);
+        }
+        if let Some(quota) = quota
+            && tasks.waiting_of(&record.owner, now) >= quota
+        {
+            return Err(StoreError::OwnerQuota { quota });
         }
         let size = record.call.params_len();
         if tasks.len() >= self.capacity || tasks.bytes.saturating_add(size) > self.byte_budget {
@@ -187,7 +232,12 @@ impl std::fmt::Debug for MemoryTaskStore {
 
 impl TaskStore for MemoryTaskStore {
     fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()> {
-        let done = self.create_now(record, now_ms());
+        let done = self.create_now(record, now_ms(), None);
+        Box::pin(async move { done })
+    }
+
+    fn create_within(&self, record: TaskRecord, quota: usize) -> StoreFuture<'_, ()> {
+        let done = self.create_now(record, now_ms(), Some(quota));
         Box::pin(async move { done })
     }
 
@@ -229,9 +279,9 @@ mod tests {
         let store = MemoryTaskStore::new(2);
         let (a, b) = (record(60_000), record(60_000));
         let now = a.created_at;
-        store.create_now(a.clone(), now).unwrap();
-        store.create_now(b, now).unwrap();
-        let err = store.create_now(record(60_000), now).unwrap_err();
+        store.create_now(a.clone(), now, None).unwrap();
+        store.create_now(b, now, None).unwrap();
+        let err = store.create_now(record(60_000), now, None).unwrap_err();
         assert_eq!(err, StoreError::Full { capacity: 2 });
         assert!(err.to_string().contains("full (2 live tasks)"), "{err}");
         assert!(store.lock().contains_key(&a.id), "nothing was evicted");
@@ -240,7 +290,7 @@ mod tests {
         let mut c = record(60_000);
         c.created_at = later;
         c.last_updated_at = later;
-        store.create_now(c, later).unwrap();
+        store.create_now(c, later, None).unwrap();
     }
 
     #[test]
@@ -248,7 +298,7 @@ mod tests {
         let store = MemoryTaskStore::new(10);
         let r = record(1000);
         let (id, t0) = (r.id.clone(), r.created_at);
-        store.create_now(r, t0).unwrap();
+        store.create_now(r, t0, None).unwrap();
         let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
             .decision(TaskDecision::Approved { by: "ops".into() });
         let at_deadline = store.transition_now(&id, &approve, t0 + 1000).unwrap();
@@ -273,12 +323,12 @@ mod tests {
         let one = record(&"x".repeat(1_000), 60_000);
         let size = one.call.params_len();
         let store = MemoryTaskStore::new(100).byte_budget(2 * size + 10);
-        store.create_now(one, now_ms()).unwrap();
+        store.create_now(one, now_ms(), None).unwrap();
         store
-            .create_now(record(&"x".repeat(1_000), 50), now_ms())
+            .create_now(record(&"x".repeat(1_000), 50), now_ms(), None)
             .unwrap();
         assert_eq!(
-            store.create_now(record(&"x".repeat(1_000), 60_000), now_ms()),
+            store.create_now(record(&"x".repeat(1_000), 60_000), now_ms(), None),
             Err(StoreError::OverBudget {
                 budget: 2 * size + 10
             })
@@ -286,7 +336,7 @@ mod tests {
         // Once the short-lived one has expired, its bytes are free again.
         assert!(
             store
-                .create_now(record(&"x".repeat(1_000), 60_000), now_ms() + 100)
+                .create_now(record(&"x".repeat(1_000), 60_000), now_ms() + 100, None)
                 .is_ok()
         );
         assert_eq!(store.lock().bytes, 2 * size);

@@ -39,8 +39,12 @@
 //!   slow clock cannot revive a task. A claim can also demand time to spare
 //!   ([`TaskChange::require_remaining_ms`]), so a call is not started with no time left to
 //!   record its result.
-//! - **Bounded.** The memory store refuses new tasks when full ([`StoreError::Full`]) rather
-//!   than evicting pending work; [`TaskStore::list`] returns at most [`MAX_LIST`] records.
+//! - **Bounded, on every backend alike.** The memory and Redis stores refuse new tasks when
+//!   full ([`StoreError::Full`]) or over their byte budget ([`StoreError::OverBudget`])
+//!   rather than evicting pending work, and [`TaskStore::create_within`] refuses an owner
+//!   who already has as many tasks waiting as one may ([`StoreError::OwnerQuota`]), counted
+//!   without reading any record; the Redis store counts for every replica at once, in the
+//!   script that stores the task. [`TaskStore::list`] returns at most [`MAX_LIST`] records.
 //!
 //! Not covered here: who may read or decide a task. The store returns any record by id; the
 //! caller compares [`TaskRecord::owner`] with the principal asking, and answers a stranger

@@ -7,7 +7,7 @@ use redis::{RedisError, Script, Value};
 
 use crate::redis_client::{ConnectError, RedisConnection};
 
-use super::record::{TaskId, TaskRecord, now_ms};
+use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
 use super::store::{
     Plan, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition, check_new, plan,
 };
@@ -34,25 +34,100 @@ if caller_now > now then now = caller_now end
     };
 }
 
-/// KEYS: record, index. ARGV: now, record JSON, deadline (ms), id.
-/// Returns -1 if already expired, 0 if the id exists, 1 once stored and indexed.
+/// Expired index entries one create prunes, at most: a create's work stays bounded however
+/// many tasks expired since the last one, and the rest are pruned by the creates after it
+/// (until then they count against the capacity: a refusal, never an excess).
+const PRUNE_BATCH: usize = 1000;
+
+/// Shared Lua: `forget(index, sizes, bytes, ids)` takes `ids` out of the index and their
+/// sizes out of the byte count; `prune(index, sizes, bytes, now, batch)` forgets at most
+/// `batch` ids whose deadline has passed.
+macro_rules! lua_forget {
+    () => {
+        r"
+local function forget(index, sizes, bytes, ids)
+  if #ids == 0 then return end
+  local freed = 0
+  for _, size in ipairs(redis.call('HMGET', sizes, unpack(ids))) do
+    if size then freed = freed + tonumber(size) end
+  end
+  redis.call('HDEL', sizes, unpack(ids))
+  redis.call('ZREM', index, unpack(ids))
+  redis.call('DECRBY', bytes, freed)
+end
+local function prune(index, sizes, bytes, now, batch)
+  local past = string.format('%d', now)
+  forget(index, sizes, bytes, redis.call('ZRANGEBYSCORE', index, '-inf', past, 'LIMIT', 0, batch))
+end
+"
+    };
+}
+
+/// KEYS: record, index, the owner's waiting set, sizes, bytes. ARGV: now, record JSON,
+/// deadline (ms), id, the held call's size, capacity, byte budget, the owner's quota (-1:
+/// none), prune batch.
+/// Returns -1 if already expired, 0 if the id exists, -4 when the owner has `quota` tasks
+/// waiting, -2 when the store holds `capacity` tasks, -3 when the call would take it past its
+/// byte budget, and 1 once stored and counted.
+///
+/// The index (every live task) and the owner's waiting set are sorted sets of ids scored by
+/// deadline, pruned of expired ids before they are counted; `sizes` maps each indexed id to
+/// its held call's size and `bytes` is their sum, both kept in step with the index. The
+/// owner's set expires with the owner's last task; the index, `sizes` and `bytes` together
+/// with the store's last task.
 const CREATE: &str = concat!(
     lua_now!(),
+    lua_forget!(),
     r"
 local deadline = tonumber(ARGV[3])
 if deadline <= now then return -1 end
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', string.format('%d', now))
+local quota = tonumber(ARGV[8])
+if quota >= 0 and redis.call('ZCARD', KEYS[3]) >= quota then return -4 end
+prune(KEYS[2], KEYS[4], KEYS[5], now, tonumber(ARGV[9]))
+forget(KEYS[2], KEYS[4], KEYS[5], {ARGV[4]})
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[6]) then return -2 end
+local bytes = tonumber(redis.call('GET', KEYS[5]) or '0')
+if bytes + tonumber(ARGV[5]) > tonumber(ARGV[7]) then return -3 end
 redis.call('SET', KEYS[1], ARGV[2], 'PXAT', ARGV[3])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', string.format('%d', now))
+redis.call('HSET', KEYS[4], ARGV[4], ARGV[5])
+redis.call('INCRBY', KEYS[5], ARGV[5])
+redis.call('ZADD', KEYS[3], ARGV[3], ARGV[4])
+local last = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[3], last[2])
+last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+for i = 2, 5 do
+  if i ~= 3 then redis.call('PEXPIREAT', KEYS[i], last[2]) end
+end
 return 1
 "
 );
 
-/// The compare-and-set. KEYS: record. ARGV: now, the record as read (its status is the
-/// expected one), the record to write, deadline (ms), time required to remain (ms).
+/// The index's trim, for `list`. KEYS: index, sizes, bytes, then the record key of each id in
+/// ARGV after the first two. ARGV: now, prune batch, ids found missing. Forgets the expired
+/// ids (a batch) and each missing id whose record is still absent. Returns 1.
+const TRIM: &str = concat!(
+    lua_now!(),
+    lua_forget!(),
+    r"
+prune(KEYS[1], KEYS[2], KEYS[3], now, tonumber(ARGV[2]))
+local missing = {}
+for i = 3, #ARGV do
+  if redis.call('EXISTS', KEYS[i + 1]) == 0 then table.insert(missing, ARGV[i]) end
+end
+forget(KEYS[1], KEYS[2], KEYS[3], missing)
+return 1
+"
+);
+
+/// The compare-and-set. KEYS: record, the owner's waiting set. ARGV: now, the record as read
+/// (its status is the expected one), the record to write, deadline (ms), time required to
+/// remain (ms), id, `1` if the task stops waiting (leaves `working`).
 /// Returns {0} if missing or expired, {1, current} if the record is no longer the one read,
-/// {3} if too little time remains, {2} once written (keeping the key's expiry).
+/// {3} if too little time remains, {2} once written (keeping the key's expiry) and, if it
+/// stopped waiting, taken out of its owner's waiting set.
 const TRANSITION: &str = concat!(
     lua_now!(),
     r"
@@ -63,14 +138,26 @@ if deadline <= now then return {0} end
 if current ~= ARGV[2] then return {1, current} end
 if deadline - now < tonumber(ARGV[5]) then return {3} end
 redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+if ARGV[7] == '1' then redis.call('ZREM', KEYS[2], ARGV[6]) end
 return {2}
 "
 );
 
 /// Tasks in Redis: one string key per task, `{namespace}:task:{id}`, holding the JSON record
 /// and expiring (`PXAT`) when the task does; a sorted set `{namespace}:tasks` of ids scored
-/// by their deadline, for [`list`](TaskStore::list), trimmed of expired ids as it goes. Never
-/// `KEYS` or `SCAN` over the keyspace.
+/// by their deadline, for [`list`](TaskStore::list) and the bounds. Never `KEYS` or `SCAN`
+/// over the keyspace.
+///
+/// Bounded as [`MemoryTaskStore`](super::MemoryTaskStore) is, across every replica on the
+/// namespace, in the create script: at most [`capacity`](Self::capacity) live tasks
+/// ([`StoreError::Full`]), at most [`byte_budget`](Self::byte_budget) bytes of held calls
+/// ([`StoreError::OverBudget`]), and through [`create_within`](TaskStore::create_within) at
+/// most `quota` tasks of one owner waiting ([`StoreError::OwnerQuota`]). The counts live beside
+/// the records: the index, `{namespace}:task-sizes` (each indexed task's call size) with
+/// `{namespace}:task-bytes` (their sum), and one sorted set per owner of its waiting ids,
+/// `{namespace}:task-owner:{digest of the owner}`, scored by deadline. Each expires with the
+/// last task it counts, so nothing outlives the tasks. The create script prunes expired ids
+/// (at most 1,000 at a time) before it counts.
 ///
 /// Creating and transitioning are Lua scripts (`EVALSHA`, loaded on first use), so each is one
 /// atomic step on the server. A transition reads the record, computes the new one here (the
@@ -88,8 +175,11 @@ return {2}
 pub struct RedisTaskStore {
     connection: RedisConnection,
     namespace: Arc<str>,
+    capacity: usize,
+    byte_budget: usize,
     create: Arc<Script>,
     transition: Arc<Script>,
+    trim: Arc<Script>,
     /// The record of each task as this process last read or wrote it, so that a transition
     /// of a record it knows is one round trip (the compare-and-set script), not a read and
     /// then the script. A stale entry costs one more round trip, never a wrong transition:
@@ -127,7 +217,12 @@ impl RedisTaskStore {
     /// Connects to the Redis server at `url` (`redis://[user:password@]host:port/db`, or
     /// `redis+unix:///path`) and keeps this gateway's tasks under `namespace` (1 to 64
     /// characters of `A-Z a-z 0-9 - _ .`). Every replica sharing tasks uses the same server
-    /// and namespace. Fails if the URL is unusable or the server does not answer.
+    /// and namespace. The store holds the default bounds of the memory store
+    /// ([`MemoryTaskStore::DEFAULT_CAPACITY`](super::MemoryTaskStore::DEFAULT_CAPACITY) tasks,
+    /// [`MemoryTaskStore::DEFAULT_BYTE_BUDGET`](super::MemoryTaskStore::DEFAULT_BYTE_BUDGET)
+    /// bytes of held calls) until [`capacity`](Self::capacity) or
+    /// [`byte_budget`](Self::byte_budget) changes them. Fails if the URL is unusable or the
+    /// server does not answer.
     pub async fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
         check_namespace(namespace)?;
         let connection = match crate::redis_client::connect(url).await {
@@ -146,10 +241,29 @@ impl RedisTaskStore {
         Ok(Self {
             connection,
             namespace: namespace.into(),
+            capacity: super::MemoryTaskStore::DEFAULT_CAPACITY,
+            byte_budget: super::MemoryTaskStore::DEFAULT_BYTE_BUDGET,
             create: Arc::new(Script::new(CREATE)),
             transition: Arc::new(Script::new(TRANSITION)),
+            trim: Arc::new(Script::new(TRIM)),
             seen: Arc::new(quick_cache::sync::Cache::new(SEEN_CAPACITY)),
         })
+    }
+
+    /// At most `capacity` live tasks, counted across every replica on the namespace. Give
+    /// every replica the same bounds.
+    #[must_use]
+    pub fn capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
+    }
+
+    /// At most `bytes` of held calls (their params as JSON) in live tasks, across every
+    /// replica on the namespace.
+    #[must_use]
+    pub fn byte_budget(mut self, bytes: usize) -> Self {
+        self.byte_budget = bytes;
+        self
     }
 
     /// The namespace this store's keys live under.
@@ -163,6 +277,25 @@ impl RedisTaskStore {
 
     fn index_key(&self) -> String {
         format!("{}:tasks", self.namespace)
+    }
+
+    fn sizes_key(&self) -> String {
+        format!("{}:task-sizes", self.namespace)
+    }
+
+    fn bytes_key(&self) -> String {
+        format!("{}:task-bytes", self.namespace)
+    }
+
+    /// The owner's waiting set, named by a digest of the owner.
+    fn owner_key(&self, owner: &TaskOwner) -> Result<String, StoreError> {
+        let owner = serde_json::to_string(owner)
+            .map_err(|e| StoreError::Unavailable(format!("an owner that cannot be named: {e}")))?;
+        Ok(format!(
+            "{}:task-owner:{}",
+            self.namespace,
+            crate::replay::key_digest(&owner)
+        ))
     }
 
     async fn read(&self, id: &TaskId) -> Result<Option<Vec<u8>>, StoreError> {
@@ -185,18 +318,33 @@ impl RedisTaskStore {
         }
     }
 
-    async fn create_record(&self, record: TaskRecord) -> Result<(), StoreError> {
+    /// Stores `record` if its owner has fewer than `quota` tasks waiting (any number when
+    /// `None`) and the store's bounds allow it.
+    async fn create_record(
+        &self,
+        record: TaskRecord,
+        quota: Option<usize>,
+    ) -> Result<(), StoreError> {
         let now = now_ms();
         check_new(&record, now)?;
         let json = record.to_json()?;
+        let quota = quota.map_or(-1, |quota| i64::try_from(quota).unwrap_or(i64::MAX));
         let stored: i64 = self
             .create
             .key(self.key(record.id.as_str()))
             .key(self.index_key())
+            .key(self.owner_key(&record.owner)?)
+            .key(self.sizes_key())
+            .key(self.bytes_key())
             .arg(now)
             .arg(&json)
             .arg(record.expires_at())
             .arg(record.id.as_str())
+            .arg(record.call.params_len())
+            .arg(self.capacity)
+            .arg(self.byte_budget)
+            .arg(quota)
+            .arg(PRUNE_BATCH)
             .invoke_async(&mut self.connection.clone())
             .await
             .map_err(unavailable)?;
@@ -206,7 +354,19 @@ impl RedisTaskStore {
                 Ok(())
             }
             0 => Err(StoreError::Duplicate(record.id)),
-            _ => Err(StoreError::Expired(record.id)),
+            -1 => Err(StoreError::Expired(record.id)),
+            -2 => Err(StoreError::Full {
+                capacity: self.capacity,
+            }),
+            -3 => Err(StoreError::OverBudget {
+                budget: self.byte_budget,
+            }),
+            -4 => Err(StoreError::OwnerQuota {
+                quota: usize::try_from(quota).unwrap_or(usize::MAX),
+            }),
+            other => Err(StoreError::Unavailable(format!(
+                "redis: unexpected answer {other} from the create script"
+            ))),
         }
     }
 
@@ -246,14 +406,18 @@ impl RedisTaskStore {
                 Plan::Write(next) => next,
             };
             let next_json = next.to_json()?;
+            let stops_waiting = next.status != TaskStatus::Working;
             let answer: Value = self
                 .transition
                 .key(self.key(id.as_str()))
+                .key(self.owner_key(&next.owner)?)
                 .arg(now)
                 .arg(&bytes)
                 .arg(&next_json)
                 .arg(deadline)
                 .arg(change.required_remaining_ms())
+                .arg(id.as_str())
+                .arg(if stops_waiting { "1" } else { "0" })
                 .invoke_async(&mut self.connection.clone())
                 .await
                 .map_err(unavailable)?;
@@ -293,20 +457,19 @@ impl RedisTaskStore {
         let mut connection = self.connection.clone();
         let index = self.index_key();
         let now = now_ms();
-        let () = redis::cmd("ZREMRANGEBYSCORE")
-            .arg(&index)
-            .arg("-inf")
-            .arg(now)
-            .query_async(&mut connection)
-            .await
-            .map_err(unavailable)?;
+        // Expired ids are skipped here, and trimmed after by a script that keeps the byte
+        // count in step with the index.
         let mut gone: Vec<String> = Vec::new();
         let mut start = 0;
         'pages: while start < LIST_SCAN {
             let ids: Vec<String> = redis::cmd("ZRANGE")
                 .arg(&index)
+                .arg(format!("({now}"))
+                .arg("+inf")
+                .arg("BYSCORE")
+                .arg("LIMIT")
                 .arg(start)
-                .arg(start + LIST_PAGE - 1)
+                .arg(LIST_PAGE)
                 .query_async(&mut connection)
                 .await
                 .map_err(unavailable)?;
@@ -345,14 +508,19 @@ impl RedisTaskStore {
                 break;
             }
         }
-        if !gone.is_empty() {
-            let _: i64 = redis::cmd("ZREM")
-                .arg(&index)
-                .arg(&gone)
-                .query_async(&mut connection)
-                .await
-                .map_err(unavailable)?;
+        let mut trim = self.trim.prepare_invoke();
+        trim.key(&index)
+            .key(self.sizes_key())
+            .key(self.bytes_key())
+            .arg(now)
+            .arg(PRUNE_BATCH);
+        for id in &gone {
+            trim.key(self.key(id)).arg(id);
         }
+        let _: i64 = trim
+            .invoke_async(&mut connection)
+            .await
+            .map_err(unavailable)?;
         Ok(found)
     }
 }
@@ -375,7 +543,11 @@ fn script_answer(answer: Value) -> Option<(i64, Option<Vec<u8>>)> {
 
 impl TaskStore for RedisTaskStore {
     fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()> {
-        Box::pin(self.create_record(record))
+        Box::pin(self.create_record(record, None))
+    }
+
+    fn create_within(&self, record: TaskRecord, quota: usize) -> StoreFuture<'_, ()> {
+        Box::pin(self.create_record(record, Some(quota)))
     }
 
     fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>> {

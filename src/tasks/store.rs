@@ -48,7 +48,7 @@ pub enum StoreError {
     /// is left ([`TaskChange::require_remaining_ms`]).
     #[error("task {0} has expired, or would expire before it could finish")]
     Expired(TaskId),
-    /// The memory store holds as many live tasks as it may; pending tasks are never evicted.
+    /// The store holds as many live tasks as it may; pending tasks are never evicted.
     #[error(
         "the task store is full ({capacity} live tasks); new tasks are refused until some finish or expire"
     )]
@@ -56,14 +56,23 @@ pub enum StoreError {
         /// The store's capacity.
         capacity: usize,
     },
-    /// The memory store's held calls would take more than its byte budget; nothing is evicted
-    /// to make room.
+    /// The store's held calls would take more than its byte budget; nothing is evicted to make
+    /// room.
     #[error(
         "the task store holds as many bytes of held calls as it may ({budget} bytes); new tasks are refused until some finish or expire"
     )]
     OverBudget {
         /// The store's budget, in bytes.
         budget: usize,
+    },
+    /// [`TaskStore::create_within`] for an owner that already has `quota` tasks waiting for
+    /// approval; other owners are not affected.
+    #[error(
+        "this principal has {quota} calls waiting for approval, as many as one may: wait for a decision, or cancel one"
+    )]
+    OwnerQuota {
+        /// Tasks one owner may have waiting (`working`) at once.
+        quota: usize,
     },
     /// A transition the task lifecycle does not allow ([`TaskStatus::can_become`]).
     #[error("a task cannot move from {from} to {to}")]
@@ -255,6 +264,29 @@ pub trait TaskStore: Send + Sync + 'static {
     /// (and not expired), [`StoreError::Expired`] if it is already expired,
     /// [`StoreError::InvalidRecord`] if it is not a valid new record.
     fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()>;
+
+    /// [`create`](Self::create), unless the record's owner already has `quota` live tasks
+    /// waiting for approval (`working`): then [`StoreError::OwnerQuota`], and nothing is
+    /// stored. [`MemoryTaskStore`](super::MemoryTaskStore) and `RedisTaskStore` count and
+    /// store in one atomic step, from a count of the owner's waiting tasks kept beside the
+    /// records (no record is read). This default counts with [`list`](Self::list) first:
+    /// it copies the owner's waiting records, and creates of one owner racing each other
+    /// can pass it together. A store of your own should implement it.
+    fn create_within(&self, record: TaskRecord, quota: usize) -> StoreFuture<'_, ()> {
+        Box::pin(async move {
+            let waiting = {
+                let query = TaskQuery::new()
+                    .owner(&record.owner)
+                    .status(TaskStatus::Working)
+                    .limit(quota);
+                self.list(query).await?.len()
+            };
+            if waiting >= quota {
+                return Err(StoreError::OwnerQuota { quota });
+            }
+            self.create(record).await
+        })
+    }
 
     /// The task, or `None` if it is unknown or expired.
     fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>>;
