@@ -140,21 +140,20 @@ impl Setup {
             "params": {"protocolVersion": LEGACY, "capabilities": {},
                        "clientInfo": {"name": "resume", "version": "0"}}
         });
-        let reply = self
+        let opened = self
             .server
             .post(Some(token), &[], &initialize.to_string())
             .await;
-        assert_eq!(reply.status, 200, "{reply:?}");
-        let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
-        let reply = self
+        let session = match opened.headers.get("mcp-session-id") {
+            Some(id) if opened.status == 200 => id.to_str().unwrap().to_owned(),
+            _ => panic!("no session opened: {opened:?}"),
+        };
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let acknowledged = self
             .server
-            .post(
-                Some(token),
-                &in_session(&session),
-                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            )
+            .post(Some(token), &in_session(&session), initialized)
             .await;
-        assert_eq!(reply.status, 202, "{reply:?}");
+        assert_eq!(acknowledged.status, 202, "{acknowledged:?}");
         session
     }
 
@@ -259,26 +258,20 @@ async fn assert_nothing_hidden_replayed(gets: Vec<Resuming>) {
     );
 }
 
-/// The JSON-RPC messages of an event stream's `data:` lines, or of one JSON document.
-fn messages(text: &str) -> Vec<Value> {
-    if let Ok(message) = serde_json::from_str::<Value>(text) {
-        return vec![message];
-    }
-    text.lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str(data.trim()).ok())
-        .collect()
-}
-
-/// The names of the tools in a `tools/list` answer.
+/// The names of the tools in a `tools/list` answer: a JSON body, or an event stream's
+/// `data:` lines.
 fn tool_names(reply: &Reply) -> Vec<String> {
-    let answer = messages(&reply.text)
-        .into_iter()
-        .find(|m| m.get("result").is_some())
-        .unwrap_or_else(|| panic!("no list in {reply:?}"));
-    answer["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {answer}"))
+    let tools = std::iter::once(reply.text.as_str())
+        .chain(
+            reply
+                .text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:")),
+        )
+        .filter_map(|text| serde_json::from_str::<Value>(text.trim()).ok())
+        .find_map(|message| message.get("result")?.get("tools")?.as_array().cloned())
+        .unwrap_or_else(|| panic!("no tools/list answer in {reply:?}"));
+    tools
         .iter()
         .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
         .collect()
