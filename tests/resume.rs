@@ -1,16 +1,15 @@
-//! Stream resumption through the layer: a caller must not get back, by resuming an event
-//! stream, what the layer rewrote on its way out.
+//! Stream resumption through the layer: a caller must not get, by resuming an event stream,
+//! an answer the layer would have rewritten on its way out.
 //!
-//! rmcp in legacy session mode (tests/common/surface.rs, `LocalSessionManager`) keeps the
-//! events of each POST's stream for a while after it ends, and a GET with `Last-Event-ID:
-//! <index>/<http request id>` replays them. Those ids are small counters, so a caller can
-//! guess them. The layer filters a `tools/list`, but the replay of that list's stream is
-//! rmcp's own, unfiltered one: the layer has to keep `Last-Event-ID` from reaching rmcp.
-//!
-//! rmcp drops a request's stream once its answer is sent, so the stream a caller can resume is
-//! one whose request is still pending: the resumed GET takes the stream over, and the answer
-//! then goes out on the GET instead of the POST the layer reads. The second test has a server
-//! whose `tools/list` waits, and resumes that list's stream while it does.
+//! rmcp in legacy session mode (`LocalSessionManager`, its default config) keeps each POST's
+//! stream and its events while the request is pending. A GET with `Last-Event-ID: <index>/<http
+//! request id>` replays those events and takes the stream over: the answer then goes out on
+//! that GET, not on the POST the layer reads and filters. The ids are small counters (the
+//! priming event of a session's first request stream is `0/0`), so a caller can guess them.
+//! Once an answer is sent rmcp drops its stream (resuming it gets an empty 200), so a list
+//! already answered cannot be replayed; the first test still checks that no resumption
+//! reaches rmcp at all. The second has a server whose `tools/list` waits, and resumes that
+//! list's stream while it does. The layer must keep `Last-Event-ID` from reaching rmcp.
 //!
 //! The policy hides the tool `delete_everything` from principal A (subject `alice`) and
 //! allows everything else.
@@ -141,49 +140,50 @@ impl Setup {
             "params": {"protocolVersion": LEGACY, "capabilities": {},
                        "clientInfo": {"name": "resume", "version": "0"}}
         });
-        let reply = self
+        let opened = self
             .server
             .post(Some(token), &[], &initialize.to_string())
             .await;
-        assert_eq!(reply.status, 200, "{reply:?}");
-        let session = reply.headers["mcp-session-id"].to_str().unwrap().to_owned();
-        let reply = self
+        let session = match opened.headers.get("mcp-session-id") {
+            Some(id) if opened.status == 200 => id.to_str().unwrap().to_owned(),
+            _ => panic!("no session opened: {opened:?}"),
+        };
+        let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+        let acknowledged = self
             .server
-            .post(
-                Some(token),
-                &in_session(&session),
-                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-            )
+            .post(Some(token), &in_session(&session), initialized)
             .await;
-        assert_eq!(reply.status, 202, "{reply:?}");
+        assert_eq!(acknowledged.status, 202, "{acknowledged:?}");
         session
     }
 
-    /// One GET of the session's stream per plausible event id, all at once; each answer's
-    /// head within [`AT_MOST`].
+    /// One GET of the session's stream per plausible event id, one after another, each
+    /// answer's head within [`AT_MOST`]. The indices go down, so the last try on each stream
+    /// is the one that replays it from its first event: rmcp hands a request's stream to the
+    /// latest resumption, and one at an index past its events leaves it to nobody.
     async fn resume_everywhere(&self, token: &str, session: &str) -> Vec<Resuming> {
-        let ids = INDICES.flat_map(|index| REQUEST_IDS.map(move |request| (index, request)));
-        futures_util::future::join_all(ids.map(|(index, request)| {
-            let last_event_id = format!("{index}/{request}");
-            let request = reqwest::Client::new()
-                .get(&self.server.url)
-                .header("accept", "text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", LEGACY)
-                .header("last-event-id", &last_event_id)
-                .bearer_auth(token);
-            async move {
+        let mut gets = Vec::new();
+        for index in INDICES.rev() {
+            for request in REQUEST_IDS {
+                let last_event_id = format!("{index}/{request}");
+                let request = reqwest::Client::new()
+                    .get(&self.server.url)
+                    .header("accept", "text/event-stream")
+                    .header("mcp-session-id", session)
+                    .header("mcp-protocol-version", LEGACY)
+                    .header("last-event-id", &last_event_id)
+                    .bearer_auth(token);
                 let response = tokio::time::timeout(AT_MOST, request.send())
                     .await
                     .unwrap_or_else(|_| panic!("{last_event_id}: no answer head in time"))
                     .expect("get");
-                Resuming {
+                gets.push(Resuming {
                     last_event_id,
                     response,
-                }
+                });
             }
-        }))
-        .await
+        }
+        gets
     }
 
     /// Every GET reached the inner service (a refused one would pass the leak check for
@@ -258,26 +258,20 @@ async fn assert_nothing_hidden_replayed(gets: Vec<Resuming>) {
     );
 }
 
-/// The JSON-RPC messages of an event stream's `data:` lines, or of one JSON document.
-fn messages(text: &str) -> Vec<Value> {
-    if let Ok(message) = serde_json::from_str::<Value>(text) {
-        return vec![message];
-    }
-    text.lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str(data.trim()).ok())
-        .collect()
-}
-
-/// The names of the tools in a `tools/list` answer.
+/// The names of the tools in a `tools/list` answer: a JSON body, or an event stream's
+/// `data:` lines.
 fn tool_names(reply: &Reply) -> Vec<String> {
-    let answer = messages(&reply.text)
-        .into_iter()
-        .find(|m| m.get("result").is_some())
-        .unwrap_or_else(|| panic!("no list in {reply:?}"));
-    answer["result"]["tools"]
-        .as_array()
-        .unwrap_or_else(|| panic!("no tools in {answer}"))
+    let tools = std::iter::once(reply.text.as_str())
+        .chain(
+            reply
+                .text
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:")),
+        )
+        .filter_map(|text| serde_json::from_str::<Value>(text.trim()).ok())
+        .find_map(|message| message.get("result")?.get("tools")?.as_array().cloned())
+        .unwrap_or_else(|| panic!("no tools/list answer in {reply:?}"));
+    tools
         .iter()
         .filter_map(|tool| tool["name"].as_str().map(str::to_owned))
         .collect()
