@@ -13,8 +13,11 @@ fn head(status: u16, headers: &[(&str, &str)]) -> http::response::Parts {
     response.body(()).unwrap().into_parts().0
 }
 
-const JSON: &[(&str, &str)] = &[("content-type", "application/json")];
-const SSE: &[(&str, &str)] = &[("content-type", "text/event-stream")];
+/// Response headers, as name and value.
+type Headers<'a> = &'a [(&'a str, &'a str)];
+
+const JSON: Headers = &[("content-type", "application/json")];
+const SSE: Headers = &[("content-type", "text/event-stream")];
 
 fn id() -> Value {
     json!(7)
@@ -75,7 +78,7 @@ fn an_event_stream_passes_in_the_canonical_form() {
 
 #[test]
 fn each_problem_of_a_success() {
-    let cases: &[(&[(&str, &str)], &str, Problem)] = &[
+    let cases: &[(Headers, &str, Problem)] = &[
         (&[], RESULT, Problem::ContentType),
         (
             &[("content-type", "text/plain")],
