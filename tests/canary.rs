@@ -31,7 +31,7 @@ use common::tokens::{TestKey, claims};
 use mcp_gate::policy::cedar::CedarPolicy;
 use mcp_gate::policy::{Decision, Evaluation, Policy};
 use mcp_gate::tasks::MemoryTaskStore;
-use mcp_gate::{GateBuilder, Issuer, StaticKeys};
+use mcp_gate::{Issuer, StaticKeys};
 use serde_json::{Value, json};
 use tracing_subscriber::fmt::format::FmtSpan;
 
@@ -167,7 +167,8 @@ async fn gates(key: &TestKey) -> Vec<(&'static str, GatedServer)> {
 
 /// Every kind of message body, each carrying `c` wherever it can.
 fn bodies(c: &str) -> Vec<String> {
-    let arguments = json!({"text": c, "password": c, "nested": {"deep": [c, {"k": c}]}, "count": c});
+    let arguments =
+        json!({"text": c, "password": c, "nested": {"deep": [c, {"k": c}]}, "count": c});
     let meta = json!({"note": c, "io.modelcontextprotocol/protocolVersion": "2026-07-28"});
     let request = |method: &str, params: Value| {
         json!({"jsonrpc": "2.0", "id": c, "method": method, "params": params}).to_string()
@@ -358,14 +359,28 @@ async fn no_log_line_carries_what_a_request_carried() {
         // Every body, with every header set and a valid token.
         for headers in header_sets(&c, &valid) {
             for body in bodies(&c) {
-                send(&client, reqwest::Method::POST, &gate.url, &headers, Some(body)).await;
+                send(
+                    &client,
+                    reqwest::Method::POST,
+                    &gate.url,
+                    &headers,
+                    Some(body),
+                )
+                .await;
             }
             for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
                 send(&client, method, &gate.url, &headers, None).await;
             }
             let odd = reqwest::Method::from_bytes(c.to_uppercase().as_bytes()).expect("a token");
             send(&client, odd, &gate.url, &headers, Some(c.clone())).await;
-            send(&client, reqwest::Method::PUT, &gate.url, &headers, Some(c.clone())).await;
+            send(
+                &client,
+                reqwest::Method::PUT,
+                &gate.url,
+                &headers,
+                Some(c.clone()),
+            )
+            .await;
         }
     }
     // Let background work (task records, the last answers) finish logging.

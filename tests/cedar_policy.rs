@@ -1831,10 +1831,10 @@ impl rmcp::ServerHandler for Shop {
         _request: rmcp::model::CallToolRequestParams,
         _context: rmcp::service::RequestContext<rmcp::RoleServer>,
     ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
-        Ok(rmcp::model::CallToolResult::success(vec![
-            rmcp::model::ContentBlock::text("bought"),
-        ])
-        .into())
+        Ok(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text("bought")])
+                .into(),
+        )
     }
 }
 
@@ -1903,7 +1903,10 @@ async fn shop_gate() -> (common::peers::GatedServer, String) {
             r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#,
         )
         .await;
-    assert_eq!(listed.body["result"]["tools"][0]["name"], "buy", "{listed:?}");
+    assert_eq!(
+        listed.body["result"]["tools"][0]["name"], "buy",
+        "{listed:?}"
+    );
     (server, token)
 }
 

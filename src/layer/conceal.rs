@@ -148,7 +148,7 @@ pub(super) async fn conceal<S: Inner>(
         parts.headers.insert(NAME_HEADER, value);
     }
     let unreadable = |problem: &'static str| {
-        tracing::error!(target: "mcp_gate::decision", method = %request.method, problem, "conceal probe unreadable; refusing");
+        tracing::error!(target: "mcp_gate::decision", method = crate::mcp::method_label(&request.method), problem, "conceal probe unreadable; refusing");
         Ok(local(internal_error(request)))
     };
     let call = start(inner, parts, S::Req::from(probe.body.clone()));

@@ -254,7 +254,12 @@ mod tests {
         ] {
             assert_eq!(arguments_text(body), Ok(expected), "{body}");
         }
-        for broken in [r#"{"params":{"arguments":{"x":1}}"#, r#"[1]"#, r#"{"a":1} x"#, r#"{"a":tru}"#] {
+        for broken in [
+            r#"{"params":{"arguments":{"x":1}}"#,
+            r#"[1]"#,
+            r#"{"a":1} x"#,
+            r#"{"a":tru}"#,
+        ] {
             assert_eq!(arguments_text(broken), Err(Malformed), "{broken}");
         }
     }

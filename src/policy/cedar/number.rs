@@ -79,9 +79,7 @@ fn read(text: &str) -> Option<Exact> {
         .fold(0u128, |value, b| value * 10 + u128::from(b - b'0'));
     let fraction_len = i64::try_from(fraction.len()).ok()?;
     let trailing = i64::try_from(trailing).ok()?;
-    let exponent = power?
-        .checked_sub(fraction_len)?
-        .checked_add(trailing)?;
+    let exponent = power?.checked_sub(fraction_len)?.checked_add(trailing)?;
     Some(Exact {
         negative,
         digits: value,
@@ -94,7 +92,12 @@ fn scaled(exact: Exact, power: i64) -> Option<i64> {
     let power = u32::try_from(power).ok()?;
     let magnitude = exact.digits.checked_mul(10u128.checked_pow(power)?)?;
     let magnitude = i128::try_from(magnitude).ok()?;
-    i64::try_from(if exact.negative { -magnitude } else { magnitude }).ok()
+    i64::try_from(if exact.negative {
+        -magnitude
+    } else {
+        magnitude
+    })
+    .ok()
 }
 
 /// The integer `text` says, when it says one (a zero fractional part, in any spelling) that
@@ -118,7 +121,11 @@ pub(super) fn decimal(text: &str) -> Option<String> {
     };
     let sign = if units < 0 { "-" } else { "" };
     let magnitude = units.unsigned_abs();
-    Some(format!("{sign}{}.{:04}", magnitude / 10_000, magnitude % 10_000))
+    Some(format!(
+        "{sign}{}.{:04}",
+        magnitude / 10_000,
+        magnitude % 10_000
+    ))
 }
 
 #[cfg(test)]
@@ -140,7 +147,10 @@ mod tests {
             ("0e999999999999999999999", Some(0)),
             ("-9223372036854775808", Some(i64::MIN)),
             ("9223372036854775807", Some(i64::MAX)),
-            ("9223372036854775807.000000000000000000000000000000000000000000", Some(i64::MAX)),
+            (
+                "9223372036854775807.000000000000000000000000000000000000000000",
+                Some(i64::MAX),
+            ),
             ("9.223372036854775807e18", Some(i64::MAX)),
             ("9223372036854775808", None),
             ("-9223372036854775809", None),
@@ -189,7 +199,9 @@ mod tests {
     fn what_is_not_a_json_number_is_refused() {
         // The layer reads numbers only from text it has already parsed; these never reach it,
         // and are refused all the same.
-        for text in ["", "-", "1.", ".5", "1e", "1e+", "+1", "0x10", "1.5.2", "1e1.5", "--1", " 1"] {
+        for text in [
+            "", "-", "1.", ".5", "1e", "1e+", "+1", "0x10", "1.5.2", "1e1.5", "--1", " 1",
+        ] {
             assert_eq!(integer(text), None, "{text:?}");
             assert_eq!(decimal(text), None, "{text:?}");
         }
