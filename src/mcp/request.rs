@@ -201,6 +201,7 @@ pub struct Arguments {
 impl Arguments {
     /// The JSON-RPC message body these arguments were read from, if the layer read them from
     /// a request: `params.arguments` in it is their text.
+    #[cfg_attr(not(feature = "cedar"), allow(dead_code, reason = "read by Cedar only"))]
     pub(crate) fn message(&self) -> Option<&[u8]> {
         self.message.as_deref()
     }
@@ -694,6 +695,36 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_call_keeps_the_text_its_arguments_were_read_from() {
+        let body = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"buy","arguments":{"price":100.0000000000000001}}}"#,
+        );
+        let Ok(Message::Request(r)) = classify(&body) else {
+            panic!("a request")
+        };
+        let Target::Tool { arguments, .. } = &r.target else {
+            panic!("a tool call")
+        };
+        // The float has rounded; the text, the same buffer (not a copy), has not.
+        assert_eq!(arguments["price"], 100.0);
+        let message = arguments.message().expect("the message");
+        assert_eq!(message, &body[..]);
+        assert_eq!(message.as_ptr(), body.as_ptr(), "shared, not copied");
+        assert_eq!(*arguments, Arguments::from(Map::clone(arguments)), "equal as values");
+        let no_arguments = classify(
+            &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"buy"}}"#[..],
+        );
+        let Ok(Message::Request(r)) = no_arguments else {
+            panic!("a request")
+        };
+        let Target::Tool { arguments, .. } = &r.target else {
+            panic!("a tool call")
+        };
+        assert!(arguments.is_empty() && arguments.message().is_none());
+        assert_eq!(format!("{arguments:?}"), "{}", "Debug shows the values only");
+    }
+
+    #[test]
     fn every_target_kind() {
         let r = request(
             r#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}}"#,
@@ -723,11 +754,11 @@ mod tests {
     #[test]
     fn notifications_and_responses() {
         assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            classify(&br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..]),
             Ok(Message::Notification)
         ));
         assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            classify(&br#"{"jsonrpc":"2.0","id":3,"result":{}}"#[..]),
             Ok(Message::Response)
         ));
     }
@@ -841,7 +872,7 @@ mod tests {
             /// Arbitrary bytes never panic the classifier.
             #[test]
             fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-                let _ = classify(&bytes);
+                let _ = classify(&bytes[..]);
             }
         }
     }
