@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::Router;
 use common::peers::GatedServer;
 use common::tokens::{TestKey, claims};
-use mcp_gate::policy::cedar::CedarPolicy;
+use mcp_gate::policy::cedar::{CedarPolicy, GATE_SCHEMA_STUB};
 use mcp_gate::policy::{Decision, Evaluation, Policy};
 use mcp_gate::tasks::MemoryTaskStore;
 use mcp_gate::{Issuer, StaticKeys};
@@ -100,26 +100,22 @@ fn remedies_policy() -> impl Policy {
     |e: Evaluation| async move { Ok::<_, Infallible>(remedies(&e)) }
 }
 
-/// A Cedar set whose one action, `echo`, takes a string `text` and a `Long` `count`.
-const CEDAR_SCHEMA: &str = r#"namespace Canary {
-    @mcp_principal("User")
-    entity User = { issuer: String, subject: String, client_id: String, scopes: Set<String>, claims: {} };
-    @mcp_resource("McpServer")
-    entity McpServer;
-    @mcp_context("gate")
-    type Gate = { era: String, phase: String, protocol_version: String, elicitation_form: Bool,
-                  elicitation_url: Bool, tasks: Bool, approved_by: String };
-    action "echo" appliesTo {
-        principal: [User], resource: [McpServer],
-        context: { input: { text?: String, count?: Long }, gate: Gate }
-    };
-}"#;
+/// The gate's stub schema (every guarded method), plus one tool action, `echo`, that takes a
+/// string `text` and a `Long` `count`.
+fn cedar_schema() -> String {
+    let stub = GATE_SCHEMA_STUB.trim_end();
+    let open = stub.strip_suffix('}').expect("the stub ends its namespace");
+    format!(
+        "{open}\n    action \"echo\" appliesTo {{\n        principal: [User], resource: [McpServer],\n        \
+         context: {{ input: {{ text?: String, count?: Long }}, gate: GateContext, app: AppContext }}\n    }};\n}}\n"
+    )
+}
 
 /// Permits everything but a count over 3; the annotated forbid asks for a scope.
 const CEDAR_POLICIES: &str = r#"
     permit(principal, action, resource);
     @remediation("scopes") @scopes("mcp:admin")
-    forbid(principal, action == Canary::Action::"echo", resource)
+    forbid(principal, action == Gate::Action::"echo", resource)
     when { context.input has count && context.input.count > 3 };
 "#;
 
@@ -152,7 +148,7 @@ async fn gates(key: &TestKey) -> Vec<(&'static str, GatedServer)> {
     let cedar = {
         let keys = keys();
         let policy = CedarPolicy::builder()
-            .schema_text("canary.cedarschema", CEDAR_SCHEMA)
+            .schema_text("canary.cedarschema", cedar_schema())
             .policies_text("canary.cedar", CEDAR_POLICIES)
             .build()
             .expect("the canary's Cedar set");

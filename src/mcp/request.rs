@@ -201,7 +201,10 @@ pub struct Arguments {
 impl Arguments {
     /// The JSON-RPC message body these arguments were read from, if the layer read them from
     /// a request: `params.arguments` in it is their text.
-    #[cfg_attr(not(feature = "cedar"), allow(dead_code, reason = "read by Cedar only"))]
+    #[cfg_attr(
+        not(feature = "cedar"),
+        allow(dead_code, reason = "read by Cedar only")
+    )]
     pub(crate) fn message(&self) -> Option<&[u8]> {
         self.message.as_deref()
     }
@@ -710,7 +713,11 @@ mod tests {
         let message = arguments.message().expect("the message");
         assert_eq!(message, &body[..]);
         assert_eq!(message.as_ptr(), body.as_ptr(), "shared, not copied");
-        assert_eq!(*arguments, Arguments::from(Map::clone(arguments)), "equal as values");
+        assert_eq!(
+            *arguments,
+            Arguments::from(Map::clone(arguments)),
+            "equal as values"
+        );
         let no_arguments = classify(
             &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"buy"}}"#[..],
         );
@@ -721,7 +728,11 @@ mod tests {
             panic!("a tool call")
         };
         assert!(arguments.is_empty() && arguments.message().is_none());
-        assert_eq!(format!("{arguments:?}"), "{}", "Debug shows the values only");
+        assert_eq!(
+            format!("{arguments:?}"),
+            "{}",
+            "Debug shows the values only"
+        );
     }
 
     #[test]
