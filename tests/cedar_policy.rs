@@ -10,6 +10,8 @@
 
 #![cfg(feature = "cedar")]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -1789,4 +1791,195 @@ async fn model_examples() {
             "CedarPolicy, {case:?}"
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers through the layer: a policy judges the value the request's JSON text says
+// ---------------------------------------------------------------------------------------------
+
+/// An rmcp server with one tool, `buy`, whose `price` is a JSON Schema `number` and whose
+/// `count` is an `integer`. A call that reaches it is answered `bought`.
+#[derive(Clone, Default)]
+struct Shop;
+
+impl rmcp::ServerHandler for Shop {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_tools()
+                .build(),
+        )
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let Value::Object(schema) = json!({"type": "object", "properties": {
+            "price": {"type": "number"}, "count": {"type": "integer"},
+        }}) else {
+            unreachable!("an object literal")
+        };
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![
+            rmcp::model::Tool::new("buy", "Buy something", schema),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        _request: rmcp::model::CallToolRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        Ok(
+            rmcp::model::CallToolResult::success(vec![rmcp::model::ContentBlock::text("bought")])
+                .into(),
+        )
+    }
+}
+
+/// A price cap of 100 and a count cap of 10, every other call permitted.
+const SHOP_SCHEMA: &str = r#"namespace Shop {
+    @mcp_principal("User")
+    entity User = { issuer: String, subject: String, client_id: String, scopes: Set<String>, claims: {} };
+    @mcp_resource("McpServer")
+    entity McpServer;
+    @mcp_context("gate")
+    type Gate = { era: String, phase: String, protocol_version: String, elicitation_form: Bool,
+                  elicitation_url: Bool, tasks: Bool, approved_by: String };
+    type BuyInput = { price?: decimal, count?: Long };
+    action "buy" appliesTo {
+        principal: [User], resource: [McpServer], context: { input: BuyInput, gate: Gate }
+    };
+}"#;
+
+const SHOP_POLICIES: &str = r#"
+    permit(principal, action, resource);
+    forbid(principal, action == Shop::Action::"buy", resource)
+    when { context.input has price && context.input.price.greaterThan(decimal("100.0000")) };
+    forbid(principal, action == Shop::Action::"buy", resource)
+    when { context.input has count && context.input.count > 10 };
+"#;
+
+/// The shop behind a gate that judges with [`SHOP_POLICIES`], and a valid token for it.
+async fn shop_gate() -> (common::peers::GatedServer, String) {
+    let key = common::tokens::TestKey::es256("k1");
+    let keys = mcp_gate::StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
+    let policy = CedarPolicy::builder()
+        .schema_text("shop.cedarschema", SHOP_SCHEMA)
+        .policies_text("shop.cedar", SHOP_POLICIES)
+        .build()
+        .expect("the shop's policy");
+    let service: rmcp::transport::streamable_http_server::StreamableHttpService<
+        Shop,
+        rmcp::transport::streamable_http_server::session::local::LocalSessionManager,
+    > = rmcp::transport::streamable_http_server::StreamableHttpService::new(
+        || Ok(Shop),
+        Default::default(),
+        rmcp::transport::streamable_http_server::StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true),
+    );
+    let mcp = axum::Router::new().route("/mcp", axum::routing::any_service(service));
+    let server = common::peers::GatedServer::start_with(
+        move |_| {
+            mcp_gate::Gate::builder()
+                .issuer(mcp_gate::Issuer::with_keys("https://as.example", keys))
+                .evaluate(policy)
+        },
+        mcp,
+    )
+    .await;
+    let token = key.mint(&common::tokens::claims(
+        "https://as.example",
+        &server.url,
+        "mcp:read",
+    ));
+    // The layer learns `buy`'s input schema from a list, as a client's first list teaches it.
+    let listed = server
+        .post(
+            Some(&token),
+            &[],
+            r#"{"jsonrpc":"2.0","id":0,"method":"tools/list"}"#,
+        )
+        .await;
+    assert_eq!(
+        listed.body["result"]["tools"][0]["name"], "buy",
+        "{listed:?}"
+    );
+    (server, token)
+}
+
+/// What became of a call: it reached the shop, a `forbid` denied it, or it was refused before
+/// Cedar (the request has no exact Cedar form).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Bought,
+    Forbidden,
+    Refused,
+}
+
+/// What becomes of a `buy` call with `arguments` (JSON text, sent as it is).
+async fn fate(server: &common::peers::GatedServer, token: &str, arguments: &str) -> Fate {
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"buy","arguments":{arguments}}}}}"#
+    );
+    let reply = server.post(Some(token), &[], &body).await;
+    match reply.body["result"]["content"][0]["text"].as_str() {
+        Some("bought") => Fate::Bought,
+        Some("You are not allowed to do this.") => Fate::Forbidden,
+        Some("The request does not match the authorization schema.") => Fate::Refused,
+        _ => panic!("{arguments}: {reply:?}"),
+    }
+}
+
+#[tokio::test]
+async fn numbers_are_judged_on_their_text() {
+    let (server, token) = shop_gate().await;
+    use Fate::{Bought, Forbidden, Refused};
+    // (arguments as sent, what becomes of the call)
+    let cases = [
+        // Over the cap by less than a float can tell (it was bought through an f64).
+        (r#"{"price": 100.0000000000000001}"#, Refused),
+        (r#"{"price": 100.00010}"#, Forbidden),
+        (r#"{"price": 1.000001e2}"#, Forbidden),
+        // At the cap, however it is spelled.
+        (r#"{"price": 100}"#, Bought),
+        (r#"{"price": 100.000000000000000000}"#, Bought),
+        (r#"{"price": 1e2}"#, Bought),
+        (r#"{"price": 10000e-2}"#, Bought),
+        (r#"{"price": -0}"#, Bought),
+        (r#"{"price": -0.0}"#, Bought),
+        // More decimal places than Cedar's decimal holds, or too small to be anything but
+        // rounded: refused, never rounded (1e-400 reads as 0 through an f64).
+        (r#"{"price": 99.99995}"#, Refused),
+        (r#"{"price": 1e-400}"#, Refused),
+        // Cedar decimal's range, at its edge and one step beyond.
+        (r#"{"price": -922337203685477.5808}"#, Bought),
+        (r#"{"price": -922337203685477.5809}"#, Refused),
+        // Integers in the JSON Schema sense: a zero fractional part is an integer.
+        (r#"{"count": 10}"#, Bought),
+        (r#"{"count": 10.0}"#, Bought),
+        (r#"{"count": 1e1}"#, Bought),
+        (r#"{"count": 1.0e+1}"#, Bought),
+        (r#"{"count": 100e-1}"#, Bought),
+        (r#"{"count": -0}"#, Bought),
+        (r#"{"count": 11.0}"#, Forbidden),
+        (r#"{"count": 1.5}"#, Refused),
+        (r#"{"count": 1e-400}"#, Refused),
+        // The 64-bit range, at its edge and one beyond; an f64 cannot tell them apart.
+        (r#"{"count": -9223372036854775808}"#, Bought),
+        (r#"{"count": -9223372036854775809}"#, Refused),
+        (r#"{"count": -9223372036854775808.0}"#, Bought),
+        (r#"{"count": -9.223372036854775809e18}"#, Refused),
+        (r#"{"count": -1e19}"#, Refused),
+    ];
+    let mut wrong = Vec::new();
+    for (arguments, expected) in cases {
+        let got = fate(&server, &token, arguments).await;
+        if got != expected {
+            wrong.push(format!("{arguments}: {got:?}, expected {expected:?}"));
+        }
+    }
+    assert!(wrong.is_empty(), "misjudged:\n{}", wrong.join("\n"));
 }

@@ -378,7 +378,7 @@ impl Turn<'_> {
                 if let Err(problem) =
                     check_remediation(&remediation, settings.continuation.development_mode)
                 {
-                    tracing::error!(target: "mcp_gate::decision", method = %self.request.method, problem, "the policy returned an unusable remediation");
+                    tracing::error!(target: "mcp_gate::decision", method = crate::mcp::method_label(&self.request.method), problem, "the policy returned an unusable remediation");
                     return Verdict::Answer(internal_error(self.request));
                 }
                 if let Remediation::Url {
@@ -402,7 +402,7 @@ impl Turn<'_> {
                 self.deny(Denial::Deny(&remediation), "deny")
             }
             Err(failure) => {
-                tracing::error!(target: "mcp_gate::decision", method = %self.request.method, failure = failure.kind(), error = %failure, "the policy failed; refusing");
+                tracing::error!(target: "mcp_gate::decision", method = crate::mcp::method_label(&self.request.method), failure = failure.kind(), error = %failure, "the policy failed; refusing");
                 Verdict::Answer(internal_error(self.request))
             }
         }
@@ -477,7 +477,7 @@ impl Turn<'_> {
 
     fn deny(&self, denial: Denial<'_>, decision: &'static str) -> Verdict {
         let Ok(context_id) = new_context_id() else {
-            tracing::error!(target: "mcp_gate::decision", method = %self.request.method, "no random source for a context id; refusing");
+            tracing::error!(target: "mcp_gate::decision", method = crate::mcp::method_label(&self.request.method), "no random source for a context id; refusing");
             return Verdict::Answer(internal_error(self.request));
         };
         let remediation = match &denial {

@@ -31,7 +31,7 @@ impl Origins {
         if allowed {
             return None;
         }
-        tracing::info!(target: "mcp_gate::request", status = 403, origin = ?origin, "request refused: Origin not allowed");
+        tracing::info!(target: "mcp_gate::request", status = 403, "request refused: Origin not allowed");
         Some(refusal(&ProtocolError::new(
             StatusCode::FORBIDDEN,
             INVALID_REQUEST,

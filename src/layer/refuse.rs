@@ -23,7 +23,7 @@ pub(crate) fn auth_refusal(gate: &Gate, error: &AuthError, request: &Parts) -> R
         status,
         error = error.error_code().map(|c| c.as_str()).unwrap_or("none"),
         reason = error.reason(),
-        method = %request.method,
+        method = crate::mcp::http_method_label(&request.method),
         "request refused"
     );
     let resource = &gate.inner.resource;

@@ -55,7 +55,7 @@ pub(crate) fn door(method: &Method, headers: &HeaderMap) -> Door {
 
 /// The answer to a method the endpoint does not take.
 pub(crate) fn not_allowed(method: &Method) -> Response<Bytes> {
-    tracing::info!(target: "mcp_gate::request", status = 405, method = %method, "request refused: HTTP method not allowed");
+    tracing::info!(target: "mcp_gate::request", status = 405, method = crate::mcp::http_method_label(method), "request refused: HTTP method not allowed");
     let text = b"method not allowed: this MCP endpoint takes POST, GET, DELETE and OPTIONS\n";
     let headers = [
         (header::ALLOW, ALLOWED),

@@ -20,11 +20,12 @@ pub use era::{
 };
 pub use identity::SERVER_INFO_META;
 pub use methods::{EntryKind, Listing, METHODS, MethodClass, MethodRow, method_class};
-pub(crate) use request::ProtocolError;
 pub use request::{
-    CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
-    METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, Target, UNSUPPORTED_VERSION,
+    Arguments, CompletionReference, HEADER_MISMATCH, INTERNAL_ERROR, INVALID_PARAMS,
+    INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_CAPABILITY, PARSE_ERROR, Target,
+    UNSUPPORTED_VERSION,
 };
+pub(crate) use request::{ProtocolError, http_method_label, method_label};
 pub use sessions::{
     MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
 };

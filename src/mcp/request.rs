@@ -10,6 +10,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value};
 
@@ -102,8 +103,9 @@ pub enum Target {
     Tool {
         /// Tool name.
         name: String,
-        /// The arguments exactly as the inner server will receive them.
-        arguments: Arc<Map<String, Value>>,
+        /// The arguments exactly as the inner server will receive them (read them as a
+        /// [`Map`]; [`Arguments`] dereferences to one).
+        arguments: Arguments,
     },
     /// `resources/read`, `resources/subscribe`, `resources/unsubscribe`.
     Resource {
@@ -148,6 +150,21 @@ pub enum Target {
 }
 
 impl Target {
+    /// What kind of target this is (`tool`, `resource`, ...), as logs name it: a fixed word,
+    /// never the name the request carried.
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Target::Tool { .. } => "tool",
+            Target::Resource { .. } => "resource",
+            Target::Prompt { .. } => "prompt",
+            Target::Completion { .. } => "completion",
+            Target::Task { .. } => "task",
+            Target::Skill { .. } => "skill",
+            Target::Other { .. } => "other",
+            Target::None => "",
+        }
+    }
+
     /// The name the `Mcp-Name` header mirrors, and logs use: tool or prompt name, resource URI,
     /// task id.
     pub fn name(&self) -> Option<&str> {
@@ -158,6 +175,103 @@ impl Target {
             Target::Completion { reference, .. } => Some(reference.name()),
             Target::Other { .. } | Target::None => None,
         }
+    }
+}
+
+/// The arguments of a tool call: the JSON object the inner server receives, and, when the layer
+/// read them from a request, that request's own JSON text.
+///
+/// A JSON number is read into a [`Value`] as a 64-bit integer or a float, so
+/// `100.0000000000000001` reads as 100. A policy that must judge a number exactly as the inner
+/// server will read it (Cedar's `decimal`s do) reads it from the text instead. The layer keeps
+/// the message body it already holds (a reference count, not a copy); the text is only looked
+/// for when such a policy asks.
+///
+/// Dereferences to the [`Map`]. Two `Arguments` are equal when their maps are; where the text
+/// came from is not compared. Built from a map (`From`, or
+/// [`EvaluationBuilder::tool`](crate::policy::EvaluationBuilder::tool)), there is no text:
+/// a policy then reads the numbers as `serde_json` writes them.
+#[derive(Clone, Default)]
+pub struct Arguments {
+    values: Arc<Map<String, Value>>,
+    /// The JSON-RPC message body the values were read from (holding `params.arguments`).
+    message: Option<Bytes>,
+}
+
+impl Arguments {
+    /// The JSON-RPC message body these arguments were read from, if the layer read them from
+    /// a request: `params.arguments` in it is their text.
+    #[cfg_attr(
+        not(feature = "cedar"),
+        allow(dead_code, reason = "read by Cedar only")
+    )]
+    pub(crate) fn message(&self) -> Option<&[u8]> {
+        self.message.as_deref()
+    }
+}
+
+impl std::ops::Deref for Arguments {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        &self.values
+    }
+}
+
+impl From<Map<String, Value>> for Arguments {
+    fn from(values: Map<String, Value>) -> Self {
+        Arc::new(values).into()
+    }
+}
+
+impl From<Arc<Map<String, Value>>> for Arguments {
+    fn from(values: Arc<Map<String, Value>>) -> Self {
+        Self {
+            values,
+            message: None,
+        }
+    }
+}
+
+impl PartialEq for Arguments {
+    fn eq(&self, other: &Self) -> bool {
+        self.values == other.values
+    }
+}
+
+impl std::fmt::Debug for Arguments {
+    /// The values, as a map prints; never the message body.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.values.fmt(f)
+    }
+}
+
+/// A message body the classifier reads: a shared buffer, whose parts a target keeps without
+/// a copy, or plain bytes, copied when a part must be kept.
+pub(crate) trait MessageBytes {
+    /// The bytes.
+    fn bytes(&self) -> &[u8];
+    /// The whole body, kept.
+    fn kept(&self) -> Bytes;
+}
+
+impl MessageBytes for Bytes {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+
+    fn kept(&self) -> Bytes {
+        self.clone()
+    }
+}
+
+impl MessageBytes for [u8] {
+    fn bytes(&self) -> &[u8] {
+        self
+    }
+
+    fn kept(&self) -> Bytes {
+        Bytes::copy_from_slice(self)
     }
 }
 
@@ -239,10 +353,9 @@ impl McpRequest {
             return Cow::Borrowed(&self.rest);
         }
         let mut params = self.rest.clone();
-        let (name, arguments) = match &self.target {
-            Target::Tool { name, arguments } | Target::Prompt { name, arguments } => {
-                (name, arguments)
-            }
+        let (name, arguments): (_, &Map<String, Value>) = match &self.target {
+            Target::Tool { name, arguments } => (name, arguments),
+            Target::Prompt { name, arguments } => (name, arguments),
             // Only tool and prompt calls move anything.
             _ => return Cow::Owned(params),
         };
@@ -269,8 +382,8 @@ pub(crate) enum Message {
 }
 
 /// Classifies one JSON-RPC message body.
-pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
-    let mut envelope = envelope_of(body)?;
+pub(crate) fn classify<B: MessageBytes + ?Sized>(body: &B) -> Result<Message, ProtocolError> {
+    let mut envelope = envelope_of(body.bytes())?;
     let id = id_of(envelope.id.take())?;
     if !envelope.jsonrpc_is_2_0 {
         return Err(ProtocolError::invalid_request("jsonrpc must be \"2.0\"").with_id(id.as_ref()));
@@ -293,7 +406,13 @@ pub(crate) fn classify(body: &[u8]) -> Result<Message, ProtocolError> {
     let mut params = params_of(envelope.params).map_err(|problem| refuse(&problem))?;
     let (method, class) = known_method(method);
     let (target, moved) = match &*method {
-        "tools/call" | "prompts/get" => call_target(&method, &mut params).map_err(refuse)?,
+        "tools/call" | "prompts/get" => {
+            let (mut target, moved) = call_target(&method, &mut params).map_err(refuse)?;
+            if let (Target::Tool { arguments, .. }, true) = (&mut target, moved.arguments) {
+                arguments.message = Some(body.kept());
+            }
+            (target, moved)
+        }
         _ => (
             target_of(&method, &params).map_err(refuse)?,
             Moved::default(),
@@ -388,6 +507,32 @@ fn params_of(params: Option<Value>) -> Result<Map<String, Value>, String> {
     Ok(params)
 }
 
+/// `method` as logs may name it: the method table's name for it, or `other` for a method no
+/// row has (a name the caller chose).
+pub(crate) fn method_label(method: &str) -> &'static str {
+    super::methods::row_of(method).map_or("other", |row| row.method)
+}
+
+/// An HTTP method as logs may name it: one RFC 9110 defines, or `other` (an extension
+/// method is a name the caller chose).
+pub(crate) fn http_method_label(method: &http::Method) -> &'static str {
+    static KNOWN: [http::Method; 9] = [
+        http::Method::GET,
+        http::Method::POST,
+        http::Method::DELETE,
+        http::Method::OPTIONS,
+        http::Method::PUT,
+        http::Method::PATCH,
+        http::Method::HEAD,
+        http::Method::CONNECT,
+        http::Method::TRACE,
+    ];
+    KNOWN
+        .iter()
+        .find(|known| *known == method)
+        .map_or("other", http::Method::as_str)
+}
+
 /// `method` as a `'static` name when the method table has it, or as sent; and its class.
 fn known_method(method: Cow<'_, str>) -> (Cow<'static, str>, MethodClass) {
     match super::methods::row_of(&method) {
@@ -436,7 +581,10 @@ fn call_target(
         _ => Arc::default(),
     };
     let target = if is_tool {
-        Target::Tool { name, arguments }
+        Target::Tool {
+            name,
+            arguments: arguments.into(),
+        }
     } else {
         Target::Prompt { name, arguments }
     };
@@ -550,6 +698,44 @@ mod tests {
     }
 
     #[test]
+    fn a_tool_call_keeps_the_text_its_arguments_were_read_from() {
+        let body = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"buy","arguments":{"price":100.0000000000000001}}}"#,
+        );
+        let Ok(Message::Request(r)) = classify(&body) else {
+            panic!("a request")
+        };
+        let Target::Tool { arguments, .. } = &r.target else {
+            panic!("a tool call")
+        };
+        // The float has rounded; the text, the same buffer (not a copy), has not.
+        assert_eq!(arguments["price"], 100.0);
+        let message = arguments.message().expect("the message");
+        assert_eq!(message, &body[..]);
+        assert_eq!(message.as_ptr(), body.as_ptr(), "shared, not copied");
+        assert_eq!(
+            *arguments,
+            Arguments::from(Map::clone(arguments)),
+            "equal as values"
+        );
+        let no_arguments = classify(
+            &br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"buy"}}"#[..],
+        );
+        let Ok(Message::Request(r)) = no_arguments else {
+            panic!("a request")
+        };
+        let Target::Tool { arguments, .. } = &r.target else {
+            panic!("a tool call")
+        };
+        assert!(arguments.is_empty() && arguments.message().is_none());
+        assert_eq!(
+            format!("{arguments:?}"),
+            "{}",
+            "Debug shows the values only"
+        );
+    }
+
+    #[test]
     fn every_target_kind() {
         let r = request(
             r#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///x"}}"#,
@@ -579,11 +765,11 @@ mod tests {
     #[test]
     fn notifications_and_responses() {
         assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            classify(&br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..]),
             Ok(Message::Notification)
         ));
         assert!(matches!(
-            classify(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#),
+            classify(&br#"{"jsonrpc":"2.0","id":3,"result":{}}"#[..]),
             Ok(Message::Response)
         ));
     }
@@ -697,7 +883,7 @@ mod tests {
             /// Arbitrary bytes never panic the classifier.
             #[test]
             fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..256)) {
-                let _ = classify(&bytes);
+                let _ = classify(&bytes[..]);
             }
         }
     }

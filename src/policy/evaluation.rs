@@ -144,7 +144,8 @@ impl Evaluation {
     /// The arguments of a tool call or prompt, as the inner server will receive them.
     pub fn arguments(&self) -> Option<&Map<String, Value>> {
         match &self.0.target {
-            Target::Tool { arguments, .. } | Target::Prompt { arguments, .. } => Some(arguments),
+            Target::Tool { arguments, .. } => Some(arguments),
+            Target::Prompt { arguments, .. } => Some(arguments),
             _ => None,
         }
     }
@@ -372,7 +373,7 @@ impl EvaluationBuilder {
         let arguments = self.object(arguments, "tool arguments");
         self.target(Target::Tool {
             name: name.into(),
-            arguments,
+            arguments: arguments.into(),
         })
     }
 
@@ -667,8 +668,8 @@ fn evaluated_with(method: &str, phase: Phase, target: &Target) -> bool {
                 return false;
             };
             match (listing.entry, target) {
-                (EntryKind::Tool, Target::Tool { arguments, .. })
-                | (EntryKind::Prompt, Target::Prompt { arguments, .. }) => arguments.is_empty(),
+                (EntryKind::Tool, Target::Tool { arguments, .. }) => arguments.is_empty(),
+                (EntryKind::Prompt, Target::Prompt { arguments, .. }) => arguments.is_empty(),
                 (EntryKind::Resource | EntryKind::ResourceTemplate, Target::Resource { .. })
                 | (EntryKind::Skill, Target::Skill { .. }) => true,
                 _ => false,
@@ -726,7 +727,7 @@ mod tests {
             let targets = [
                 Target::Tool {
                     name: "t".into(),
-                    arguments: Arc::default(),
+                    arguments: Default::default(),
                 },
                 Target::Prompt {
                     name: "p".into(),

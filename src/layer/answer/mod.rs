@@ -335,7 +335,7 @@ pub(crate) fn refusal(
 ) -> Response<Bytes> {
     tracing::error!(
         target: "mcp_gate::answer",
-        method = %request.method,
+        method = crate::mcp::method_label(&request.method),
         answer = what,
         problem = problem.code(),
         "inner answer not passed on: {}",

@@ -1,52 +1,108 @@
 //! One evaluation: refuse what does not fit the schema, map, ask the hook, ask Cedar, and read
 //! the remedy off the forbids that matched.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use cedar_policy::{Authorizer, Context, Decision as CedarDecision, Entities, Entity, Request};
+use cedar_policy::{
+    AuthorizationError, Authorizer, Context, Decision as CedarDecision, Entities, Entity, Request,
+    RequestValidationError,
+};
 use serde_json::Value;
 
 use super::Settings;
+use super::json_text::{Malformed, arguments_text};
 use super::load::Loaded;
 use super::mapping::{Mapped, map};
-use super::values::to_cedar;
-use crate::mcp::Target;
+use super::values::{Unrepresentable, to_cedar, value_to_cedar};
+use crate::mcp::{Arguments, Target};
 use crate::policy::{BoxError, Decision, Evaluation, Phase};
 
 const GENERIC_DENIAL: &str = "You are not allowed to do this.";
 const SCHEMA_DENIAL: &str = "The request does not match the authorization schema.";
 
-/// A denial for a request that was not put to Cedar; logged with `why`.
-fn refuse(evaluation: &Evaluation, why: &dyn std::fmt::Display, message: &str) -> Decision {
-    tracing::warn!(
-        target: "mcp_gate::cedar",
-        method = evaluation.method(),
-        tool = evaluation.tool(),
-        reason = %why,
-        "request denied before Cedar evaluation"
-    );
+/// Why a request was not put to Cedar, as logged: fixed words, and paths only through names
+/// the schema declares. Cedar's own error text is never logged for a request, because it
+/// quotes the values it refused (an argument, a claim).
+#[derive(Debug, thiserror::Error)]
+enum Misfit {
+    #[error("the tool is not in the tool list the schema was made from")]
+    UnknownTool,
+    #[error("the tool was not listed by the server")]
+    Unlisted,
+    #[error(
+        "the tool lists an input schema that differs from the one the Cedar schema was generated from; regenerate the schema"
+    )]
+    Drifted,
+    #[error("the request has no Cedar name: {0}")]
+    Unmapped(&'static str),
+    #[error("the schema declares no action for this request")]
+    UndeclaredAction,
+    #[error("{0}")]
+    Value(#[from] Unrepresentable),
+    #[error("the context has no Cedar form")]
+    Context,
+    #[error("the request does not fit the schema: {0}")]
+    Request(&'static str),
+    #[error("the principal does not fit the schema's User")]
+    Principal,
+}
+
+impl From<Malformed> for Misfit {
+    fn from(malformed: Malformed) -> Self {
+        Misfit::Value(
+            Unrepresentable::from(malformed)
+                .within("input")
+                .within("context"),
+        )
+    }
+}
+
+/// What a request validation error is about, without the values it quotes.
+fn request_misfit(error: &RequestValidationError) -> &'static str {
+    match error {
+        RequestValidationError::UndeclaredAction(_) => "undeclared action",
+        RequestValidationError::ExternalAction(_) => "the action is external",
+        RequestValidationError::UndeclaredPrincipalType(_) => "undeclared principal type",
+        RequestValidationError::UndeclaredResourceType(_) => "undeclared resource type",
+        RequestValidationError::InvalidPrincipalType(_) => {
+            "the action does not apply to this principal type"
+        }
+        RequestValidationError::InvalidResourceType(_) => {
+            "the action does not apply to this resource type"
+        }
+        RequestValidationError::InvalidContext(_) => {
+            "the context (the arguments, the gate context or the app context) does not fit the action's context type"
+        }
+        RequestValidationError::TypeOfContext(_) => "the context's type cannot be computed",
+        RequestValidationError::InvalidEnumEntity(_) => "an entity is not one of its enum's ids",
+        _ => "another mismatch",
+    }
+}
+
+/// A denial for a request that was not put to Cedar; logged with `why`. The method is named
+/// only when the method table has it, the tool only when the schema knows it (`tool_known`):
+/// anything else is a name the caller chose.
+fn refuse(evaluation: &Evaluation, tool_known: bool, why: &Misfit, message: &str) -> Decision {
+    tracing::warn!(target: "mcp_gate::cedar", method = crate::mcp::method_label(evaluation.method()), tool = evaluation.tool().filter(|_| tool_known), reason = %why, "request denied before Cedar evaluation");
     Decision::undisclosed(message)
 }
 
 /// Why the called tool is not the one the schema was generated for, if it is not.
-fn drifted(loaded: &Loaded, evaluation: &Evaluation) -> Option<String> {
+fn drifted(loaded: &Loaded, evaluation: &Evaluation) -> Option<Misfit> {
     let (Target::Tool { name, .. }, Some(tools)) = (evaluation.target(), &loaded.tools) else {
         return None;
     };
     let Some(expected) = tools.get(name) else {
-        return Some(format!(
-            "tool {name:?} is not in the tool list the schema was made from"
-        ));
+        return Some(Misfit::UnknownTool);
     };
     match evaluation.tool_input_schema() {
         // A held call passed this check when it was held; the process that runs the approval
         // may not have seen a list since it started.
         None if evaluation.phase() == Phase::Approval => None,
-        None => Some(format!("tool {name:?} was not listed by the server")),
-        Some(live) if live != expected => Some(format!(
-            "tool {name:?} lists an input schema that differs from the one the Cedar schema was generated from; regenerate the schema"
-        )),
+        None => Some(Misfit::Unlisted),
+        Some(live) if live != expected => Some(Misfit::Drifted),
         Some(_) => None,
     }
 }
@@ -60,27 +116,41 @@ fn input_schema<'a>(loaded: &'a Loaded, evaluation: &'a Evaluation) -> Option<&'
     evaluation.tool_input_schema().or_else(known)
 }
 
+/// The JSON text of a tool call's arguments: the request's own (`params.arguments` of the
+/// message the layer read), or, for arguments built from a map, the map as serde_json writes
+/// it.
+fn input_text(arguments: &Arguments) -> Result<Cow<'_, str>, Malformed> {
+    let Some(message) = arguments.message() else {
+        let text = serde_json::to_string(&**arguments).map_err(|_| Malformed)?;
+        return Ok(Cow::Owned(text));
+    };
+    let message = std::str::from_utf8(message).map_err(|_| Malformed)?;
+    Ok(Cow::Borrowed(arguments_text(message)?.unwrap_or("{}")))
+}
+
 /// The mapped request in Cedar's types, with the user's parents from the entities file.
 fn cedar_request(
     loaded: &Loaded,
     mapped: &Mapped,
+    evaluation: &Evaluation,
     input_schema: Option<&Value>,
-) -> Result<(Request, Arc<Entities>), String> {
+) -> Result<(Request, Arc<Entities>), Misfit> {
     let schema = &loaded.schema;
     let typed = mapped.typed.then_some(schema);
-    let pairs = mapped
-        .context
-        .iter()
-        .map(|(key, value)| {
-            let described = if key == "input" { input_schema } else { None };
-            Ok((
-                key.clone(),
-                to_cedar(value, described).map_err(|e| e.within(key).within("context"))?,
-            ))
-        })
-        .collect::<Result<Vec<_>, super::values::Unrepresentable>>()
-        .map_err(|e| e.to_string())?;
-    let context = Context::from_pairs(pairs).map_err(|e| e.to_string())?;
+    let mut pairs = Vec::with_capacity(mapped.context.len());
+    for (key, value) in &mapped.context {
+        let cedar = match (key.as_str(), evaluation.target()) {
+            ("input", Target::Tool { arguments, .. }) => {
+                to_cedar(&input_text(arguments)?, input_schema)
+            }
+            _ => value_to_cedar(value, None),
+        };
+        pairs.push((
+            key.clone(),
+            cedar.map_err(|e| e.within(key.as_str()).within("context"))?,
+        ));
+    }
+    let context = Context::from_pairs(pairs).map_err(|_| Misfit::Context)?;
     let entities = principal_entities(loaded, mapped)?;
     let request = Request::new(
         mapped.principal.clone(),
@@ -89,7 +159,7 @@ fn cedar_request(
         context,
         typed,
     )
-    .map_err(|e| format!("the request does not fit the schema: {}", chain(&e)))?;
+    .map_err(|e| Misfit::Request(request_misfit(&e)))?;
     Ok((request, entities))
 }
 
@@ -97,7 +167,7 @@ fn cedar_request(
 /// uid and attributes: the same token, in practice) gets the same store from a small cache
 /// that lives and dies with the loaded set: Cedar recomputes its hierarchy on every insert,
 /// which is most of an evaluation's cost.
-fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>, String> {
+fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>, Misfit> {
     let key = format!("{}\n{}", mapped.principal, mapped.principal_attrs);
     if let Some(entities) = loaded.principals.get(&key) {
         return Ok(entities);
@@ -106,13 +176,11 @@ fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>,
         Value::Object(attrs) => attrs
             .iter()
             .map(|(key, value)| {
-                Ok((
-                    key.clone(),
-                    to_cedar(value, None).map_err(|e| e.within(key).within("principal"))?,
-                ))
+                let cedar = value_to_cedar(value, None)
+                    .map_err(|e| e.within(key.as_str()).within("principal"))?;
+                Ok((key.clone(), cedar))
             })
-            .collect::<Result<HashMap<_, _>, super::values::Unrepresentable>>()
-            .map_err(|e| e.to_string())?,
+            .collect::<Result<HashMap<_, _>, Unrepresentable>>()?,
         _ => HashMap::new(),
     };
     // A token without a subject is nobody in particular: it takes no roles from the file.
@@ -122,24 +190,20 @@ fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>,
     let parents: HashSet<_> = known
         .map(|known| known.clone().into_inner().2)
         .unwrap_or_default();
-    let user = Entity::new(mapped.principal.clone(), attrs, parents)
-        .map_err(|e| format!("the principal has no Cedar form: {e}"))?;
+    let user =
+        Entity::new(mapped.principal.clone(), attrs, parents).map_err(|_| Misfit::Principal)?;
     let entities = loaded
         .entities
         .clone()
         .upsert_entities([user], Some(&loaded.schema))
-        .map_err(|e| {
-            format!(
-                "the principal does not fit the schema's User: {}",
-                chain(&e)
-            )
-        })?;
+        .map_err(|_| Misfit::Principal)?;
     let entities = Arc::new(entities);
     loaded.principals.insert(key, Arc::clone(&entities));
     Ok(entities)
 }
 
-/// An error and its causes, one after the other.
+/// An error and its causes, one after the other (for errors in the operator's own files,
+/// never for a request's).
 pub(super) fn chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
@@ -161,7 +225,9 @@ pub(super) async fn decide(
     evaluation: Evaluation,
 ) -> Result<Decision, BoxError> {
     if let Some(why) = drifted(&loaded, &evaluation) {
-        return Ok(refuse(&evaluation, &why, GENERIC_DENIAL));
+        // Only a tool the list has is named (an unlisted one may still be in the list).
+        let listed = !matches!(why, Misfit::UnknownTool);
+        return Ok(refuse(&evaluation, listed, &why, GENERIC_DENIAL));
     }
     let mapped = map(
         &loaded.names,
@@ -171,11 +237,14 @@ pub(super) async fn decide(
     );
     let mut mapped = match mapped {
         Ok(mapped) => mapped,
-        Err(why) => return Ok(refuse(&evaluation, &why, GENERIC_DENIAL)),
+        Err(why) => {
+            let why = Misfit::Unmapped(why.label());
+            return Ok(refuse(&evaluation, false, &why, GENERIC_DENIAL));
+        }
     };
     let Some(action) = loaded.actions.get(&mapped.action) else {
-        let why = format!("the schema declares no action {}", mapped.action);
-        return Ok(refuse(&evaluation, &why, GENERIC_DENIAL));
+        let why = Misfit::UndeclaredAction;
+        return Ok(refuse(&evaluation, false, &why, GENERIC_DENIAL));
     };
     if action.declares_app {
         let app = match &settings.hook {
@@ -190,13 +259,15 @@ pub(super) async fn decide(
         mapped.context.insert("app".into(), app);
     }
     let described = input_schema(&loaded, &evaluation);
-    let (request, entities) = match cedar_request(&loaded, &mapped, described) {
+    let (request, entities) = match cedar_request(&loaded, &mapped, &evaluation, described) {
         Ok(parts) => parts,
-        Err(why) => return Ok(refuse(&evaluation, &why, SCHEMA_DENIAL)),
+        Err(why) => return Ok(refuse(&evaluation, true, &why, SCHEMA_DENIAL)),
     };
     let response = Authorizer::new().is_authorized(&request, &action.policies, &entities);
     for error in response.diagnostics().errors() {
-        tracing::debug!(target: "mcp_gate::cedar", %error, "a Cedar policy errored and was skipped");
+        // The policy's id only: Cedar's text quotes the values the policy was evaluated on.
+        let AuthorizationError::PolicyEvaluationError(error) = error;
+        tracing::debug!(target: "mcp_gate::cedar", policy = %error.policy_id(), "a Cedar policy errored and was skipped");
     }
     if response.decision() == CedarDecision::Allow {
         return Ok(Decision::allow());

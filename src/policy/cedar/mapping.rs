@@ -37,6 +37,18 @@ pub(super) enum Unmapped {
     Name(String),
 }
 
+impl Unmapped {
+    /// What is wrong, without the name the request carried.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Unmapped::SlashInToolName(_) => {
+                "the tool name contains '/', which the Cedar mapping reserves for methods"
+            }
+            Unmapped::Name(_) => "an entity type or id Cedar does not accept",
+        }
+    }
+}
+
 impl Names {
     /// Names in `namespace` (empty for the root namespace).
     pub fn new(namespace: impl Into<String>) -> Self {

@@ -62,8 +62,10 @@
 
 mod actions;
 mod evaluate;
+mod json_text;
 mod load;
 mod mapping;
+mod number;
 mod remedy;
 mod schema;
 mod template;

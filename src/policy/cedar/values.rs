@@ -1,16 +1,29 @@
-//! JSON values as Cedar values, built with Cedar's typed constructors (not its JSON parser,
-//! which costs most of an evaluation): a string is a `String`, an integer a `Long`, a boolean a
+//! JSON as Cedar values, built with Cedar's typed constructors (not its JSON parser, which
+//! costs most of an evaluation): a string is a `String`, an integer a `Long`, a boolean a
 //! `Bool`, an array a set, an object a record; a number the tool's JSON Schema types `number`
 //! is an exact `decimal`. Whether the result fits the schema is Cedar's to check when the
 //! request or the entity is validated.
+//!
+//! The conversion reads JSON *text* ([`to_cedar`]): a tool call's arguments are read from the
+//! request's own bytes, so that a number is the value its text says (see [`super::number`]),
+//! never the float `serde_json` made of it. Values the layer builds itself (the gate context,
+//! the principal, the hook's `app`) are written out by `serde_json` first
+//! ([`value_to_cedar`]).
 
 use cedar_policy::RestrictedExpression;
 use serde_json::Value;
 
+use super::json_text::{Reader, Start};
+use super::number;
+
+/// As deep as the layer reads a body (serde_json's limit); deeper text is refused.
+const MAX_DEPTH: usize = 128;
+
 /// Why a value has no Cedar form.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Unrepresentable {
-    /// Where, from the outermost key in (`["input", "price"]`); built only on failure.
+    /// Where, from the outermost key in (`["input", "price"]`); built only on failure. A key
+    /// the JSON Schema does not declare is written `*`: what a request carries is never shown.
     path: Vec<String>,
     /// What.
     kind: Problem,
@@ -24,8 +37,12 @@ enum Problem {
     /// A number that is neither a 64-bit integer nor, where the schema says `number`, a
     /// decimal Cedar can hold exactly (at most four decimal places).
     Number,
-    /// A record Cedar refused (a key twice: cannot happen with serde_json's map).
+    /// A record Cedar refused (a key twice: the layer refuses such a body before).
     Record,
+    /// Nested deeper than [`MAX_DEPTH`].
+    Depth,
+    /// Text that does not follow the JSON grammar (the layer parsed it before: cannot happen).
+    Malformed,
 }
 
 impl Unrepresentable {
@@ -36,7 +53,7 @@ impl Unrepresentable {
         }
     }
 
-    /// The same error, one level out.
+    /// The same error, one level out, under `key` (a name the layer or the schema chose).
     pub fn within(mut self, key: impl Into<String>) -> Self {
         self.path.insert(0, key.into());
         self
@@ -49,12 +66,20 @@ impl std::fmt::Display for Unrepresentable {
             Problem::Null => "is null, which Cedar cannot hold",
             Problem::Number => "is a number Cedar cannot hold exactly",
             Problem::Record => "is a record Cedar cannot hold",
+            Problem::Depth => "is nested too deep",
+            Problem::Malformed => "is not JSON the layer can read",
         };
         write!(f, "{} {what}", self.path.join("."))
     }
 }
 
 impl std::error::Error for Unrepresentable {}
+
+impl From<super::json_text::Malformed> for Unrepresentable {
+    fn from(_: super::json_text::Malformed) -> Self {
+        Self::new(Problem::Malformed)
+    }
+}
 
 /// Whether a JSON Schema says `number` (and not `integer`).
 fn types_number(schema: Option<&Value>) -> bool {
@@ -67,69 +92,73 @@ fn types_number(schema: Option<&Value>) -> bool {
     }
 }
 
-/// `value` as a Cedar value; `schema` is the JSON Schema describing it, when known (a tool's
-/// `inputSchema`). An error names the place from `value` in; add outer keys with
-/// [`Unrepresentable::within`].
+/// The JSON text `text` as a Cedar value; `schema` is the JSON Schema describing it, when
+/// known (a tool's `inputSchema`). An error names the place from `text` in; add outer keys
+/// with [`Unrepresentable::within`].
 pub(super) fn to_cedar(
+    text: &str,
+    schema: Option<&Value>,
+) -> Result<RestrictedExpression, Unrepresentable> {
+    let mut reader = Reader::new(text);
+    let expression = convert(&mut reader, schema, 0)?;
+    reader.finish()?;
+    Ok(expression)
+}
+
+/// `value` as a Cedar value, through its `serde_json` text (see [`to_cedar`]).
+pub(super) fn value_to_cedar(
     value: &Value,
     schema: Option<&Value>,
 ) -> Result<RestrictedExpression, Unrepresentable> {
-    Ok(match value {
-        Value::Null => return Err(Unrepresentable::new(Problem::Null)),
-        Value::Bool(flag) => RestrictedExpression::new_bool(*flag),
-        Value::String(text) => RestrictedExpression::new_string(text.clone()),
-        Value::Number(number) if types_number(schema) => {
-            let text = decimal_text(number).ok_or(Unrepresentable::new(Problem::Number))?;
-            RestrictedExpression::new_decimal(text)
+    to_cedar(&value.to_string(), schema)
+}
+
+/// The value at `reader`, `depth` levels in.
+fn convert(
+    reader: &mut Reader<'_>,
+    schema: Option<&Value>,
+    depth: usize,
+) -> Result<RestrictedExpression, Unrepresentable> {
+    if depth > MAX_DEPTH {
+        return Err(Unrepresentable::new(Problem::Depth));
+    }
+    Ok(match reader.start()? {
+        Start::Null => return Err(Unrepresentable::new(Problem::Null)),
+        Start::Bool(flag) => RestrictedExpression::new_bool(flag),
+        Start::String(text) => RestrictedExpression::new_string(text.into_owned()),
+        Start::Number(text) if types_number(schema) => {
+            let decimal = number::decimal(text).ok_or(Unrepresentable::new(Problem::Number))?;
+            RestrictedExpression::new_decimal(decimal)
         }
-        Value::Number(number) => match number.as_i64() {
+        Start::Number(text) => match number::integer(text) {
             Some(long) => RestrictedExpression::new_long(long),
             None => return Err(Unrepresentable::new(Problem::Number)),
         },
-        Value::Array(items) => {
+        Start::Array => {
             let items_schema = schema.and_then(|s| s.get("items"));
-            let members = items
-                .iter()
-                .enumerate()
-                .map(|(index, item)| {
-                    to_cedar(item, items_schema).map_err(|e| e.within(index.to_string()))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let mut members = Vec::new();
+            while reader.item(members.is_empty())? {
+                let member = convert(reader, items_schema, depth + 1)
+                    .map_err(|e| e.within(members.len().to_string()))?;
+                members.push(member);
+            }
             RestrictedExpression::new_set(members)
         }
-        Value::Object(map) => {
+        Start::Object => {
             let properties = schema.and_then(|s| s.get("properties"));
-            let fields = map
-                .iter()
-                .map(|(key, field)| {
-                    let field_schema = properties.and_then(|p| p.get(key));
-                    let cedar = to_cedar(field, field_schema).map_err(|e| e.within(key))?;
-                    Ok((key.clone(), cedar))
-                })
-                .collect::<Result<Vec<_>, Unrepresentable>>()?;
+            let mut fields = Vec::new();
+            while let Some(key) = reader.key(fields.is_empty())? {
+                let field_schema = properties.and_then(|p| p.get(&*key));
+                let field = convert(reader, field_schema, depth + 1).map_err(|e| {
+                    // Only a name the schema declares is shown; any other came from the request.
+                    e.within(if field_schema.is_some() { &*key } else { "*" })
+                })?;
+                fields.push((key.into_owned(), field));
+            }
             RestrictedExpression::new_record(fields)
                 .map_err(|_| Unrepresentable::new(Problem::Record))?
         }
     })
-}
-
-/// `number` as Cedar decimal text (`"1.5000"`), when exact and in range.
-fn decimal_text(number: &serde_json::Number) -> Option<String> {
-    // The JSON text itself, so that no float rounding happens on the way.
-    let text = number.to_string();
-    if text.contains(['e', 'E']) {
-        return None;
-    }
-    let (whole, fraction) = text.split_once('.').unwrap_or((&text, ""));
-    if fraction.len() > 4 {
-        return None;
-    }
-    let digits = whole.trim_start_matches('-');
-    // decimal's range: ±922337203685477.5807 (the edge itself is refused, to stay simple).
-    if digits.len() > 15 || (digits.len() == 15 && digits >= "922337203685477") {
-        return None;
-    }
-    Some(format!("{whole}.{fraction:0<4}"))
 }
 
 #[cfg(test)]
@@ -139,7 +168,11 @@ mod tests {
     use super::*;
 
     fn cedar_text(value: &Value, schema: &Value) -> Result<String, Unrepresentable> {
-        let expression = to_cedar(value, Some(schema)).map_err(|e| e.within("input"))?;
+        cedar_text_of(&value.to_string(), schema)
+    }
+
+    fn cedar_text_of(text: &str, schema: &Value) -> Result<String, Unrepresentable> {
+        let expression = to_cedar(text, Some(schema)).map_err(|e| e.within("input"))?;
         let context = cedar_policy::Context::from_pairs([("input".to_owned(), expression)]);
         Ok(context.expect("a context").to_string())
     }
@@ -203,5 +236,76 @@ mod tests {
         ] {
             assert!(text.contains(part), "{part} in {text}");
         }
+    }
+
+    #[test]
+    fn numbers_are_read_from_their_text() {
+        let schema = json!({"type": "object", "properties": {
+            "price": {"type": "number"}, "count": {"type": "integer"},
+        }});
+        let refused = |text: &str| cedar_text_of(text, &schema).unwrap_err().to_string();
+        assert_eq!(
+            refused(r#"{"price": 100.0000000000000001}"#),
+            "input.price is a number Cedar cannot hold exactly",
+            "an f64 reads it as 100"
+        );
+        assert_eq!(
+            refused(r#"{"price": 1e-400}"#),
+            "input.price is a number Cedar cannot hold exactly",
+            "an f64 reads it as 0"
+        );
+        for (text, part) in [
+            (
+                r#"{"price": 100.00000000000000000000}"#,
+                r#"decimal("100.0000")"#,
+            ),
+            (
+                r#"{"price": -922337203685477.5808}"#,
+                r#"decimal("-922337203685477.5808")"#,
+            ),
+            (
+                r#"{"price": 922337203685477.5807}"#,
+                r#"decimal("922337203685477.5807")"#,
+            ),
+            (r#"{"price": -0}"#, r#"decimal("0.0000")"#),
+            (r#"{"count": 1.0e+1}"#, "count: 10"),
+            (
+                r#"{"count": -9223372036854775808.0}"#,
+                "count: -9223372036854775808",
+            ),
+            (r#"{"count": -0}"#, "count: 0"),
+        ] {
+            // Context::from_pairs evaluates the decimal: Cedar accepts the text.
+            let cedar = cedar_text_of(text, &schema).unwrap();
+            assert!(cedar.contains(part), "{part} in {cedar}");
+        }
+        for text in [r#"{"count": 1.5}"#, r#"{"count": 9223372036854775808}"#] {
+            assert_eq!(
+                refused(text),
+                "input.count is a number Cedar cannot hold exactly"
+            );
+        }
+    }
+
+    #[test]
+    fn a_path_names_only_what_the_schema_declares() {
+        let schema = json!({"type": "object", "properties": {
+            "known": {"type": "object", "properties": {"list": {"type": "array"}}},
+        }});
+        let error = cedar_text_of(r#"{"known": {"list": [1, null]}}"#, &schema).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "input.known.list.1 is null, which Cedar cannot hold"
+        );
+        let error = cedar_text_of(r#"{"hunter2": {"x": 1.5}}"#, &schema).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "input.*.* is a number Cedar cannot hold exactly"
+        );
+        let deep = "[".repeat(MAX_DEPTH + 2) + &"]".repeat(MAX_DEPTH + 2);
+        assert_eq!(
+            to_cedar(&deep, None).unwrap_err().to_string(),
+            format!("{} is nested too deep", vec!["0"; MAX_DEPTH + 1].join("."))
+        );
     }
 }
