@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `phase` | `invocation` (the request itself) or `approval` (a held call, re-judged before it runs) |
 //! | `subject`, `client_id` | the caller's token (empty when the token names none) |
-//! | `method`, `target` | what was asked (the tool, prompt or resource; empty for none) |
+//! | `method`, `target` | what was asked: the method (`other` outside the method table) and the kind of target (`tool`, `prompt`, `resource`, ...; never its name, which the caller chose) |
 //! | `decision` | `allow`, `deny`, `ask` or `abstain` |
 //! | `context_id` | the `authorizationContextId` the client received; absent on an allow |
 //! | `remediation` | the remedy's kind (`scope`, `credential`, `url`, `task`, ...); absent when there is none |

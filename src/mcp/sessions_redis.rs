@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
+
 use super::sessions::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
 use crate::auth::Owner;
 use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
