@@ -1,4 +1,5 @@
-//! The response body of the layer: the inner service's body, or the layer's own refusal.
+//! The response body of the layer: the inner service's body, the layer's own, or the inner
+//! service's event stream watched and written again by the layer.
 
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -6,6 +7,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
+
+use super::answer::Watch;
 
 pin_project! {
     /// Either the inner service's response body, streamed through untouched, or a complete
@@ -21,6 +24,7 @@ pin_project! {
     enum Kind<B> {
         Inner { #[pin] body: B },
         Local { data: Option<Bytes> },
+        Watched { #[pin] body: B, watch: Box<Watch>, ended: bool },
     }
 }
 
@@ -28,6 +32,18 @@ impl<B> GateBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
+        }
+    }
+
+    /// The inner event stream `body`, read and written again by `watch`, and ended at the
+    /// first thing the stream may not carry.
+    pub(crate) fn watched(body: B, watch: Watch) -> Self {
+        Self {
+            kind: Kind::Watched {
+                body,
+                watch: Box::new(watch),
+                ended: false,
+            },
         }
     }
 
@@ -62,6 +78,30 @@ where
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
             KindProj::Local { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            KindProj::Watched {
+                mut body,
+                watch,
+                ended: stopped,
+            } => loop {
+                if *stopped {
+                    return Poll::Ready(None);
+                }
+                let Some(frame) = std::task::ready!(body.as_mut().poll_frame(cx)) else {
+                    return Poll::Ready(None);
+                };
+                // Trailers are not part of the stream.
+                let Ok(data) = frame?.into_data() else {
+                    continue;
+                };
+                let (written, ended) = watch.feed(&data);
+                if let Some(problem) = ended {
+                    tracing::error!(target: "mcp_gate::answer", answer = "GET stream", problem = problem.code(), "the GET stream ended by the layer: {}", problem.describe());
+                    *stopped = true;
+                }
+                if !written.is_empty() {
+                    return Poll::Ready(Some(Ok(Frame::data(written))));
+                }
+            },
         }
     }
 
@@ -69,6 +109,7 @@ where
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
             Kind::Local { data } => data.is_none(),
+            Kind::Watched { body, ended, .. } => *ended || body.is_end_stream(),
         }
     }
 
@@ -78,6 +119,7 @@ where
             Kind::Local { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
+            Kind::Watched { .. } => SizeHint::new(),
         }
     }
 }

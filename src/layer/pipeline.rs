@@ -7,6 +7,7 @@ use http::{Method, Request, Response, header};
 use tower_service::Service;
 
 use super::advertise;
+use super::answer;
 use super::body::GateBody;
 use super::bounds::Inner;
 use super::buffer::{close_if_unread, declares_body, read_body};
@@ -127,9 +128,14 @@ async fn bodyless<S: Inner>(
     }
     let ends_session = parts.method == Method::DELETE;
     parts.headers.remove(LAST_EVENT_ID);
+    let is_get = parts.method == Method::GET;
     let response = start(&mut inner, parts, S::Req::from(Bytes::new())).await?;
     if let Some(session) = session.filter(|_| ends_session && response.status().is_success()) {
         sessions::unbind(gate, session).await;
+    }
+    if is_get {
+        let bounds = gate.inner.requests.answer_bounds();
+        return Ok(Box::pin(answer::watch_get(response, bounds)).await);
     }
     Ok(response.map(GateBody::inner))
 }

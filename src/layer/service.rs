@@ -160,9 +160,11 @@ where
         // and the inner service's own answer to that.
         let mut inner = self.ready.take().unwrap_or_else(|| S::clone(&self.shared));
         let identity = match identity {
-            // A cached token on a request with no body and no session to check: no await.
+            // A cached token on a request with no body and no session to check: no await. Not
+            // a GET: its stream is watched, and its `Last-Event-ID` dropped (`bodyless`).
             Identity::Known(principal)
                 if verb == Verb::Bodyless
+                    && parts.method != http::Method::GET
                     && !parts.headers.contains_key(SESSION_HEADER)
                     && !declares_body(&parts) =>
             {

@@ -23,6 +23,7 @@ mod cache;
 mod message;
 mod problem;
 mod sse;
+mod stream;
 
 use std::future::Future;
 use std::time::Duration;
@@ -34,6 +35,7 @@ use serde_json::{Map, Value, json};
 
 pub(crate) use cache::{judged_per_caller, mark_private};
 pub(crate) use problem::Problem;
+pub(crate) use stream::{Watch, watch_get};
 
 use super::buffer::{Unread, collect};
 use crate::denial::render::json_rpc;
@@ -195,20 +197,44 @@ where
         },
         None => call.await?,
     };
+    Ok(read_whole(response, max, deadline, id).await)
+}
+
+/// An answer already begun, read whole under the rule: the body up to `max` bytes, by
+/// `deadline` when there is one.
+pub(crate) async fn read_whole<B: Body<Data = Bytes>>(
+    response: Response<B>,
+    max: usize,
+    deadline: Option<tokio::time::Instant>,
+    id: &Value,
+) -> Result<Read, Problem> {
     let (head, body) = response.into_parts();
     let body = collect(body, max);
     let body = match deadline {
         Some(deadline) => match tokio::time::timeout_at(deadline, body).await {
             Ok(body) => body,
-            Err(_) => return Ok(Err(Problem::Late)),
+            Err(_) => return Err(Problem::Late),
         },
         None => body.await,
     };
-    Ok(match body {
+    match body {
         Ok(bytes) => read(head, &bytes, id),
         Err(Unread::TooLarge) => Err(Problem::TooLarge),
         Err(Unread::Broken) => Err(Problem::Broken),
-    })
+    }
+}
+
+/// Whether a success answer declares an event stream (and nothing else the rule refuses).
+pub(crate) fn is_event_stream(headers: &HeaderMap) -> bool {
+    framing(headers) == Ok(Framing::EventStream)
+}
+
+/// The head of an answer the layer writes again as it flows: the layer's own `Content-Type`,
+/// none of the inner headers that describe the bytes it replaces.
+pub(crate) fn rewritten_head(head: http::response::Parts) -> http::response::Parts {
+    written(head, Some("text/event-stream"), Bytes::new())
+        .into_parts()
+        .0
 }
 
 /// An answer read whole, under the rule (see the module documentation).

@@ -33,12 +33,14 @@ pub(crate) enum Problem {
     ResultOnErrorStatus,
     /// The result is not what the method returns.
     BadResult,
+    /// A response on the GET stream, which carries none.
+    ResponseOnStream,
 }
 
 impl Problem {
     /// Every problem, in the documented order.
     #[cfg(test)]
-    pub(crate) const ALL: [Problem; 14] = [
+    pub(crate) const ALL: [Problem; 15] = [
         Problem::Late,
         Problem::TooLarge,
         Problem::Broken,
@@ -53,6 +55,7 @@ impl Problem {
         Problem::AfterResponse,
         Problem::ResultOnErrorStatus,
         Problem::BadResult,
+        Problem::ResponseOnStream,
     ];
 
     /// The name sent as `error.data.problem` and logged.
@@ -72,6 +75,7 @@ impl Problem {
             Problem::AfterResponse => "after_response",
             Problem::ResultOnErrorStatus => "result_on_error_status",
             Problem::BadResult => "bad_result",
+            Problem::ResponseOnStream => "response_on_stream",
         }
     }
 
@@ -96,6 +100,7 @@ impl Problem {
             Problem::AfterResponse => "a second response, or any message after the response",
             Problem::ResultOnErrorStatus => "a non-2xx answer that carries a JSON-RPC result",
             Problem::BadResult => "the result is not what the method returns",
+            Problem::ResponseOnStream => "a response on the GET stream, which carries none",
         }
     }
 }

@@ -53,6 +53,43 @@ struct Pending<'a> {
     kind: &'a str,
 }
 
+/// What one line of an event stream is, as the standard reads it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Line<'a> {
+    /// An empty line: the event is dispatched.
+    Blank,
+    /// A line starting with `:`.
+    Comment,
+    /// A `data` field, with its value.
+    Data(&'a str),
+    /// An `event` field: the event's type.
+    Event(&'a str),
+    /// `id`, `retry`, and fields the standard does not name: no part of a message.
+    Other,
+}
+
+impl<'a> Line<'a> {
+    /// The field a line holds: its name runs to the first `:` (the whole line when there is
+    /// none), and one space after the colon is dropped.
+    pub(crate) fn of(line: &'a str) -> Self {
+        if line.is_empty() {
+            return Line::Blank;
+        }
+        if line.starts_with(':') {
+            return Line::Comment;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => Line::Data(value),
+            "event" => Line::Event(value),
+            _ => Line::Other,
+        }
+    }
+}
+
 /// The text's events.
 pub(crate) fn parse(text: &str) -> Stream<'_> {
     let text = text.strip_prefix('\u{FEFF}').unwrap_or(text);
@@ -67,19 +104,9 @@ pub(crate) fn parse(text: &str) -> Stream<'_> {
             1
         };
         rest = &rest[end + terminator..];
-        if line.is_empty() {
-            dispatch(&mut stream, std::mem::take(&mut pending));
-            continue;
-        }
-        if line.starts_with(':') {
-            continue;
-        }
-        let (field, value) = match line.split_once(':') {
-            Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
-            None => (line, ""),
-        };
-        match field {
-            "data" => {
+        match Line::of(line) {
+            Line::Blank => dispatch(&mut stream, std::mem::take(&mut pending)),
+            Line::Data(value) => {
                 pending.data = Some(match pending.data.take() {
                     None => Cow::Borrowed(value),
                     Some(data) => {
@@ -90,13 +117,11 @@ pub(crate) fn parse(text: &str) -> Stream<'_> {
                     }
                 });
             }
-            "event" => pending.kind = value,
-            // `id`, `retry` and fields the standard does not name: no part of a message.
-            _ => {}
+            Line::Event(value) => pending.kind = value,
+            Line::Comment | Line::Other => {}
         }
     }
-    let unfinished_line_is_data =
-        rest.starts_with("data") && rest.split_once(':').map_or(rest, |(field, _)| field) == "data";
+    let unfinished_line_is_data = matches!(Line::of(rest), Line::Data(_));
     stream.undispatched_data = pending.data.is_some() || unfinished_line_is_data;
     stream
 }
