@@ -58,7 +58,8 @@ pub(crate) enum Read {
     /// A success holding this request's response.
     Answered(Answer),
     /// A non-2xx answer carrying no result: its head, and the one JSON-RPC error it held, if
-    /// its body was exactly that (any other body is not passed on).
+    /// its body was exactly that (any other body is not passed on). A GET's answer that is no
+    /// event stream comes out as one too, its body kept when it is strict JSON.
     NotSuccess(http::response::Parts, Option<Value>),
 }
 
@@ -209,6 +210,16 @@ pub(crate) async fn read_whole<B: Body<Data = Bytes>>(
     id: &Value,
 ) -> Result<Read, Problem> {
     let (head, body) = response.into_parts();
+    let bytes = collect_by(body, max, deadline).await?;
+    read(head, &bytes, id)
+}
+
+/// The body, at most `max` bytes, by `deadline` when there is one.
+async fn collect_by<B: Body<Data = Bytes>>(
+    body: B,
+    max: usize,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Bytes, Problem> {
     let body = collect(body, max);
     let body = match deadline {
         Some(deadline) => match tokio::time::timeout_at(deadline, body).await {
@@ -217,11 +228,26 @@ pub(crate) async fn read_whole<B: Body<Data = Bytes>>(
         },
         None => body.await,
     };
-    match body {
-        Ok(bytes) => read(head, &bytes, id),
-        Err(Unread::TooLarge) => Err(Problem::TooLarge),
-        Err(Unread::Broken) => Err(Problem::Broken),
-    }
+    body.map_err(|unread| match unread {
+        Unread::TooLarge => Problem::TooLarge,
+        Unread::Broken => Problem::Broken,
+    })
+}
+
+/// An answer that answers no request (a GET's that is no event stream), read whole: it passes
+/// only without a JSON-RPC result, its body only when it is one strict JSON value (written
+/// again by the layer), never as it came.
+pub(crate) async fn read_unanswering<B: Body<Data = Bytes>>(
+    response: Response<B>,
+    max: usize,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<Read, Problem> {
+    let (head, body) = response.into_parts();
+    let bytes = collect_by(body, max, deadline).await?;
+    let error = not_success_body(&head.headers, &bytes)?;
+    let json = framing(&head.headers) == Ok(Framing::Json);
+    let body = error.or_else(|| json.then(|| strict_json(&bytes).ok()).flatten());
+    Ok(Read::NotSuccess(head, body))
 }
 
 /// Whether a success answer declares an event stream (and nothing else the rule refuses).

@@ -14,7 +14,6 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use http::{Response, StatusCode};
 use http_body::Body;
-use serde_json::Value;
 
 use super::super::body::GateBody;
 use super::Problem;
@@ -133,9 +132,10 @@ impl Watch {
 }
 
 /// The inner server's answer to a GET, as the layer passes it: a success that is an event
-/// stream is watched as it flows ([`Watch`]); any other answer is read whole under the rule
-/// (a non-2xx passes only without a result) and written by the layer. What cannot pass is a
-/// `502` with no body: a GET has no JSON-RPC id to answer with.
+/// stream is watched as it flows ([`Watch`]); any other answer is read whole and passes as a
+/// non-2xx does, only without a result (its status and headers, its body only when it is one
+/// JSON-RPC error). What cannot pass is a `502` with no body: a GET has no JSON-RPC id to
+/// answer with.
 pub(crate) async fn watch_get<B: Body<Data = Bytes>>(
     response: Response<B>,
     (max, limit): (usize, Option<Duration>),
@@ -146,7 +146,7 @@ pub(crate) async fn watch_get<B: Body<Data = Bytes>>(
         return Response::from_parts(head, GateBody::watched(body, Watch::new(max)));
     }
     let deadline = limit.map(|limit| tokio::time::Instant::now() + limit);
-    let read = super::read_whole(response, max, deadline, &Value::Null).await;
+    let read = super::read_unanswering(response, max, deadline).await;
     match read {
         Ok(read) => read.into_http().map(GateBody::local),
         Err(problem) => {
