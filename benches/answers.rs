@@ -31,10 +31,8 @@ use axum::routing::post;
 use bytes::Bytes;
 use common::env_or;
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
 use mcp_gate::{Gate, Issuer, StaticKeys};
 use serde_json::json;
-use tower::ServiceExt;
 
 const ISSUER: &str = "https://issuer.bench.example";
 const RESOURCE: &str = "http://127.0.0.1:9/mcp";
@@ -164,14 +162,7 @@ async fn one(app: &Router, case: &Case, token: &str) -> usize {
     let request = request
         .body(Body::from(case.body.clone()))
         .expect("request");
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let (status, bytes) = common::send(app, request).await;
     assert_eq!(
         status,
         StatusCode::OK,

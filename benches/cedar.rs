@@ -49,12 +49,10 @@ use axum::Router;
 use axum::body::Body;
 use common::env_or;
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
 use mcp_gate::policy::cedar::{CedarPolicy, GATE_SCHEMA_STUB, generate_schema};
 use mcp_gate::policy::{Decision, Evaluation, Policy};
 use mcp_gate::{Gate, Issuer, Principal, StaticKeys};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 const ISSUER: &str = "https://issuer.bench.example";
 const RESOURCE: &str = "http://127.0.0.1:9/mcp";
@@ -357,14 +355,7 @@ async fn post(app: &Router, token: Option<&str>, body: &'static str) -> (StatusC
         request = request.header("authorization", token);
     }
     let request = request.body(Body::from(body)).expect("request");
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let (status, bytes) = common::send(app, request).await;
     (status, bytes.to_vec())
 }
 

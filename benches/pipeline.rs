@@ -32,10 +32,8 @@ use axum::Router;
 use axum::body::Body;
 use common::env_or;
 use http::{Request, StatusCode};
-use http_body_util::BodyExt;
 use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::{Gate, Issuer, StaticKeys};
-use tower::ServiceExt;
 
 const ISSUER: &str = "https://issuer.bench.example";
 const RESOURCE: &str = "http://127.0.0.1:9/mcp";
@@ -124,14 +122,7 @@ async fn one(app: &Router, token: &str, expect_denial: bool) {
         .header("authorization", token)
         .body(Body::from(BODY))
         .expect("request");
-    let response = app.clone().oneshot(request).await.expect("infallible");
-    let status = response.status();
-    let bytes = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
+    let (status, bytes) = common::send(app, request).await;
     assert_eq!(
         status,
         StatusCode::OK,

@@ -29,6 +29,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::response::{IntoResponse, Response};
 use common::peers::{GatedServer, ensure_peers, peers_dir};
+use common::scripted::{LISTINGS, Listing};
 use common::tokens::{TestKey, claims};
 use http::{Method, StatusCode, header};
 use mcp_gate::policy::{Decision, Evaluation};
@@ -57,40 +58,6 @@ const REQUEST_TIMEOUT_MS: &str = "2500";
 // ---------------------------------------------------------------------------------------------
 // What every inner server lists
 // ---------------------------------------------------------------------------------------------
-
-/// One listing method and the member of its result that holds the entries.
-#[derive(Clone, Copy, Debug)]
-struct Listing {
-    method: &'static str,
-    entries: &'static str,
-}
-
-const LISTINGS: [Listing; 6] = [
-    Listing {
-        method: "tools/list",
-        entries: "tools",
-    },
-    Listing {
-        method: "prompts/list",
-        entries: "prompts",
-    },
-    Listing {
-        method: "resources/list",
-        entries: "resources",
-    },
-    Listing {
-        method: "resources/templates/list",
-        entries: "resourceTemplates",
-    },
-    Listing {
-        method: "resources/directory/read",
-        entries: "resources",
-    },
-    Listing {
-        method: "skills/list",
-        entries: "skills",
-    },
-];
 
 fn listing(method: &str) -> Option<Listing> {
     LISTINGS.iter().copied().find(|l| l.method == method)

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use common::peers::Reply;
-use common::scripted::{ERAS, Era, Script, ScriptedGate};
+use common::scripted::{ERAS, Era, LISTINGS, Listing, Script, ScriptedGate};
 use mcp_gate::GateBuilder;
 use mcp_gate::denial::EXTENSION_ID as DENIALS_EXTENSION;
 use mcp_gate::policy::{Decision, Evaluation, Policy};
@@ -83,40 +83,6 @@ async fn list(gated: &ScriptedGate, era: Era, id: u64, listing: &Listing) -> Rep
     let (params, name) = listing.params();
     gated.send(era, id, listing.method, params, name).await
 }
-
-/// One listing method: where its entries are and how one is written.
-#[derive(Clone, Copy, Debug)]
-struct Listing {
-    method: &'static str,
-    entries: &'static str,
-}
-
-const LISTINGS: [Listing; 6] = [
-    Listing {
-        method: "tools/list",
-        entries: "tools",
-    },
-    Listing {
-        method: "prompts/list",
-        entries: "prompts",
-    },
-    Listing {
-        method: "resources/list",
-        entries: "resources",
-    },
-    Listing {
-        method: "resources/templates/list",
-        entries: "resourceTemplates",
-    },
-    Listing {
-        method: "resources/directory/read",
-        entries: "resources",
-    },
-    Listing {
-        method: "skills/list",
-        entries: "skills",
-    },
-];
 
 /// The directory `resources/directory/read` lists.
 const DIRECTORY: &str = "demo://r/";

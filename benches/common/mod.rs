@@ -21,3 +21,22 @@ pub fn env_or<T: FromStr + PartialOrd + Copy + std::fmt::Display>(
         }
     }
 }
+
+/// Sends `request` to `app` in process and reads the answer whole: its status and body.
+#[allow(dead_code, reason = "not every bench sends requests")]
+pub async fn send(
+    app: &axum::Router,
+    request: http::Request<axum::body::Body>,
+) -> (http::StatusCode, bytes::Bytes) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, bytes)
+}

@@ -211,3 +211,39 @@ impl ScriptedGate {
         }
     }
 }
+
+/// One listing method and the member of its result that holds the entries.
+#[derive(Clone, Copy, Debug)]
+pub struct Listing {
+    pub method: &'static str,
+    pub entries: &'static str,
+}
+
+/// The six listings of the method table, written out here so the tests do not read them from
+/// the crate they check.
+pub const LISTINGS: [Listing; 6] = [
+    Listing {
+        method: "tools/list",
+        entries: "tools",
+    },
+    Listing {
+        method: "prompts/list",
+        entries: "prompts",
+    },
+    Listing {
+        method: "resources/list",
+        entries: "resources",
+    },
+    Listing {
+        method: "resources/templates/list",
+        entries: "resourceTemplates",
+    },
+    Listing {
+        method: "resources/directory/read",
+        entries: "resources",
+    },
+    Listing {
+        method: "skills/list",
+        entries: "skills",
+    },
+];
