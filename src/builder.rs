@@ -297,6 +297,20 @@ impl Default for GateBuilder {
     }
 }
 
+// Written here rather than in `gate.rs`, so that the gate never names its builder (the
+// builder makes the gate, not the other way round).
+impl Gate {
+    /// Starts a configuration.
+    ///
+    /// With both JWT crypto features on (`crypto-rust` and `crypto-aws-lc`), this installs
+    /// aws-lc-rs as jsonwebtoken's process-wide provider, unless the application installed
+    /// one first.
+    pub fn builder() -> GateBuilder {
+        crate::crypto_backend::select();
+        GateBuilder::default()
+    }
+}
+
 impl GateBuilder {
     /// The URI clients connect to, which tokens must carry in `aud` (required). It is
     /// canonicalised (see [`ResourceUri`]).
@@ -873,6 +887,7 @@ impl GateBuilder {
             policy: self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?,
             evaluate_timeout: self.evaluate_timeout,
             tool_annotations: ToolAnnotations::new(10_000),
+            observers: crate::judge::Observers::default(),
         })
     }
 

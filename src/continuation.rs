@@ -358,15 +358,7 @@ impl Binding<'_> {
     }
 }
 
-/// Which gateway interaction a state continues.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Interaction {
-    /// A URL approval.
-    Url,
-    /// A confirmation (ask).
-    Confirmation,
-}
+pub use crate::policy::Interaction;
 
 /// The signed content of a state.
 #[derive(Clone, Debug, Serialize, Deserialize)]

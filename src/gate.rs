@@ -7,8 +7,7 @@ use http::{HeaderMap, Uri};
 use crate::auth::authenticator::FirstStep;
 use crate::auth::metadata::ProtectedResourceMetadata;
 use crate::auth::{AuthRejection, Principal};
-use crate::builder::GateBuilder;
-use crate::layer::GateLayer;
+use crate::layer::{GateLayer, GateService};
 use crate::resource::ResourceUri;
 use crate::settings::Settings;
 
@@ -51,23 +50,14 @@ impl std::fmt::Debug for Gate {
 }
 
 impl Gate {
-    /// Starts a configuration.
-    ///
-    /// With both JWT crypto features on (`crypto-rust` and `crypto-aws-lc`), this installs
-    /// aws-lc-rs as jsonwebtoken's process-wide provider, unless the application installed
-    /// one first.
-    pub fn builder() -> GateBuilder {
-        crate::crypto_backend::select();
-        GateBuilder::default()
-    }
-
     pub(crate) fn from_settings(inner: Settings) -> Self {
         Self {
             inner: Arc::new(inner),
         }
     }
 
-    /// The Tower layer that authenticates every request before the inner service sees it.
+    /// The Tower layer that authenticates and authorizes every request before the inner
+    /// service sees it.
     pub fn layer(&self) -> GateLayer {
         GateLayer::new(self.clone())
     }
@@ -156,5 +146,23 @@ impl Gate {
         }
         #[cfg(not(feature = "jwks"))]
         0
+    }
+}
+
+// The layer's public constructors take a `Gate`; they are written here so that the shell
+// (`layer`) holds only the settings and never names the gate.
+impl GateLayer {
+    /// A layer enforcing `gate` (the same as [`Gate::layer`]).
+    pub fn new(gate: Gate) -> Self {
+        Self {
+            settings: gate.inner,
+        }
+    }
+}
+
+impl<S> GateService<S> {
+    /// Wraps `inner` with `gate`.
+    pub fn new(inner: S, gate: Gate) -> Self {
+        Self::with_settings(inner, gate.inner)
     }
 }

@@ -125,11 +125,13 @@ pub mod continuation;
 mod crypto_backend;
 mod deadline;
 pub mod denial;
+mod enforce;
 mod error;
 mod gate;
 mod headers;
 #[cfg(feature = "jwks")]
 mod http_client;
+mod judge;
 pub mod layer;
 pub mod mcp;
 pub mod policy;

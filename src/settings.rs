@@ -14,6 +14,7 @@ use crate::auth::authenticator::Authenticator;
 use crate::auth::metadata::ProtectedResourceMetadata;
 use crate::continuation::StateCodec;
 use crate::denial::render::DenialSettings;
+use crate::judge::{Judge, Observers};
 use crate::mcp::SessionStore;
 use crate::mcp::annotations::ToolAnnotations;
 use crate::mcp::identity::ServerIdentity;
@@ -84,6 +85,15 @@ pub(crate) struct PolicySettings {
     pub evaluate_timeout: Duration,
     /// Tool annotations learned from `tools/list` answers, by tool name.
     pub tool_annotations: ToolAnnotations,
+    /// Who is told of every decision: the decision log first.
+    pub observers: Observers,
+}
+
+impl PolicySettings {
+    /// The one decision point, for this policy.
+    pub fn judge(&self) -> Judge<'_> {
+        Judge::new(&*self.policy, self.evaluate_timeout, &self.observers)
+    }
 }
 
 /// The layer's own round trips: signed states, their rounds, list cursors.

@@ -85,9 +85,62 @@ pub(crate) struct DenialContext<'a> {
 /// A rendered denial and how it was expressed, for the decision log.
 pub(crate) struct Rendered {
     pub response: Response<Bytes>,
-    /// `scope`, `credential`, `url` (a 2025-11-25 URL elicitation error), `unavailable`,
-    /// `undisclosed`, or `input_required`.
-    pub expressed_as: &'static str,
+    pub expressed_as: Expressed,
+}
+
+/// How the layer said a decision to the client: the decision event's `expressed_as`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Expressed {
+    /// A scope challenge (`insufficient_scope`).
+    Scope,
+    /// A credential remedy (RFC 9396 authorization details).
+    Credential,
+    /// A URL approval: the 2025-11-25 URL elicitation error.
+    Url,
+    /// An `InputRequiredResult`: the layer's own confirmation or URL round trip.
+    InputRequired,
+    /// A plain denial: `unavailable` or `undisclosed`.
+    State(RemediationState),
+    /// A durable approval task.
+    Task,
+    /// Allowed once the user confirmed.
+    Confirmed,
+    /// Answered as the inner server answers for a component it does not have.
+    Concealed,
+    /// A listed entry kept in the list.
+    Shown,
+    /// A listed entry taken out of the list.
+    Hidden,
+    /// The layer's own error instead (the task store refused the held call).
+    Refused,
+}
+
+impl Expressed {
+    /// The log's word for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Scope => "scope",
+            Self::Credential => "credential",
+            Self::Url => "url",
+            Self::InputRequired => "input_required",
+            Self::State(state) => state.as_str(),
+            Self::Task => "task",
+            Self::Confirmed => "confirmed",
+            Self::Concealed => "concealed",
+            Self::Shown => "shown",
+            Self::Hidden => "hidden",
+            Self::Refused => "refused",
+        }
+    }
+
+    /// Whether this is a denial that says nothing a client could act on, which conceal mode
+    /// answers as the inner server answers an unknown component.
+    pub fn is_plain_refusal(self) -> bool {
+        matches!(
+            self,
+            Self::State(RemediationState::Unavailable | RemediationState::Undisclosed)
+        )
+    }
 }
 
 const DEFAULT_CREDENTIAL_MESSAGE: &str = "This operation needs an additional authorization.";
@@ -150,7 +203,7 @@ impl DenialContext<'_> {
                 json!({"jsonrpc": "2.0", "id": self.request.id, "result": result}),
                 false,
             ),
-            expressed_as: "input_required",
+            expressed_as: Expressed::InputRequired,
         }
     }
 
@@ -182,7 +235,7 @@ impl DenialContext<'_> {
         }
         Rendered {
             response,
-            expressed_as: "scope",
+            expressed_as: Expressed::Scope,
         }
     }
 
@@ -218,7 +271,7 @@ impl DenialContext<'_> {
         });
         Rendered {
             response: json_rpc(StatusCode::OK, body, false),
-            expressed_as: "url",
+            expressed_as: Expressed::Url,
         }
     }
 
@@ -235,7 +288,7 @@ impl DenialContext<'_> {
         };
         Rendered {
             response: json_rpc(StatusCode::OK, self.denial_body(&envelope, message), false),
-            expressed_as: state.as_str(),
+            expressed_as: Expressed::State(state),
         }
     }
 
@@ -314,7 +367,7 @@ impl DenialContext<'_> {
         };
         Rendered {
             response,
-            expressed_as: "credential",
+            expressed_as: Expressed::Credential,
         }
     }
 }

@@ -4,11 +4,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 
-use bytes::Bytes;
 use http::Response;
 use pin_project_lite::pin_project;
 
-use super::body::GateBody;
+use crate::enforce::body::GateBody;
+use crate::enforce::reply::Reply;
 
 type Pending<B, E> = Pin<Box<dyn Future<Output = Result<Response<GateBody<B>>, E>> + Send>>;
 
@@ -25,8 +25,8 @@ pin_project! {
     enum Kind<F, B, E> {
         // The token was cached: the inner call is under way.
         Forwarded { #[pin] future: F },
-        // The request was refused without awaiting anything.
-        Refused { response: Option<Response<Bytes>> },
+        // The layer replied without awaiting anything (a refusal, the metadata document).
+        Replied { reply: Option<Reply> },
         // Verification, classification or evaluation is under way; the inner call follows inside.
         Pending { future: Pending<B, E> },
     }
@@ -39,12 +39,10 @@ impl<F, B, E> ResponseFuture<F, B, E> {
         }
     }
 
-    /// An answer the layer wrote itself (a refusal, the metadata document).
-    pub(crate) fn answered(response: Response<Bytes>) -> Self {
+    /// A reply the layer wrote itself (a refusal, the metadata document).
+    pub(crate) fn replied(reply: Reply) -> Self {
         Self {
-            kind: Kind::Refused {
-                response: Some(response),
-            },
+            kind: Kind::Replied { reply: Some(reply) },
         }
     }
 
@@ -67,8 +65,8 @@ where
                 let response = ready!(future.poll(cx))?;
                 Poll::Ready(Ok(response.map(GateBody::inner)))
             }
-            KindProj::Refused { response } => match response.take() {
-                Some(response) => Poll::Ready(Ok(response.map(GateBody::local))),
+            KindProj::Replied { reply } => match reply.take() {
+                Some(reply) => Poll::Ready(Ok(reply.map(GateBody::reply))),
                 None => panic!("ResponseFuture polled after completion"),
             },
             KindProj::Pending { future } => future.as_mut().poll(cx),

@@ -4,15 +4,14 @@
 //! 9728) without a token. The answer is the router's own ([`crate::auth::metadata::answer`]).
 //! Nothing else about the request is read.
 
-use bytes::Bytes;
-use http::Response;
 use http::request::Parts;
 
-use crate::gate::Gate;
+use crate::enforce::reply::Reply;
+use crate::settings::Settings;
 
 /// The answer for a request to one of the gate's metadata paths; `None` for any other path.
-pub(crate) fn metadata_answer(gate: &Gate, parts: &Parts) -> Option<Response<Bytes>> {
-    let resource = &gate.inner.resource;
+pub(crate) fn metadata_answer(settings: &Settings, parts: &Parts) -> Option<Reply> {
+    let resource = &settings.resource;
     if !resource
         .metadata_paths
         .iter()

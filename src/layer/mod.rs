@@ -1,11 +1,12 @@
-//! The Tower layer: [`GateLayer`] makes [`GateService`]s, whose calls return a [`ResponseFuture`]
-//! with a [`GateBody`].
+//! The Tower shell: [`GateLayer`] makes [`GateService`]s, whose calls return a
+//! [`ResponseFuture`] with a [`GateBody`].
 //!
-//! Per request, in order: extract the bearer token (header only); look it up in the
-//! verified-token cache; otherwise verify it (JWT or introspection); check the endpoint-wide
-//! scopes; then forward the request with the [`Principal`](crate::Principal) in its extensions
-//! and the `Authorization` header removed. Any failure answers the request at once with the
-//! refusal's status and challenge; the inner service never sees it.
+//! The shell does what any HTTP middleware would, before anything of MCP: it answers the
+//! metadata paths itself, refuses a disallowed `Origin`, lets in only the HTTP methods an MCP
+//! endpoint takes, and looks the bearer token up in the verified-token cache. Everything after
+//! that (verification when the cache missed, the session, reading and judging the MCP message,
+//! forwarding or answering) is the MCP flow's, in `src/enforce/`. A refusal answers at once
+//! with its status and challenge; the inner service never sees the request.
 //!
 //! ```
 //! use axum::{Router, routing::post, body::Body};
@@ -34,45 +35,33 @@
 //! # }
 //! ```
 
-mod advertise;
-mod answer;
-mod audit;
-mod body;
-mod bounds;
-pub(crate) mod buffer;
-mod conceal;
-mod discovery;
 mod future;
-mod guarded;
-mod interaction;
 mod metadata;
 pub(crate) mod origin;
-mod pipeline;
-mod refuse;
 mod service;
-mod sessions;
-pub(crate) mod tasks;
 mod verbs;
-mod whole;
 
-pub use body::GateBody;
+pub use crate::enforce::body::GateBody;
 pub use future::ResponseFuture;
 pub use service::GateService;
 
+use std::sync::Arc;
+
 use tower_layer::Layer;
 
-use crate::gate::Gate;
+use crate::settings::Settings;
 
-/// Applies [`GateService`] to an inner service.
-#[derive(Clone, Debug)]
+/// Applies [`GateService`] to an inner service. Made by [`Gate::layer`](crate::Gate::layer).
+#[derive(Clone)]
 pub struct GateLayer {
-    gate: Gate,
+    pub(crate) settings: Arc<Settings>,
 }
 
-impl GateLayer {
-    /// A layer enforcing `gate`.
-    pub fn new(gate: Gate) -> Self {
-        Self { gate }
+impl std::fmt::Debug for GateLayer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateLayer")
+            .field("resource", &self.settings.resource.uri)
+            .finish_non_exhaustive()
     }
 }
 
@@ -80,6 +69,6 @@ impl<S> Layer<S> for GateLayer {
     type Service = GateService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        GateService::new(inner, self.gate.clone())
+        GateService::with_settings(inner, self.settings.clone())
     }
 }

@@ -5,17 +5,16 @@
 //! included). Requests without `Origin` (every non-browser client) are not affected. The
 //! metadata routes sit outside the layer and stay open to every origin.
 
-use bytes::Bytes;
-use http::{HeaderMap, Response, StatusCode, header};
+use http::{HeaderMap, StatusCode, header};
 
-use super::refuse::refusal;
+use crate::enforce::reply::{Reply, refusal};
 use crate::mcp::{INVALID_REQUEST, ProtocolError};
 use crate::settings::Origins;
 
 impl Origins {
     /// The 403 to send for a request whose `Origin` is not allowed; `None` for a request
     /// without `Origin` or with an allowed one.
-    pub(crate) fn refusal(&self, headers: &HeaderMap) -> Option<Response<Bytes>> {
+    pub(crate) fn refusal(&self, headers: &HeaderMap) -> Option<Reply> {
         let mut values = headers.get_all(header::ORIGIN).iter();
         let origin = values.next()?;
         let allowed = match self {

@@ -8,17 +8,17 @@ use bytes::Bytes;
 use http::{Request, Response, header};
 use tower_service::Service;
 
-use super::body::GateBody;
-use super::bounds::InnerService;
-use super::buffer::{close_if_unread, declares_body};
 use super::future::ResponseFuture;
 use super::metadata::metadata_answer;
-use super::pipeline::{BoxError, Identity, admit, after_authentication};
-use super::refuse::{auth_refusal, bodyless_refusal};
-use super::verbs::{Door, Verb, door, not_allowed};
+use super::verbs::{Admission, admission, not_allowed};
 use crate::auth::authenticator::FirstStep;
-use crate::gate::Gate;
+use crate::enforce::body::GateBody;
+use crate::enforce::bounds::{BoxError, InnerService};
+use crate::enforce::buffer::{close_if_unread, declares_body};
+use crate::enforce::reply::{auth_refusal, bodyless_refusal};
+use crate::enforce::{Carries, Identity, admit, after_authentication};
 use crate::mcp::era::SESSION_HEADER;
+use crate::settings::Settings;
 
 /// Authenticates and authorizes each request, then forwards it to `S` or answers it.
 ///
@@ -37,7 +37,7 @@ pub struct GateService<S> {
     shared: Arc<S>,
     /// The clone `poll_ready` readied, for the next `call`.
     ready: Option<S>,
-    gate: Gate,
+    settings: Arc<Settings>,
 }
 
 impl<S> Clone for GateService<S> {
@@ -46,7 +46,7 @@ impl<S> Clone for GateService<S> {
         Self {
             shared: Arc::clone(&self.shared),
             ready: None,
-            gate: self.gate.clone(),
+            settings: self.settings.clone(),
         }
     }
 }
@@ -55,18 +55,18 @@ impl<S: fmt::Debug> fmt::Debug for GateService<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("GateService")
             .field("inner", &self.shared)
-            .field("gate", &self.gate)
+            .field("resource", &self.settings.resource.uri)
             .finish()
     }
 }
 
 impl<S> GateService<S> {
-    /// Wraps `inner` with `gate`.
-    pub fn new(inner: S, gate: Gate) -> Self {
+    /// Wraps `inner` with a gate's settings.
+    pub(crate) fn with_settings(inner: S, settings: Arc<Settings>) -> Self {
         Self {
             shared: Arc::new(inner),
             ready: None,
-            gate,
+            settings,
         }
     }
 
@@ -115,25 +115,25 @@ where
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (mut parts, body) = request.into_parts();
         // The metadata document, whatever the composition: open to every origin, no token.
-        if let Some(mut document) = metadata_answer(&self.gate, &parts) {
+        if let Some(mut document) = metadata_answer(&self.settings, &parts) {
             close_if_unread(&mut document, &parts);
-            return ResponseFuture::answered(document);
+            return ResponseFuture::replied(document);
         }
         // Before anything else: a browser page from an origin that may not call this endpoint.
-        if let Some(mut refused) = self.gate.inner.requests.origins.refusal(&parts.headers) {
+        if let Some(mut refused) = self.settings.requests.origins.refusal(&parts.headers) {
             close_if_unread(&mut refused, &parts);
-            return ResponseFuture::answered(refused);
+            return ResponseFuture::replied(refused);
         }
-        let verb = match door(&parts.method, &parts.headers) {
-            Door::Authenticate(verb) => verb,
-            Door::NotAllowed => {
+        let carries = match admission(&parts.method, &parts.headers) {
+            Admission::Authenticate(carries) => carries,
+            Admission::NotAllowed => {
                 let mut response = not_allowed(&parts.method);
                 close_if_unread(&mut response, &parts);
-                return ResponseFuture::answered(response);
+                return ResponseFuture::replied(response);
             }
-            Door::Preflight => {
+            Admission::Preflight => {
                 if declares_body(&parts) {
-                    return ResponseFuture::answered(bodyless_refusal(&parts));
+                    return ResponseFuture::replied(bodyless_refusal(&parts));
                 }
                 parts.headers.remove(header::AUTHORIZATION);
                 let mut inner = self.ready.take().unwrap_or_else(|| S::clone(&self.shared));
@@ -142,14 +142,13 @@ where
             }
         };
         let step = self
-            .gate
-            .inner
+            .settings
             .authenticator
             .first_step(&parts.headers, &parts.uri);
         let identity = match step {
             FirstStep::Decided(Err(error)) => {
                 // The readied clone stays for the next call.
-                return ResponseFuture::answered(auth_refusal(&self.gate, &error, &parts));
+                return ResponseFuture::replied(auth_refusal(&self.settings, &error, &parts));
             }
             FirstStep::Decided(Ok(principal)) => Identity::Known(principal),
             FirstStep::Verify { token, key } => {
@@ -163,7 +162,7 @@ where
             // A cached token on a request with no body and no session to check: no await. Not
             // a GET: its stream is watched, and its `Last-Event-ID` dropped (`bodyless`).
             Identity::Known(principal)
-                if verb == Verb::Bodyless
+                if carries == Carries::Nothing
                     && parts.method != http::Method::GET
                     && !parts.headers.contains_key(SESSION_HEADER)
                     && !declares_body(&parts) =>
@@ -176,9 +175,9 @@ where
         };
         // Boxed: the parts travel through two futures, and a pointer is cheaper to carry.
         let parts = Box::new(parts);
-        let gate = self.gate.clone();
+        let settings = self.settings.clone();
         let inner = InnerService::new(inner);
-        let future = after_authentication(gate, inner, parts, body, identity, verb);
+        let future = after_authentication(settings, inner, parts, body, identity, carries);
         ResponseFuture::pending(Box::pin(future))
     }
 }

@@ -10,51 +10,44 @@
 //! service.
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, Response, StatusCode, header};
+use http::{HeaderMap, Method, StatusCode, header};
 
+use crate::enforce::Carries;
+use crate::enforce::reply::Reply;
 use crate::headers::fixed_response;
 
 /// What the endpoint allows, as the `Allow` header says it.
 pub(crate) const ALLOWED: &str = "POST, GET, DELETE, OPTIONS";
 
-/// How the layer treats one HTTP method.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Verb {
-    /// POST: one JSON-RPC message.
-    Post,
-    /// GET, DELETE, or OPTIONS that is not a preflight: no operation and no body.
-    Bodyless,
-}
-
 /// What to do with a request, by its HTTP method alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Door {
-    /// Authenticate, then treat as `Verb`.
-    Authenticate(Verb),
+pub(crate) enum Admission {
+    /// Authenticate, then hand on as carrying a message or nothing.
+    Authenticate(Carries),
     /// A CORS preflight: forwarded without authentication and without a body.
     Preflight,
     /// Refused with 405.
     NotAllowed,
 }
 
-/// The door a request comes through. A method that no branch names is not allowed.
-pub(crate) fn door(method: &Method, headers: &HeaderMap) -> Door {
+/// How a request is let in. A method that no branch names is not allowed.
+pub(crate) fn admission(method: &Method, headers: &HeaderMap) -> Admission {
     if method == Method::POST {
-        Door::Authenticate(Verb::Post)
+        Admission::Authenticate(Carries::Message)
     } else if method == Method::OPTIONS
         && headers.contains_key(header::ORIGIN)
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
-        Door::Preflight
+        Admission::Preflight
     } else if method == Method::GET || method == Method::DELETE || method == Method::OPTIONS {
-        Door::Authenticate(Verb::Bodyless)
+        Admission::Authenticate(Carries::Nothing)
     } else {
-        Door::NotAllowed
+        Admission::NotAllowed
     }
 }
 
 /// The answer to a method the endpoint does not take.
-pub(crate) fn not_allowed(method: &Method) -> Response<Bytes> {
+pub(crate) fn not_allowed(method: &Method) -> Reply {
     tracing::info!(target: "mcp_gate::request", status = 405, method = crate::mcp::http_method_label(method), "request refused: HTTP method not allowed");
     let text = b"method not allowed: this MCP endpoint takes POST, GET, DELETE and OPTIONS\n";
     let headers = [
@@ -82,30 +75,40 @@ mod tests {
             (header::ACCESS_CONTROL_REQUEST_METHOD, "POST"),
         ];
         insert_fixed(&mut preflight, &asked);
-        assert_eq!(door(&Method::POST, &none), Door::Authenticate(Verb::Post));
         assert_eq!(
-            door(&Method::GET, &none),
-            Door::Authenticate(Verb::Bodyless)
+            admission(&Method::POST, &none),
+            Admission::Authenticate(Carries::Message)
         );
         assert_eq!(
-            door(&Method::DELETE, &none),
-            Door::Authenticate(Verb::Bodyless)
+            admission(&Method::GET, &none),
+            Admission::Authenticate(Carries::Nothing)
         );
         assert_eq!(
-            door(&Method::OPTIONS, &none),
-            Door::Authenticate(Verb::Bodyless)
+            admission(&Method::DELETE, &none),
+            Admission::Authenticate(Carries::Nothing)
         );
-        assert_eq!(door(&Method::OPTIONS, &preflight), Door::Preflight);
+        assert_eq!(
+            admission(&Method::OPTIONS, &none),
+            Admission::Authenticate(Carries::Nothing)
+        );
+        assert_eq!(
+            admission(&Method::OPTIONS, &preflight),
+            Admission::Preflight
+        );
         // A preflight header on another method changes nothing.
         assert_eq!(
-            door(&Method::GET, &preflight),
-            Door::Authenticate(Verb::Bodyless)
+            admission(&Method::GET, &preflight),
+            Admission::Authenticate(Carries::Nothing)
         );
         for method in [
             "PUT", "PATCH", "HEAD", "TRACE", "CONNECT", "PROPFIND", "post",
         ] {
             let method = Method::from_bytes(method.as_bytes()).unwrap();
-            assert_eq!(door(&method, &preflight), Door::NotAllowed, "{method}");
+            assert_eq!(
+                admission(&method, &preflight),
+                Admission::NotAllowed,
+                "{method}"
+            );
         }
     }
 }

@@ -1,6 +1,16 @@
 //! What the client answered to the layer's own input request, on a retry.
 
-pub use crate::continuation::Interaction;
+use serde::{Deserialize, Serialize};
+
+/// Which of the layer's own round trips a state continues, and a retry answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Interaction {
+    /// A URL approval.
+    Url,
+    /// A confirmation (ask).
+    Confirmation,
+}
 
 /// The `action` of an elicitation response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -15,9 +15,9 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::answered::Interaction;
 use super::answered::{Answered, InputAction};
 use crate::auth::Principal;
-use crate::continuation::Interaction;
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::{
     ClientCapabilities, CompletionReference, EntryKind, Era, METHODS, MODERN_VERSIONS, MethodClass,
@@ -74,26 +74,6 @@ pub(crate) struct EvaluationData {
 impl Evaluation {
     pub(crate) fn new(data: EvaluationData) -> Self {
         Self(Arc::new(data))
-    }
-
-    /// The evaluation of a held `tools/call` that was approved (phase [`Phase::Approval`]).
-    pub(crate) fn approved(
-        principal: Principal,
-        target: Target,
-        protocol: ProtocolContext,
-        listed: Option<Arc<ListedTool>>,
-        approval: Approval,
-    ) -> Self {
-        Self(Arc::new(EvaluationData {
-            principal,
-            method: Cow::Borrowed("tools/call"),
-            target,
-            protocol,
-            phase: Phase::Approval,
-            answered: None,
-            listed,
-            approval: Some(approval),
-        }))
     }
 
     /// Starts an evaluation by hand, for `principal`: to unit-test a policy, or to ask one

@@ -22,20 +22,20 @@ use http::request::Parts;
 use http::{Response, header};
 use serde_json::{Map, Value, json};
 
-use super::answer::{self, Read};
-use super::body::GateBody;
-use super::bounds::Inner;
-use super::pipeline::{local, start};
-use super::refuse::internal_error;
-use super::whole;
-use crate::gate::Gate;
+use crate::enforce::answer::{self, Read};
+use crate::enforce::body::GateBody;
+use crate::enforce::bounds::Inner;
+use crate::enforce::call::{replied, start};
+use crate::enforce::reply::internal_error;
+use crate::enforce::whole;
+use crate::settings::Settings;
 
 use crate::mcp::era::NAME_HEADER;
 use crate::mcp::request::McpRequest;
 
 /// Which part of a request names the component a refusal would hide.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Named {
+pub(crate) enum ConcealedField {
     /// `params.name`: a tool or prompt.
     Name,
     /// `params.uri`: a resource or skill.
@@ -46,22 +46,22 @@ pub(crate) enum Named {
     RefUri,
 }
 
-impl Named {
+impl ConcealedField {
     fn is_uri(self) -> bool {
-        matches!(self, Named::Uri | Named::RefUri)
+        matches!(self, ConcealedField::Uri | ConcealedField::RefUri)
     }
 }
 
 /// The methods whose refusals can be concealed, and the part that names the component.
-pub(crate) fn concealable(request: &McpRequest) -> Option<Named> {
+pub(crate) fn concealable(request: &McpRequest) -> Option<ConcealedField> {
     match &*request.method {
-        "tools/call" | "prompts/get" => Some(Named::Name),
+        "tools/call" | "prompts/get" => Some(ConcealedField::Name),
         "resources/read" | "resources/subscribe" | "resources/unsubscribe" | "skills/get" => {
-            Some(Named::Uri)
+            Some(ConcealedField::Uri)
         }
         "completion/complete" => match request.param("ref")?.get("type")?.as_str()? {
-            "ref/prompt" => Some(Named::RefName),
-            "ref/resource" => Some(Named::RefUri),
+            "ref/prompt" => Some(ConcealedField::RefName),
+            "ref/resource" => Some(ConcealedField::RefUri),
             _ => None,
         },
         _ => None,
@@ -80,16 +80,16 @@ pub(crate) struct Probe {
 }
 
 /// The probe for `request`, whose component is named where `named` says.
-pub(crate) fn probe(request: &McpRequest, named: Named) -> Option<Probe> {
+pub(crate) fn probe(request: &McpRequest, named: ConcealedField) -> Option<Probe> {
     let mut bytes = [0u8; 12];
     getrandom::fill(&mut bytes).ok()?;
     let suffix: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let mut params = request.params().into_owned();
     let (holder, key): (&mut Map<String, Value>, &str) = match named {
-        Named::Name => (&mut params, "name"),
-        Named::Uri => (&mut params, "uri"),
-        Named::RefName => (params.get_mut("ref")?.as_object_mut()?, "name"),
-        Named::RefUri => (params.get_mut("ref")?.as_object_mut()?, "uri"),
+        ConcealedField::Name => (&mut params, "name"),
+        ConcealedField::Uri => (&mut params, "uri"),
+        ConcealedField::RefName => (params.get_mut("ref")?.as_object_mut()?, "name"),
+        ConcealedField::RefUri => (params.get_mut("ref")?.as_object_mut()?, "uri"),
     };
     let real = holder.get(key)?.as_str()?.to_owned();
     let (kept, original) = if named.is_uri() {
@@ -154,16 +154,16 @@ fn restore_value(value: &mut Value, probe: &Probe) {
 /// on), and the made-up part put back. The allowed answers of requests conceal mode could hide
 /// are read and written the same way ([`whole`](super::whole)), so the two cannot be told
 /// apart by their framing.
-pub(super) async fn conceal<S: Inner>(
-    gate: &Gate,
+pub(crate) async fn conceal<S: Inner>(
+    settings: &Settings,
     inner: &mut S,
     mut parts: Parts,
     request: &McpRequest,
-    named: Named,
+    named: ConcealedField,
     private: bool,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let Some(probe) = probe(request, named) else {
-        return Ok(local(internal_error(request)));
+        return Ok(replied(internal_error(request)));
     };
     parts.headers.remove(header::CONTENT_LENGTH);
     // Modern requests mirror the name in `Mcp-Name`: the probe must agree with itself.
@@ -173,14 +173,14 @@ pub(super) async fn conceal<S: Inner>(
         parts.headers.insert(NAME_HEADER, value);
     }
     let call = start(inner, parts, S::Req::from(probe.body.clone()));
-    let fetched = answer::fetch(call, whole::bounds(gate, request), &request.id);
+    let fetched = answer::fetch(call, whole::bounds(settings, request), &request.id);
     let mut read = match fetched.await? {
         Ok(read) => read,
-        Err(problem) => return Ok(local(answer::refusal(request, problem, "conceal probe"))),
+        Err(problem) => return Ok(replied(answer::refusal(request, problem, "conceal probe"))),
     };
     restore(&mut read, &probe);
-    whole::finish(gate, &mut read, private);
-    Ok(local(read.into_http()))
+    whole::finish(settings, &mut read, private);
+    Ok(replied(read.into_http()))
 }
 
 #[cfg(test)]

@@ -1,6 +1,17 @@
-//! The layer's own round trips (URL approval and confirmation) on modern MCP: who may get
-//! them, what the retry answered, and how an allowed retry is handed on without the layer's
-//! keys and state.
+//! The layer's own round trips on modern MCP, URL approval and confirmation, in the order
+//! they happen:
+//!
+//! 1. a ruling asks for one ([`Round::elicit`]): the client must be able to take it
+//!    ([`can_elicit`]), the revision must allow it, and the call must have rounds left; the
+//!    layer signs a state bound to this caller and request ([`binding`], `StateCodec` in
+//!    [`crate::continuation`]) and answers `InputRequiredResult`;
+//! 2. the retry carries the state back: it must verify before anything else
+//!    ([`verified_state`]), and what the user answered is read from its input responses
+//!    ([`answered`], the policy's [`Answered`]);
+//! 3. the policy rules again, seeing the answer; an allowed retry is forwarded without the
+//!    layer's keys and state, the application's own put back ([`forwarded_body`]). A request
+//!    forwarded without a round trip of the layer's loses the layer's keys too
+//!    ([`without_layer_inputs`]).
 
 use crate::auth::Owner;
 use crate::resource::{PlainHttp, TransportProblem, transport_rule};
@@ -9,10 +20,16 @@ use serde_json::{Map, Value, json};
 use url::Url;
 
 use crate::auth::Principal;
-use crate::continuation::{Binding, Interaction, Payload, STATE_PREFIX};
+use crate::continuation::{Binding, Payload, STATE_PREFIX};
+use crate::denial::Family;
+use crate::denial::new_context_id;
+use crate::denial::render::{DenialContext, Expressed};
+use crate::enforce::call::Call;
+use crate::enforce::reply::{Reply, state_refusal};
 use crate::mcp::request::McpRequest;
 use crate::mcp::{Era, ProtocolContext};
-use crate::policy::{Answered, InputAction};
+use crate::policy::{Answered, InputAction, Interaction, Remediation};
+use crate::settings::Settings;
 
 /// Input keys the layer uses start with this; the application's never should.
 pub(crate) const INPUT_KEY_PREFIX: &str = "mcp-gate/";
@@ -195,8 +212,168 @@ pub(crate) fn forwarded_body(request: &McpRequest, payload: &Payload) -> Bytes {
     Bytes::from(message.to_string())
 }
 
+/// The continuation state a retry carries, verified (`None` on a first round); the refusal
+/// of a state that does not verify. Boxed: it is rare, and large.
+pub(crate) async fn verified_state(call: &Call<'_>) -> Result<Option<Box<Payload>>, Reply> {
+    let Some(state) = gateway_state(&call.request) else {
+        return Ok(None);
+    };
+    let resource = call.settings.resource.uri.as_str();
+    let binding = binding(&call.principal, resource, &call.protocol, &call.request);
+    match Box::pin(call.settings.continuation.state.verify(state, &binding)).await {
+        Ok(payload) => Ok(Some(Box::new(payload))),
+        Err(error) => Err(state_refusal(&error, &call.request)),
+    }
+}
+
+/// Remediations the application built wrongly are internal errors, never sent half-formed.
+pub(crate) fn check_remediation(
+    remediation: &Remediation,
+    development: bool,
+) -> Result<(), &'static str> {
+    match remediation {
+        Remediation::Scope { scopes } => {
+            if scopes
+                .iter()
+                .all(|s| crate::auth::scope::is_valid_scope_token(s))
+            {
+                Ok(())
+            } else {
+                Err("a scope remediation names an invalid scope")
+            }
+        }
+        Remediation::Credential {
+            authorization_details,
+            ..
+        } => {
+            let typed =
+                |d: &serde_json::Value| d.get("type").is_some_and(serde_json::Value::is_string);
+            if authorization_details.is_empty() || !authorization_details.iter().all(typed) {
+                Err(
+                    "a credential remediation needs authorization details, each an object with a string type",
+                )
+            } else {
+                Ok(())
+            }
+        }
+        Remediation::Url { url, input_key, .. } => {
+            if input_key.is_empty() || input_key.starts_with(INPUT_KEY_PREFIX) {
+                return Err(
+                    "a URL remediation needs a non-empty input key outside the layer's prefix",
+                );
+            }
+            check_approval_url(url, development)
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The input request of one round: which interaction, under which key, asking what.
+pub(crate) struct InputRequest {
+    pub interaction: Interaction,
+    pub key: String,
+    pub input: Value,
+}
+
+/// A confirmation of the call, under the layer's own key.
+pub(crate) fn confirmation(message: &str) -> InputRequest {
+    InputRequest {
+        interaction: Interaction::Confirmation,
+        key: CONFIRM_KEY.to_owned(),
+        input: confirmation_request(message),
+    }
+}
+
+/// A visit to the application's approval page, under the application's key (prefixed).
+pub(crate) fn url_approval(url: &str, message: &str, input_key: &str) -> InputRequest {
+    InputRequest {
+        interaction: Interaction::Url,
+        key: format!("{INPUT_KEY_PREFIX}{input_key}"),
+        input: url_request(url, message),
+    }
+}
+
+/// One request that a ruling may answer with a round trip of the layer's.
+pub(crate) struct Round<'a> {
+    pub settings: &'a Settings,
+    pub principal: &'a Principal,
+    pub request: &'a McpRequest,
+    pub protocol: &'a ProtocolContext,
+    /// The verified state of this request, when it is itself a retry.
+    pub continuation: Option<&'a Payload>,
+}
+
+/// What [`Round::elicit`] made.
+pub(crate) enum Elicited {
+    /// The `InputRequiredResult`, its context id and how it was expressed.
+    Asked {
+        context_id: String,
+        reply: Reply,
+        expressed_as: Expressed,
+    },
+    /// No random source for the state or the context id: the layer refuses.
+    NoRandomness,
+}
+
+impl Round<'_> {
+    /// An `InputRequiredResult` with a fresh signed state, if the client can take one, the
+    /// revision allows it and the call has rounds left; `None` otherwise.
+    pub fn elicit(&self, input: InputRequest) -> Option<Elicited> {
+        let settings = self.settings;
+        let interaction = input.interaction;
+        let result_based = matches!(
+            settings.denial.revision.family(),
+            Family::ResultBased { .. }
+        );
+        if !can_elicit(interaction, self.protocol, self.request)
+            || (interaction == Interaction::Url && !result_based)
+        {
+            return None;
+        }
+        let round = self.continuation.map_or(0, |p| p.round) + 1;
+        if round > settings.continuation.max_rounds {
+            return None;
+        }
+        let (app_state, app_inputs) = app_round_trip(self.request, self.continuation);
+        let resource = settings.resource.uri.as_str();
+        let binding = binding(self.principal, resource, self.protocol, self.request);
+        let (Ok(state), Ok(context_id)) = (
+            settings.continuation.state.issue(
+                &binding,
+                interaction,
+                &input.key,
+                round,
+                app_state,
+                app_inputs,
+            ),
+            new_context_id(),
+        ) else {
+            return Some(Elicited::NoRandomness);
+        };
+        let context = DenialContext {
+            settings: &settings.denial,
+            request: self.request,
+            protocol: self.protocol,
+            resource_metadata: &settings.resource.metadata_url,
+            endpoint_scopes: &settings.authenticator.required_scopes,
+            context_id: &context_id,
+        };
+        let rendered = context.input_required(
+            &input.key,
+            input.input,
+            &state,
+            interaction == Interaction::Url,
+        );
+        Some(Elicited::Asked {
+            reply: rendered.response,
+            expressed_as: rendered.expressed_as,
+            context_id,
+        })
+    }
+}
+
 /// The elicitation asking the user to confirm a call.
-pub(crate) fn confirmation_request(message: &str) -> Value {
+fn confirmation_request(message: &str) -> Value {
     json!({
         "method": "elicitation/create",
         "params": {
@@ -214,7 +391,7 @@ pub(crate) fn confirmation_request(message: &str) -> Value {
 }
 
 /// The elicitation sending the user to an approval page.
-pub(crate) fn url_request(url: &str, message: &str) -> Value {
+fn url_request(url: &str, message: &str) -> Value {
     json!({"method": "elicitation/create", "params": {"mode": "url", "url": url, "message": message}})
 }
 

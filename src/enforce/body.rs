@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use super::answer::Watch;
+use crate::enforce::answer::Watch;
 
 pin_project! {
     /// Either the inner service's response body, streamed through untouched, or a complete
@@ -23,7 +23,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<B> {
         Inner { #[pin] body: B },
-        Local { data: Option<Bytes> },
+        Reply { data: Option<Bytes> },
         Watched { #[pin] body: B, watch: Box<Watch>, ended: bool },
     }
 }
@@ -47,9 +47,9 @@ impl<B> GateBody<B> {
         }
     }
 
-    pub(crate) fn local(data: Bytes) -> Self {
+    pub(crate) fn reply(data: Bytes) -> Self {
         Self {
-            kind: Kind::Local {
+            kind: Kind::Reply {
                 data: (!data.is_empty()).then_some(data),
             },
         }
@@ -60,7 +60,7 @@ impl<B> GateBody<B> {
 /// CORS and timeout) need one.
 impl<B> Default for GateBody<B> {
     fn default() -> Self {
-        Self::local(Bytes::new())
+        Self::reply(Bytes::new())
     }
 }
 
@@ -77,7 +77,7 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
-            KindProj::Local { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            KindProj::Reply { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             KindProj::Watched {
                 mut body,
                 watch,
@@ -108,7 +108,7 @@ where
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Inner { body } => body.is_end_stream(),
-            Kind::Local { data } => data.is_none(),
+            Kind::Reply { data } => data.is_none(),
             Kind::Watched { body, ended, .. } => *ended || body.is_end_stream(),
         }
     }
@@ -116,7 +116,7 @@ where
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Inner { body } => body.size_hint(),
-            Kind::Local { data } => {
+            Kind::Reply { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
             Kind::Watched { .. } => SizeHint::new(),

@@ -17,18 +17,21 @@ use serde_json::Value;
 
 use http::request::Parts;
 
-use super::answer;
-use super::body::GateBody;
-use super::bounds::Inner;
-use super::interaction::binding;
-use super::pipeline::{local, protocol_error, start};
-use super::refuse::internal_error;
 use crate::auth::Principal;
-use crate::gate::Gate;
+use crate::denial::render::Expressed;
+use crate::enforce::answer;
+use crate::enforce::body::GateBody;
+use crate::enforce::bounds::Inner;
+use crate::enforce::call::{protocol_error, replied, start};
+use crate::enforce::interaction::binding;
+use crate::enforce::reply::Reply;
+use crate::enforce::reply::internal_error;
+use crate::judge::{Case, DecisionKind, Express, Judged, Refusal, RemedyKind, Ruling, Said};
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{EntryKind, Era, Listing, ProtocolContext, ProtocolError, Target};
-use crate::policy::{self, Decision, Evaluation, EvaluationData, Phase};
+use crate::policy::Phase;
+use crate::settings::Settings;
 
 /// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
 /// listing holds, or `None` when the entry does not name itself as it must.
@@ -52,8 +55,8 @@ pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
 }
 
 /// A list request: its cursor opened, the inner answer filtered, the next cursor sealed.
-pub(super) struct ListRequest<'a> {
-    pub gate: &'a Gate,
+pub(crate) struct ListRequest<'a> {
+    pub settings: &'a Settings,
     pub principal: &'a Principal,
     pub request: &'a McpRequest,
     pub protocol: &'a ProtocolContext,
@@ -61,14 +64,14 @@ pub(super) struct ListRequest<'a> {
 }
 
 impl ListRequest<'_> {
-    pub(super) async fn run<S: Inner>(
+    pub(crate) async fn run<S: Inner>(
         &self,
         inner: &mut S,
         mut parts: Parts,
         bytes: Bytes,
     ) -> Result<Response<GateBody<S::Res>>, S::Error> {
-        let settings = &*self.gate.inner;
-        let resource = self.gate.inner.resource.uri.as_str();
+        let settings = self.settings;
+        let resource = self.settings.resource.uri.as_str();
         let binding = binding(self.principal, resource, self.protocol, self.request);
         let body = match self.inner_cursor(&binding) {
             Ok(None) => bytes,
@@ -84,17 +87,17 @@ impl ListRequest<'_> {
         let fetched = answer::fetch(call, limits.answer_bounds(), &self.request.id);
         let mut read = match fetched.await? {
             Ok(read) => read,
-            Err(problem) => return Ok(local(answer::refusal(self.request, problem, "list"))),
+            Err(problem) => return Ok(replied(answer::refusal(self.request, problem, "list"))),
         };
         if let Some(result) = read.result_mut() {
             if let Err(response) = self.filter(result, &binding).await {
-                return Ok(local(response));
+                return Ok(replied(response));
             }
             if self.protocol.era == Era::Modern {
                 answer::mark_private(result, settings.discovery.cache_ttl_cap);
             }
         }
-        Ok(local(read.into_http()))
+        Ok(replied(read.into_http()))
     }
 
     /// The request to send on when the client's cursor is one of the layer's: the same request
@@ -108,7 +111,7 @@ impl ListRequest<'_> {
             Some(serde_json::Value::String(cursor)) => cursor,
             Some(_) => return Err(ProtocolError::invalid_params("the cursor must be a string")),
         };
-        let state = &self.gate.inner.continuation.state;
+        let state = &self.settings.continuation.state;
         let inner_cursor = state
             .open_cursor(binding, cursor)
             .map_err(|error| ProtocolError::invalid_params(error.to_string()))?;
@@ -123,8 +126,8 @@ impl ListRequest<'_> {
     /// Whether the policy lets this caller see one entry; an entry the layer cannot name is
     /// hidden. A listed tool's annotations are remembered on the way (an empty object for a
     /// tool listed without any).
-    async fn shows(&self, entry: &serde_json::Value) -> Result<bool, Response<Bytes>> {
-        let settings = &self.gate.inner.policy;
+    async fn shows(&self, entry: &serde_json::Value) -> Result<bool, Reply> {
+        let settings = &self.settings.policy;
         let is_tool = self.class.entry == EntryKind::Tool;
         let annotations = is_tool.then(|| std::sync::Arc::new(ListedTool::from_entry(entry)));
         if let (Some(name), Some(annotations)) = (
@@ -138,31 +141,21 @@ impl ListRequest<'_> {
         let Some(target) = entry_target(self.class, entry) else {
             return Ok(false);
         };
-        let evaluation = Evaluation::new(EvaluationData {
-            principal: self.principal.clone(),
-            method: self.request.method.clone(),
-            target,
-            protocol: self.protocol.clone(),
+        let case = Case {
+            principal: self.principal,
+            method: &self.request.method,
+            target: &target,
+            protocol: self.protocol,
             phase: Phase::Discovery,
             answered: None,
             listed: annotations,
             approval: None,
-        });
-        match policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await {
-            Ok(decision) => Ok(match decision {
-                Decision::Allow => true,
-                // A remedy the client can act on keeps the entry listed only when asked for.
-                Decision::Ask { .. } => self.gate.inner.discovery.list_remediable,
-                Decision::Deny(remedy) => {
-                    self.gate.inner.discovery.list_remediable && remedy.is_actionable()
-                }
-                _ => false,
-            }),
-            Err(failure) => {
-                tracing::error!(target: "mcp_gate::discovery", method = %self.request.method, failure = failure.kind(), error = %failure, "the policy failed on a list entry; refusing the list");
-                Err(internal_error(self.request))
-            }
-        }
+        };
+        let entry = Entry {
+            list_remediable: self.settings.discovery.list_remediable,
+            request: self.request,
+        };
+        self.settings.policy.judge().judge(case, entry).await
     }
 
     /// Filters the entries of the list result in place, and seals its next cursor.
@@ -170,8 +163,8 @@ impl ListRequest<'_> {
         &self,
         result: &mut serde_json::Map<String, Value>,
         binding: &crate::continuation::Binding<'_>,
-    ) -> Result<(), Response<Bytes>> {
-        let settings = &*self.gate.inner;
+    ) -> Result<(), Reply> {
+        let settings = self.settings;
         let entries = match result.get_mut(self.class.entries) {
             Some(serde_json::Value::Array(entries)) => entries,
             // No entries: nothing is shown.
@@ -199,7 +192,7 @@ impl ListRequest<'_> {
             result.insert("nextCursor".into(), sealed.into());
         }
         tracing::info!(
-            target: "mcp_gate::decision",
+            target: "mcp_gate::discovery",
             subject = self.principal.subject().unwrap_or(""),
             client_id = self.principal.client_id().unwrap_or(""),
             method = %self.request.method,
@@ -258,5 +251,50 @@ mod tests {
             )
             .is_none()
         );
+    }
+}
+
+/// How a ruling on one listed entry is said: the entry shown or hidden.
+struct Entry<'a> {
+    /// Entries whose remedy the client can act on stay listed.
+    list_remediable: bool,
+    request: &'a McpRequest,
+}
+
+impl Express for Entry<'_> {
+    type Then = Result<bool, Reply>;
+
+    async fn express(self, ruling: Ruling) -> Judged<Self::Then> {
+        let (decision, remedy, shown) = match ruling {
+            Ruling::Allow => (DecisionKind::Allow, None, true),
+            // A remedy the client can act on keeps the entry listed only when asked for.
+            Ruling::Ask { .. } => (DecisionKind::Ask, None, self.list_remediable),
+            Ruling::Deny(remedy) => {
+                let shown = self.list_remediable && remedy.is_actionable();
+                (DecisionKind::Deny, Some(RemedyKind::of(&remedy)), shown)
+            }
+            Ruling::Abstain => (DecisionKind::Abstain, None, false),
+            Ruling::Failed(failure) => {
+                let refusal = Refusal::PolicyFailed {
+                    kind: failure.kind(),
+                    error: failure.to_string(),
+                };
+                return Judged {
+                    said: Said::refused(refusal),
+                    then: Err(internal_error(self.request)),
+                };
+            }
+        };
+        let expressed_as = if shown {
+            Expressed::Shown
+        } else {
+            Expressed::Hidden
+        };
+        let mut said = Said::plain(decision).expressed(expressed_as);
+        said.remediation = remedy;
+        Judged {
+            said,
+            then: Ok(shown),
+        }
     }
 }

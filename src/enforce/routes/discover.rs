@@ -23,16 +23,16 @@ use http::request::Parts;
 use http::{Method, Request, Response, header};
 use serde_json::{Map, Value, json};
 
-use super::answer::{self, Problem, Read};
-use super::body::GateBody;
-use super::bounds::Inner;
-use super::pipeline::local;
 use crate::auth::Principal;
 use crate::denial::{EXTENSION_ID as DENIALS_EXTENSION, Family, Revision};
-use crate::gate::Gate;
+use crate::enforce::answer::{self, Problem, Read};
+use crate::enforce::body::GateBody;
+use crate::enforce::bounds::Inner;
+use crate::enforce::call::replied;
 use crate::mcp::TASKS_EXTENSION;
 use crate::mcp::era::{METHOD_HEADER, NAME_HEADER};
 use crate::mcp::request::McpRequest;
+use crate::settings::Settings;
 
 /// The extensions the layer adds under `revision`.
 fn layer_extensions(revision: Revision) -> Vec<&'static str> {
@@ -46,16 +46,22 @@ fn layer_extensions(revision: Revision) -> Vec<&'static str> {
 /// Forwards a `server/discover` and returns its answer with the layer's extensions merged
 /// in; the inner server's identity in it is remembered for the results the layer writes.
 pub(crate) async fn discover<S: Inner>(
-    gate: &Gate,
+    settings: &Settings,
     inner: &mut S,
     parts: Parts,
     body: Bytes,
     request: &McpRequest,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
-    let settings = &*gate.inner;
+    let settings = settings;
     let limits = &settings.requests;
     let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
-    let refuse = |problem| Ok(local(answer::refusal(request, problem, "server/discover")));
+    let refuse = |problem| {
+        Ok(replied(answer::refusal(
+            request,
+            problem,
+            "server/discover",
+        )))
+    };
     let mut read = match answer::fetch(call, limits.answer_bounds(), &request.id).await? {
         Ok(read) => read,
         Err(problem) => return refuse(problem),
@@ -67,7 +73,7 @@ pub(crate) async fn discover<S: Inner>(
             return refuse(Problem::BadResult);
         }
     }
-    Ok(local(read.into_http()))
+    Ok(replied(read.into_http()))
 }
 
 /// Adds each of `extensions` to `result.capabilities.extensions` (as `{}`) unless the inner
@@ -97,12 +103,12 @@ fn add_extensions(
 /// The inner server's identity, asking it with a `server/discover` of the layer's own when
 /// none is known yet (see [`crate::mcp::identity`]).
 pub(crate) async fn server_identity<S: Inner>(
-    gate: &Gate,
+    settings: &Settings,
     inner: &mut S,
     parts: &Parts,
     request: &McpRequest,
 ) -> Option<Arc<Value>> {
-    let identity = &gate.inner.discovery.server_identity;
+    let identity = &settings.discovery.server_identity;
     if let Some(known) = identity.get() {
         return Some(known);
     }
@@ -110,7 +116,7 @@ pub(crate) async fn server_identity<S: Inner>(
     if identity.may_ask() {
         let id = Value::String("mcp-gate-discover".into());
         let method = "server/discover";
-        let side = side_request(gate, inner, parts, request, method, &id, Map::new());
+        let side = side_request(settings, inner, parts, request, method, &id, Map::new());
         if let Some(result) = side.await {
             identity.learn_from(&result);
         }
@@ -123,7 +129,7 @@ pub(crate) async fn server_identity<S: Inner>(
 /// of [`answer`]. Best effort: an answer that is late, not read whole, not a success or an
 /// error gives `None`.
 pub(crate) async fn side_request<S: Inner>(
-    gate: &Gate,
+    settings: &Settings,
     inner: &mut S,
     parts: &Parts,
     request: &McpRequest,
@@ -131,7 +137,7 @@ pub(crate) async fn side_request<S: Inner>(
     id: &Value,
     mut params: Map<String, Value>,
 ) -> Option<Map<String, Value>> {
-    let settings = &*gate.inner;
+    let settings = settings;
     if let Some(meta) = request.meta() {
         params.insert("_meta".into(), Value::Object(meta.clone()));
     }

@@ -5,18 +5,26 @@ use bytes::Bytes;
 use http::request::Parts;
 use http::{Response, StatusCode, header};
 
-use super::buffer::close_if_unread;
+use crate::enforce::buffer::close_if_unread;
+
+/// A response the layer wrote itself: a refusal, a denial, a result of its own. Every one the
+/// flow sends goes by this name.
+pub(crate) type Reply = Response<Bytes>;
 use crate::auth::AuthError;
 use crate::continuation::{ReplayError, StateError};
 use crate::denial::render::json_rpc;
-use crate::gate::Gate;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{Era, INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolContext, ProtocolError};
+use crate::settings::Settings;
 
 /// An authentication failure: one `mcp_gate::auth` event, then the challenge. Authentication
 /// happens before the body is read, so the response also closes an HTTP/1.x connection whose
 /// body is left unread.
-pub(crate) fn auth_refusal(gate: &Gate, error: &AuthError, request: &Parts) -> Response<Bytes> {
+pub(crate) fn auth_refusal(
+    settings: &Settings,
+    error: &AuthError,
+    request: &Parts,
+) -> Response<Bytes> {
     let status = error.status().as_u16();
     tracing::info!(
         target: "mcp_gate::auth",
@@ -26,7 +34,7 @@ pub(crate) fn auth_refusal(gate: &Gate, error: &AuthError, request: &Parts) -> R
         method = crate::mcp::http_method_label(&request.method),
         "request refused"
     );
-    let resource = &gate.inner.resource;
+    let resource = &settings.resource;
     let mut response = error.to_response(&resource.metadata_url, &resource.endpoint_scope);
     close_if_unread(&mut response, request);
     response

@@ -148,10 +148,10 @@ pub(crate) async fn watch_get<B: Body<Data = Bytes>>(
     let deadline = limit.map(|limit| tokio::time::Instant::now() + limit);
     let read = super::read_unanswering(response, max, deadline).await;
     match read {
-        Ok(read) => read.into_http().map(GateBody::local),
+        Ok(read) => read.into_http().map(GateBody::reply),
         Err(problem) => {
             tracing::error!(target: "mcp_gate::answer", answer = "GET", problem = problem.code(), "inner answer not passed on: {}", problem.describe());
-            let mut refused = Response::new(GateBody::local(Bytes::new()));
+            let mut refused = Response::new(GateBody::reply(Bytes::new()));
             *refused.status_mut() = StatusCode::BAD_GATEWAY;
             refused
         }

@@ -7,16 +7,19 @@ use http::request::Parts;
 use http::{HeaderValue, Method, Request, Response, StatusCode};
 use serde_json::Value;
 
-use super::body::GateBody;
-use super::bounds::Inner;
-use super::pipeline::{local, start};
-use super::refuse::{STORE_FULL_RETRY_AFTER, STORE_UNAVAILABLE_RETRY_AFTER, refusal_retry_after};
 use crate::auth::{Owner, Principal};
 use crate::denial::render::json_rpc;
-use crate::gate::Gate;
+use crate::enforce::body::GateBody;
+use crate::enforce::bounds::Inner;
+use crate::enforce::call::{replied, start};
+use crate::enforce::reply::Reply;
+use crate::enforce::reply::{
+    STORE_FULL_RETRY_AFTER, STORE_UNAVAILABLE_RETRY_AFTER, refusal_retry_after,
+};
 use crate::mcp::era::{SESSION_HEADER, single_header};
 use crate::mcp::request::McpRequest;
 use crate::mcp::{INTERNAL_ERROR, ProtocolError, SessionRecord, SessionStoreError};
+use crate::settings::Settings;
 
 /// JSON-RPC code of the fixed answer to a session that is not the caller's (the code MCP SDKs
 /// use for "session not found").
@@ -30,7 +33,7 @@ pub(crate) struct BoundSession {
 
 /// The one answer for a session id that is not bound to the caller, whoever holds it: the
 /// same status and bytes whether the id belongs to someone else or to no one.
-pub(crate) fn not_found() -> Response<Bytes> {
+pub(crate) fn not_found() -> Reply {
     let error = ProtocolError::new(
         StatusCode::NOT_FOUND,
         SESSION_NOT_FOUND,
@@ -43,17 +46,17 @@ pub(crate) fn not_found() -> Response<Bytes> {
 /// The session the request names, if it names one and the caller holds it; otherwise the
 /// answer to send instead. Without an `Mcp-Session-Id` nothing is looked up.
 pub(crate) async fn bound_session(
-    gate: &Gate,
+    settings: &Settings,
     parts: &Parts,
     principal: &Principal,
-) -> Result<Option<BoundSession>, Response<Bytes>> {
+) -> Result<Option<BoundSession>, Reply> {
     let id = match single_header(&parts.headers, SESSION_HEADER) {
         Ok(None) => return Ok(None),
         Ok(Some(id)) => id,
         // Two ids, or one that is not text: no session can be bound to that.
         Err(()) => return Err(not_found()),
     };
-    match gate.inner.requests.sessions.get(id).await {
+    match settings.requests.sessions.get(id).await {
         Ok(Some(record)) if record.owner.is(principal) => Ok(Some(BoundSession {
             id: id.to_owned(),
             record,
@@ -69,11 +72,11 @@ pub(crate) async fn bound_session(
 /// Binds the session the inner server opened in answer to `initialize`, with what the client
 /// declared. The refusal, when the binding cannot be kept, to send instead of the answer.
 pub(crate) async fn bind(
-    gate: &Gate,
+    settings: &Settings,
     session_id: &HeaderValue,
     principal: &Principal,
     initialize: &McpRequest,
-) -> Result<(), Response<Bytes>> {
+) -> Result<(), Reply> {
     let Ok(id) = session_id.to_str() else {
         tracing::error!(target: "mcp_gate::request", "the inner server's session id is not text; refusing the session");
         return Err(store_refusal(
@@ -91,7 +94,7 @@ pub(crate) async fn bind(
     if let Some(version) = initialize.param("protocolVersion").and_then(Value::as_str) {
         record = record.protocol_version(version);
     }
-    match gate.inner.requests.sessions.bind(id, record).await {
+    match settings.requests.sessions.bind(id, record).await {
         Ok(()) => Ok(()),
         Err(error) => {
             tracing::warn!(target: "mcp_gate::request", error = %error, "new session refused");
@@ -101,9 +104,8 @@ pub(crate) async fn bind(
 }
 
 /// Forgets a session its owner ended.
-pub(crate) async fn unbind(gate: &Gate, session: &BoundSession) {
-    if let Err(error) = gate
-        .inner
+pub(crate) async fn unbind(settings: &Settings, session: &BoundSession) {
+    if let Err(error) = settings
         .requests
         .sessions
         .unbind(&session.id, &session.record.owner)
@@ -116,7 +118,7 @@ pub(crate) async fn unbind(gate: &Gate, session: &BoundSession) {
 
 /// The answer when the session store refuses or fails, with `Retry-After`: a full store
 /// frees up as sessions end or idle out, an unreachable one within seconds.
-fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Bytes> {
+fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Reply {
     let (status, message, retry_after) = match error {
         SessionStoreError::OwnerQuota { .. } => (
             StatusCode::TOO_MANY_REQUESTS,
@@ -141,8 +143,8 @@ fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Response<Byte
 /// `initialize`: forwarded, and the session the inner server opens is bound to the caller. A
 /// session the layer cannot bind (the store is full, the owner is over quota, the store is
 /// down) is refused, and ended at the inner server so that it does not linger.
-pub(super) async fn initialize<S: Inner>(
-    gate: &Gate,
+pub(crate) async fn initialize<S: Inner>(
+    settings: &Settings,
     inner: &mut S,
     parts: Parts,
     bytes: Bytes,
@@ -159,7 +161,7 @@ pub(super) async fn initialize<S: Inner>(
     else {
         return Ok(response.map(GateBody::inner));
     };
-    match bind(gate, &session_id, principal, request).await {
+    match bind(settings, &session_id, principal, request).await {
         Ok(()) => Ok(response.map(GateBody::inner)),
         Err(refused) => {
             drop(response);
@@ -176,7 +178,7 @@ pub(super) async fn initialize<S: Inner>(
                 // Best effort: the session is unusable through the layer either way.
                 let _ = again.call(end).await;
             }
-            Ok(local(refused))
+            Ok(replied(refused))
         }
     }
 }

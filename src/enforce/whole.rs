@@ -19,14 +19,14 @@ use bytes::Bytes;
 use http::Response;
 use http::request::Parts;
 
-use super::answer::{self, Read};
-use super::body::GateBody;
-use super::bounds::Inner;
-use super::conceal::concealable;
-use super::pipeline::{local, start};
-use crate::gate::Gate;
+use crate::enforce::answer::{self, Read};
+use crate::enforce::body::GateBody;
+use crate::enforce::bounds::Inner;
+use crate::enforce::call::{replied, start};
+use crate::enforce::conceal::concealable;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{Era, ProtocolContext};
+use crate::settings::Settings;
 
 /// How the layer carries the answer to an allowed request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,9 +38,13 @@ pub(crate) enum Carry {
 }
 
 /// How the answer to `request`, allowed, is carried.
-pub(crate) fn carry(gate: &Gate, request: &McpRequest, protocol: &ProtocolContext) -> Carry {
+pub(crate) fn carry(
+    settings: &Settings,
+    request: &McpRequest,
+    protocol: &ProtocolContext,
+) -> Carry {
     let private = is_private(request, protocol);
-    if private || (gate.inner.discovery.conceal && concealable(request).is_some()) {
+    if private || (settings.discovery.conceal && concealable(request).is_some()) {
         Carry::Whole { private }
     } else {
         Carry::Stream
@@ -54,8 +58,8 @@ pub(crate) fn is_private(request: &McpRequest, protocol: &ProtocolContext) -> bo
 }
 
 /// The size and time bounds for reading the answer to `request` whole.
-pub(crate) fn bounds(gate: &Gate, request: &McpRequest) -> (usize, Option<Duration>) {
-    let limits = &gate.inner.requests;
+pub(crate) fn bounds(settings: &Settings, request: &McpRequest) -> (usize, Option<Duration>) {
+    let limits = &settings.requests;
     if request.method == "tools/call" {
         (limits.max_answer_bytes, None)
     } else {
@@ -65,15 +69,15 @@ pub(crate) fn bounds(gate: &Gate, request: &McpRequest) -> (usize, Option<Durati
 
 /// What every answer read whole gets before the layer writes it: a result judged per caller is
 /// marked private.
-pub(crate) fn finish(gate: &Gate, read: &mut Read, private: bool) {
+pub(crate) fn finish(settings: &Settings, read: &mut Read, private: bool) {
     if private && let Some(result) = read.result_mut() {
-        answer::mark_private(result, gate.inner.discovery.cache_ttl_cap);
+        answer::mark_private(result, settings.discovery.cache_ttl_cap);
     }
 }
 
 /// Forwards an allowed request and reads its answer whole (see the module documentation).
-pub(super) async fn forward<S: Inner>(
-    gate: &Gate,
+pub(crate) async fn forward<S: Inner>(
+    settings: &Settings,
     inner: &mut S,
     parts: Parts,
     body: Bytes,
@@ -81,10 +85,10 @@ pub(super) async fn forward<S: Inner>(
     private: bool,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
     let call = start(inner, parts, S::Req::from(body));
-    let mut read = match answer::fetch(call, bounds(gate, request), &request.id).await? {
+    let mut read = match answer::fetch(call, bounds(settings, request), &request.id).await? {
         Ok(read) => read,
-        Err(problem) => return Ok(local(answer::refusal(request, problem, "judged"))),
+        Err(problem) => return Ok(replied(answer::refusal(request, problem, "judged"))),
     };
-    finish(gate, &mut read, private);
-    Ok(local(read.into_http()))
+    finish(settings, &mut read, private);
+    Ok(replied(read.into_http()))
 }

@@ -22,19 +22,22 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Request, Response, StatusCode, header};
+use http::{HeaderName, HeaderValue, Request, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::answer::{self, Read};
-use super::audit::DecisionEvent;
-use super::bounds::Inner;
-use super::refuse::{STORE_FULL_RETRY_AFTER, STORE_UNAVAILABLE_RETRY_AFTER};
-use super::refuse::{internal_error, refusal, refusal_retry_after};
+use crate::enforce::answer::{self, Read};
+use crate::enforce::reply::Reply;
+
 use crate::auth::Principal;
+use crate::denial::RemediationState;
+use crate::denial::render::Expressed;
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision, new_context_id};
-use crate::gate::Gate;
+use crate::enforce::bounds::Inner;
+use crate::enforce::reply::{STORE_FULL_RETRY_AFTER, STORE_UNAVAILABLE_RETRY_AFTER};
+use crate::enforce::reply::{internal_error, refusal, refusal_retry_after};
 use crate::headers::insert_fixed;
+use crate::judge::{Case, DecisionKind, Express, Judged, Refusal, RemedyKind, Ruling, Said};
 use crate::mcp::era::{META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, TASKS_EXTENSION};
 use crate::mcp::era::{METHOD_HEADER, NAME_HEADER, SESSION_HEADER, VERSION_HEADER};
 use crate::mcp::request::{McpRequest, Message, classify};
@@ -42,7 +45,8 @@ use crate::mcp::{
     ClientCapabilities, Era, INTERNAL_ERROR, INVALID_PARAMS, MISSING_CAPABILITY, ProtocolContext,
     ProtocolError, Target,
 };
-use crate::policy::{self, Approval, Decision, Evaluation};
+use crate::policy::{Approval, Phase};
+use crate::settings::Settings;
 use crate::settings::TaskSettings;
 use crate::tasks::wire;
 use crate::tasks::{
@@ -63,7 +67,7 @@ pub(crate) fn can_hold(
         && matches!(revision.family(), Family::ResultBased { .. })
 }
 
-fn answer(request: &McpRequest, result: Value) -> Response<Bytes> {
+fn result_reply(request: &McpRequest, result: Value) -> Reply {
     json_rpc(
         StatusCode::OK,
         json!({"jsonrpc": "2.0", "id": request.id, "result": result}),
@@ -72,12 +76,12 @@ fn answer(request: &McpRequest, result: Value) -> Response<Bytes> {
 }
 
 /// A JSON-RPC error about this request, logged as a refusal.
-fn refuse(request: &McpRequest, status: StatusCode, code: i64, message: &str) -> Response<Bytes> {
+fn refuse(request: &McpRequest, status: StatusCode, code: i64, message: &str) -> Reply {
     refusal(&ProtocolError::new(status, code, message).with_id(Some(&request.id)))
 }
 
 /// The one answer for every id that is not the caller's task.
-fn unknown_task(request: &McpRequest) -> Response<Bytes> {
+fn unknown_task(request: &McpRequest) -> Reply {
     refuse(request, StatusCode::OK, INVALID_PARAMS, "Unknown task")
 }
 
@@ -90,7 +94,7 @@ fn internal_failure(from: TaskStatus, message: &str) -> TaskChange {
     })
 }
 
-fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Response<Bytes> {
+fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Reply {
     tracing::error!(target: "mcp_gate::tasks", method = %request.method, what, error = %failure, "task store failed; refusing");
     match failure {
         // Bounds of the store, said as they are: the caller can retry later; soon when Redis
@@ -110,30 +114,38 @@ fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Respo
 
 /// A call the layer will not hold because a bound was reached: `-32603` with the status and a
 /// message that says which bound.
-fn over_limit(request: &McpRequest, status: StatusCode, message: String) -> Response<Bytes> {
+fn over_limit(request: &McpRequest, status: StatusCode, message: String) -> Reply {
     let error = ProtocolError::new(status, INTERNAL_ERROR, message).with_id(Some(&request.id));
     refusal_retry_after(&error, "30")
+}
+
+/// A call held in a task: the `CreateTaskResult` to reply with, and what the decision event
+/// names.
+pub(crate) struct Held {
+    pub reply: Reply,
+    pub task_id: String,
+    pub context_id: String,
 }
 
 /// Holds a denied call as a new task and answers with its `CreateTaskResult`, once the task is
 /// stored, the start hook has run and the store reads it back as `working`.
 pub(crate) async fn hold(
-    gate: &Gate,
+    settings: &Settings,
     principal: &Principal,
     request: &McpRequest,
     protocol: &ProtocolContext,
     message: &str,
-) -> Response<Bytes> {
-    let tasks = &gate.inner.tasks;
+) -> Result<Held, Reply> {
+    let tasks = &settings.tasks;
     let call = HeldCall::new(
         request.method.clone(),
         Value::Object(request.params().into_owned()),
         protocol.protocol_version.clone().unwrap_or_default(),
-        gate.inner.resource.uri.as_str(),
+        settings.resource.uri.as_str(),
     );
     let owner = TaskOwner::of(principal);
     if let Some(refused) = too_large(tasks, request, &call) {
-        return refused;
+        return Err(refused);
     }
     let (Ok(context_id), Ok(record)) = (
         new_context_id(),
@@ -146,7 +158,7 @@ pub(crate) async fn hold(
         ),
     ) else {
         tracing::error!(target: "mcp_gate::tasks", "no random source for a task or context id; refusing");
-        return internal_error(request);
+        return Err(internal_error(request));
     };
     let record = TaskRecord {
         context_id,
@@ -160,47 +172,35 @@ pub(crate) async fn hold(
         Ok(()) => {}
         // The owner's quota: said as it is, and other owners are not affected.
         Err(over @ StoreError::OwnerQuota { .. }) => {
-            return over_limit(request, StatusCode::TOO_MANY_REQUESTS, over.to_string());
+            let status = StatusCode::TOO_MANY_REQUESTS;
+            return Err(over_limit(request, status, over.to_string()));
         }
-        Err(failure) => return store_failed(request, "create", &failure),
+        Err(failure) => return Err(store_failed(request, "create", &failure)),
     }
-    if let Err(refused) = announce(gate, request, &record, message).await {
-        return refused;
-    }
+    announce(settings, request, &record, message).await?;
     // The durability check: the owner is told of a task only once the store can show it.
     match tasks.store.get(&record.id).await {
         Ok(Some(stored))
             if stored.status == TaskStatus::Working && stored.owner == record.owner =>
         {
-            DecisionEvent {
-                principal,
-                method: &request.method,
-                target: &request.target,
-                approval: false,
-                decision: "deny",
-                context_id: Some(&stored.context_id),
-                remediation: Some("task"),
-                expressed_as: Some("task"),
-                task_id: Some(stored.id.as_str()),
-            }
-            .emit();
-            answer(request, wire::created(&stored, gate.inner.denial.revision))
+            let reply = result_reply(request, wire::created(&stored, settings.denial.revision));
+            Ok(Held {
+                reply,
+                task_id: stored.id.to_string(),
+                context_id: stored.context_id,
+            })
         }
         Ok(_) => {
             tracing::error!(target: "mcp_gate::tasks", task_id = %record.id, "a task just created cannot be read back as working; refusing");
-            internal_error(request)
+            Err(internal_error(request))
         }
-        Err(failure) => store_failed(request, "read back", &failure),
+        Err(failure) => Err(store_failed(request, "read back", &failure)),
     }
 }
 
 /// The refusal of a call too large to hold, if it is. Its owner's waiting calls are counted
 /// by the store, in the create ([`TaskStore::create_within`]).
-fn too_large(
-    tasks: &TaskSettings,
-    request: &McpRequest,
-    call: &HeldCall,
-) -> Option<Response<Bytes>> {
+fn too_large(tasks: &TaskSettings, request: &McpRequest, call: &HeldCall) -> Option<Reply> {
     let size = call.params_len();
     (size > tasks.max_call_bytes).then(|| {
         let message = format!(
@@ -214,12 +214,12 @@ fn too_large(
 /// Runs the start hook, if one is set, for a task just stored. A hook that fails, panics or
 /// runs past the evaluate timeout fails the task and refuses the call.
 async fn announce(
-    gate: &Gate,
+    settings: &Settings,
     request: &McpRequest,
     record: &TaskRecord,
     message: &str,
-) -> Result<(), Response<Bytes>> {
-    let tasks = &gate.inner.tasks;
+) -> Result<(), Reply> {
+    let tasks = &settings.tasks;
     let Some(hook) = &tasks.start else {
         return Ok(());
     };
@@ -230,7 +230,7 @@ async fn announce(
         message: message.to_owned(),
         expires_at: record.expires_at(),
     };
-    let limit = gate.inner.policy.evaluate_timeout;
+    let limit = settings.policy.evaluate_timeout;
     let Err(problem) = run_start(&**hook, started, limit).await else {
         return Ok(());
     };
@@ -259,14 +259,14 @@ pub(crate) enum TaskRoute {
     /// Not a task of the layer's: the inner server answers.
     NotOurs,
     /// The layer answers.
-    Answer(Response<Bytes>),
+    Reply(Reply),
     /// The owner polls an approved task: run it, then answer.
     Run(Box<TaskRecord>),
 }
 
 /// Routes `tasks/*`: the extension check, the owner check, then the method.
 pub(crate) async fn route(
-    gate: &Gate,
+    settings: &Settings,
     principal: &Principal,
     request: &McpRequest,
     protocol: &ProtocolContext,
@@ -286,7 +286,7 @@ pub(crate) async fn route(
         )
         .with_id(Some(&request.id))
         .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}));
-        return TaskRoute::Answer(refusal(&missing));
+        return TaskRoute::Reply(refusal(&missing));
     }
     let Some(id) = (match &request.target {
         Target::Task { task_id } => TaskId::parse(task_id),
@@ -294,24 +294,24 @@ pub(crate) async fn route(
     }) else {
         return TaskRoute::NotOurs;
     };
-    let store = &gate.inner.tasks.store;
+    let store = &settings.tasks.store;
     let record = match store.get(&id).await {
         Ok(Some(record)) if record.owner == TaskOwner::of(principal) => record,
-        Ok(_) => return TaskRoute::Answer(unknown_task(request)),
-        Err(failure) => return TaskRoute::Answer(store_failed(request, "get", &failure)),
+        Ok(_) => return TaskRoute::Reply(unknown_task(request)),
+        Err(failure) => return TaskRoute::Reply(store_failed(request, "get", &failure)),
     };
-    let revision = gate.inner.denial.revision;
+    let revision = settings.denial.revision;
     match &*request.method {
         "tasks/get" if record.status == TaskStatus::Approved => TaskRoute::Run(Box::new(record)),
-        "tasks/get" => TaskRoute::Answer(answer(request, wire::status(&record, revision))),
-        "tasks/cancel" => TaskRoute::Answer(cancel(store.as_ref(), request, record).await),
-        "tasks/update" => TaskRoute::Answer(refuse(
+        "tasks/get" => TaskRoute::Reply(result_reply(request, wire::status(&record, revision))),
+        "tasks/cancel" => TaskRoute::Reply(cancel(store.as_ref(), request, record).await),
+        "tasks/update" => TaskRoute::Reply(refuse(
             request,
             StatusCode::OK,
             INVALID_PARAMS,
             "This task does not wait for input.",
         )),
-        _ => TaskRoute::Answer(refuse(
+        _ => TaskRoute::Reply(refuse(
             request,
             StatusCode::NOT_FOUND,
             crate::mcp::request::METHOD_NOT_FOUND,
@@ -321,11 +321,7 @@ pub(crate) async fn route(
 }
 
 /// Cancels a task that has not started running.
-async fn cancel(
-    store: &dyn TaskStore,
-    request: &McpRequest,
-    mut record: TaskRecord,
-) -> Response<Bytes> {
+async fn cancel(store: &dyn TaskStore, request: &McpRequest, mut record: TaskRecord) -> Reply {
     // A decision may land between the read and the write: follow the status, at most a few
     // steps, since statuses only move forward.
     for _ in 0..3 {
@@ -352,7 +348,7 @@ async fn cancel(
         match store.transition(&record.id, cancel).await {
             Ok(Transition::Applied(cancelled)) => {
                 tracing::info!(target: "mcp_gate::tasks", task_id = %cancelled.id, context_id = %cancelled.context_id, "task cancelled by its owner");
-                return answer(request, json!({"resultType": "complete"}));
+                return result_reply(request, json!({"resultType": "complete"}));
             }
             Ok(Transition::Conflict(Some(now))) => record = now,
             Ok(Transition::Conflict(None)) => return unknown_task(request),
@@ -364,22 +360,22 @@ async fn cancel(
 
 /// Claims an approved task, evaluates it again, runs it once, records and answers its outcome.
 pub(crate) async fn run<S: Inner>(
-    gate: &Gate,
+    settings: &Settings,
     inner: S,
     parts: Parts,
     principal: &Principal,
     request: &McpRequest,
     record: TaskRecord,
-) -> Response<Bytes> {
-    let revision = gate.inner.denial.revision;
-    let store = gate.inner.tasks.store.clone();
-    let claimed = match claim(gate, request, &record).await {
+) -> Reply {
+    let revision = settings.denial.revision;
+    let store = settings.tasks.store.clone();
+    let claimed = match claim(settings, request, &record).await {
         Ok(claimed) => claimed,
         Err(answered) => return answered,
     };
     // The owner's answer once the outcome is recorded, or an internal error if it could not be.
     let conclude = |done: Option<TaskRecord>| match done {
-        Some(done) => answer(request, wire::status(&done, revision)),
+        Some(done) => result_reply(request, wire::status(&done, revision)),
         None => internal_error(request),
     };
     let executing = TaskStatus::Executing;
@@ -388,13 +384,13 @@ pub(crate) async fn run<S: Inner>(
         tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
         return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
-    if let Err(change) = judge_again(gate, principal, &claimed, &held).await {
+    if let Err(change) = judge_again(settings, principal, &claimed, &held).await {
         return conclude(record_outcome(&store, &claimed, change).await);
     }
     let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
         return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
-    let max = gate.inner.requests.max_answer_bytes;
+    let max = settings.requests.max_answer_bytes;
     // The call and the recording of its outcome outlive this poll: a client that disconnects
     // now does not leave a call that ran without a recorded result.
     let execution = tokio::spawn(async move {
@@ -407,7 +403,7 @@ pub(crate) async fn run<S: Inner>(
     match execution.await {
         Ok(Some(done)) => {
             tracing::info!(target: "mcp_gate::tasks", task_id = %done.id, context_id = %done.context_id, status = %done.status, "approved call ran");
-            answer(request, wire::status(&done, revision))
+            result_reply(request, wire::status(&done, revision))
         }
         _ => internal_error(request),
     }
@@ -417,18 +413,20 @@ pub(crate) async fn run<S: Inner>(
 /// answer instead when it cannot be: where the task stands, or, approved too late to run
 /// before it expires, the task completed as refused.
 async fn claim(
-    gate: &Gate,
+    settings: &Settings,
     request: &McpRequest,
     record: &TaskRecord,
-) -> Result<TaskRecord, Response<Bytes>> {
-    let (tasks, revision) = (&gate.inner.tasks, gate.inner.denial.revision);
+) -> Result<TaskRecord, Reply> {
+    let (tasks, revision) = (&settings.tasks, settings.denial.revision);
     let approved = TaskStatus::Approved;
     let claim = TaskChange::new(approved, TaskStatus::Executing)
         .require_remaining_ms(tasks.run_margin_ms());
     match tasks.store.transition(&record.id, claim).await {
         Ok(Transition::Applied(claimed)) => Ok(claimed),
         // Another replica claimed it, or it was cancelled: say where it stands.
-        Ok(Transition::Conflict(Some(now))) => Err(answer(request, wire::status(&now, revision))),
+        Ok(Transition::Conflict(Some(now))) => {
+            Err(result_reply(request, wire::status(&now, revision)))
+        }
         Ok(Transition::Conflict(None)) => Err(unknown_task(request)),
         Err(StoreError::Expired(_)) => {
             let message = "The request was approved too late to run before its task expires.";
@@ -436,7 +434,7 @@ async fn claim(
             let change = TaskChange::new(approved, TaskStatus::Completed).result(refusal);
             Err(match tasks.store.transition(&record.id, change).await {
                 Ok(Transition::Applied(now) | Transition::Conflict(Some(now))) => {
-                    answer(request, wire::status(&now, revision))
+                    result_reply(request, wire::status(&now, revision))
                 }
                 Ok(Transition::Conflict(None)) => unknown_task(request),
                 Err(failure) => store_failed(request, "complete", &failure),
@@ -450,7 +448,7 @@ async fn claim(
 /// or the outcome to record instead (a refusal completes `unavailable`; a failing policy
 /// fails the task).
 async fn judge_again(
-    gate: &Gate,
+    settings: &Settings,
     principal: &Principal,
     claimed: &TaskRecord,
     held: &McpRequest,
@@ -467,45 +465,76 @@ async fn judge_again(
         protocol_version: Some(claimed.call.protocol_version.clone()),
         capabilities: ClientCapabilities::default(),
     };
-    let settings = &gate.inner.policy;
     let annotations = match &held.target {
-        Target::Tool { name, .. } => settings.tool_annotations.get(name),
+        Target::Tool { name, .. } => settings.policy.tool_annotations.get(name),
         _ => None,
     };
-    let target = held.target.clone();
-    let evaluation =
-        Evaluation::approved(principal.clone(), target, protocol, annotations, approval);
-    let decision = policy::run(&*settings.policy, evaluation, settings.evaluate_timeout).await;
-    let event = |decision: &Decision, expressed_as| DecisionEvent {
+    let case = Case {
         principal,
         method: &held.method,
         target: &held.target,
-        approval: true,
-        decision: decision.kind(),
-        context_id: Some(&claimed.context_id),
-        remediation: match decision {
-            Decision::Deny(remediation) => Some(remediation.kind()),
-            _ => None,
-        },
-        expressed_as,
-        task_id: Some(claimed.id.as_str()),
+        protocol: &protocol,
+        phase: Phase::Approval,
+        answered: None,
+        listed: annotations,
+        approval: Some(approval),
     };
-    match decision {
-        Ok(Decision::Allow) => {
-            event(&Decision::Allow, None).emit();
-            Ok(())
-        }
-        Ok(other) => {
-            event(&other, Some("unavailable")).emit();
+    let approved = Approved {
+        claimed,
+        revision: settings.denial.revision,
+    };
+    settings.policy.judge().judge(case, approved).await
+}
+
+/// How a ruling on an approved call is said: `Ok` to run it, or the outcome to record
+/// instead (a refusal completes `unavailable`; a failing policy fails the task).
+struct Approved<'a> {
+    claimed: &'a TaskRecord,
+    revision: Revision,
+}
+
+impl Express for Approved<'_> {
+    type Then = Result<(), TaskChange>;
+
+    async fn express(self, ruling: Ruling) -> Judged<Self::Then> {
+        let claimed = self.claimed;
+        let told = |decision| {
+            let mut said = Said::plain(decision).context(&claimed.context_id);
+            said.task_id = Some(claimed.id.to_string());
+            said
+        };
+        let refused = |said: Said| {
             let message = "The request was approved, but the policy no longer allows it.";
-            let revision = gate.inner.denial.revision;
-            let refusal = wire::refusal(&claimed.context_id, message, revision);
-            Err(TaskChange::new(TaskStatus::Executing, TaskStatus::Completed).result(refusal))
-        }
-        Err(failure) => {
-            tracing::error!(target: "mcp_gate::decision", task_id = %claimed.id, failure = failure.kind(), error = %failure, "the policy failed on an approved call; failing the task");
-            let message = "internal error while authorizing the request";
-            Err(internal_failure(TaskStatus::Executing, message))
+            let refusal = wire::refusal(&claimed.context_id, message, self.revision);
+            let change = TaskChange::new(TaskStatus::Executing, TaskStatus::Completed);
+            Judged {
+                said: said.expressed(Expressed::State(RemediationState::Unavailable)),
+                then: Err(change.result(refusal)),
+            }
+        };
+        match ruling {
+            Ruling::Allow => Judged {
+                said: told(DecisionKind::Allow),
+                then: Ok(()),
+            },
+            Ruling::Ask { .. } => refused(told(DecisionKind::Ask)),
+            Ruling::Abstain => refused(told(DecisionKind::Abstain)),
+            Ruling::Deny(remediation) => {
+                refused(told(DecisionKind::Deny).remedy(RemedyKind::of(&remediation)))
+            }
+            Ruling::Failed(failure) => {
+                let mut said = Said::refused(Refusal::PolicyFailed {
+                    kind: failure.kind(),
+                    error: failure.to_string(),
+                });
+                said.context_id = Some(claimed.context_id.clone());
+                said.task_id = Some(claimed.id.to_string());
+                let message = "internal error while authorizing the request";
+                Judged {
+                    said,
+                    then: Err(internal_failure(TaskStatus::Executing, message)),
+                }
+            }
         }
     }
 }

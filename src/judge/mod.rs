@@ -1,0 +1,198 @@
+//! The one decision point: every question the policy is asked goes through [`Judge::judge`].
+//!
+//! Threat: a decision made in two places is two decisions, and the one a log, a counter or a
+//! limit does not see is the one that lets a request through. So the judge alone builds the
+//! [`Evaluation`], runs the policy inside its containment (a panic or a timeout is a refusal,
+//! never an allow), hands the typed [`Ruling`] to the phase that asked (which says how it is
+//! answered: [`Express`]), and then tells every [`Observer`] what was decided and said, the
+//! decision log first. Every phase comes here: an invocation (and each URI of a
+//! `subscriptions/listen`), each listed entry, and a held call re-judged before it runs.
+
+mod event;
+mod observe;
+mod outcome;
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+pub(crate) use event::DecisionEvent;
+pub(crate) use observe::{Observer, Observers};
+pub(crate) use outcome::{DecisionKind, Refusal, RemedyKind, Ruling, Said};
+
+use crate::auth::Principal;
+use crate::mcp::annotations::ListedTool;
+use crate::mcp::{ProtocolContext, Target};
+use crate::policy::{
+    self, Answered, Approval, Decision, Evaluation, EvaluationData, Phase, Policy,
+};
+use std::time::Duration;
+
+/// What the policy is asked about, and what the decision event names.
+pub(crate) struct Case<'a> {
+    pub principal: &'a Principal,
+    pub method: &'a Cow<'static, str>,
+    pub target: &'a Target,
+    pub protocol: &'a ProtocolContext,
+    pub phase: Phase,
+    /// The client's answer to the layer's own input request, on a retry.
+    pub answered: Option<Answered>,
+    /// The tool's annotations, as listed.
+    pub listed: Option<Arc<ListedTool>>,
+    /// The approval of a held call (phase [`Phase::Approval`]).
+    pub approval: Option<Approval>,
+}
+
+/// How a phase answers a ruling: what it sends or does (`Then`), and what it said, for the
+/// event. Asynchronous: holding a call in a task is part of saying "task".
+pub(crate) trait Express {
+    /// What the phase goes on with.
+    type Then;
+
+    /// Turns the ruling into what the phase does, and what it said.
+    fn express(self, ruling: Ruling) -> impl Future<Output = Judged<Self::Then>> + Send;
+}
+
+/// A ruling expressed: what was said (for the observers) and what the phase goes on with.
+pub(crate) struct Judged<T> {
+    pub said: Said,
+    pub then: T,
+}
+
+/// The policy, its time limit, and those who watch its decisions.
+#[derive(Clone, Copy)]
+pub(crate) struct Judge<'a> {
+    policy: &'a dyn Policy,
+    timeout: Duration,
+    observers: &'a Observers,
+}
+
+impl<'a> Judge<'a> {
+    /// A judge asking `policy`, each question given `timeout`, its decisions told to
+    /// `observers`.
+    pub fn new(policy: &'a dyn Policy, timeout: Duration, observers: &'a Observers) -> Self {
+        Self {
+            policy,
+            timeout,
+            observers,
+        }
+    }
+
+    /// Asks the policy about `case`, lets `express` answer, and writes the one decision
+    /// event.
+    pub async fn judge<E: Express>(&self, case: Case<'_>, express: E) -> E::Then {
+        let evaluation = Evaluation::new(EvaluationData {
+            principal: case.principal.clone(),
+            method: case.method.clone(),
+            target: case.target.clone(),
+            protocol: case.protocol.clone(),
+            phase: case.phase,
+            answered: case.answered,
+            listed: case.listed,
+            approval: case.approval.clone(),
+        });
+        let decision = policy::run(self.policy, evaluation, self.timeout).await;
+        let ruling = match decision {
+            Ok(Decision::Allow) => Ruling::Allow,
+            Ok(Decision::Ask { message }) => Ruling::Ask { message },
+            Ok(Decision::Deny(remediation)) => Ruling::Deny(remediation),
+            Ok(Decision::Abstain) => Ruling::Abstain,
+            Err(failure) => Ruling::Failed(failure),
+        };
+        let judged = express.express(ruling).await;
+        let event = DecisionEvent {
+            principal: case.principal,
+            method: case.method,
+            target: case.target,
+            phase: case.phase,
+            said: &judged.said,
+        };
+        self.observers.decided(&event);
+        judged.then
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::mcp::{ClientCapabilities, Era};
+
+    /// Keeps what it is told of: phase, decision, expressed as.
+    #[derive(Default)]
+    struct Tally(Mutex<Vec<(&'static str, &'static str, Option<&'static str>)>>);
+
+    impl Observer for Tally {
+        fn decided(&self, event: &DecisionEvent<'_>) {
+            let said = event.said;
+            let row = (
+                event.phase(),
+                said.decision.as_str(),
+                said.expressed_as.map(|e| e.as_str()),
+            );
+            self.0.lock().expect("not poisoned").push(row);
+        }
+    }
+
+    /// Says every ruling as a plain decision of its kind.
+    struct Plain;
+
+    impl Express for Plain {
+        type Then = ();
+
+        async fn express(self, ruling: Ruling) -> Judged<()> {
+            let decision = match ruling {
+                Ruling::Allow => DecisionKind::Allow,
+                Ruling::Ask { .. } => DecisionKind::Ask,
+                Ruling::Deny(_) => DecisionKind::Deny,
+                Ruling::Abstain => DecisionKind::Abstain,
+                Ruling::Failed(_) => DecisionKind::Refused,
+            };
+            Judged {
+                said: Said::plain(decision),
+                then: (),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn every_decision_reaches_every_observer_once() {
+        let tally = Arc::new(Tally::default());
+        let mut observers = Observers::default();
+        observers.push(tally.clone());
+        let deny = crate::policy::deny_all("no");
+        let judge = Judge::new(&deny, Duration::from_secs(1), &observers);
+        let principal = Principal::builder()
+            .issuer("https://issuer.example")
+            .build()
+            .expect("a principal");
+        let protocol = ProtocolContext {
+            era: Era::Modern,
+            protocol_version: None,
+            capabilities: ClientCapabilities::default(),
+        };
+        let method = Cow::Borrowed("tools/call");
+        for phase in [Phase::Invocation, Phase::Discovery, Phase::Approval] {
+            let case = Case {
+                principal: &principal,
+                method: &method,
+                target: &Target::None,
+                protocol: &protocol,
+                phase,
+                answered: None,
+                listed: None,
+                approval: None,
+            };
+            judge.judge(case, Plain).await;
+        }
+        let seen = tally.0.lock().expect("not poisoned").clone();
+        assert_eq!(
+            seen,
+            [
+                ("invocation", "deny", None),
+                ("discovery", "deny", None),
+                ("approval", "deny", None),
+            ]
+        );
+    }
+}

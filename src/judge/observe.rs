@@ -1,0 +1,48 @@
+//! The seam where operations hang on decisions: an [`Observer`] is told of every decision
+//! event the judge writes. The decision log is the first; metrics and limits are more of them,
+//! added once here rather than at every place a decision is made.
+
+use std::sync::Arc;
+
+use super::event::DecisionEvent;
+
+/// Told of every decision, after it is made and said. Called on the request's task: it must
+/// not block.
+pub(crate) trait Observer: Send + Sync + 'static {
+    /// One decision.
+    fn decided(&self, event: &DecisionEvent<'_>);
+}
+
+/// The decision log (`mcp_gate::decision`), always the first observer.
+pub(crate) struct DecisionLog;
+
+impl Observer for DecisionLog {
+    fn decided(&self, event: &DecisionEvent<'_>) {
+        event.write();
+    }
+}
+
+/// The observers a gate holds, in the order they are told.
+#[derive(Clone)]
+pub(crate) struct Observers(Vec<Arc<dyn Observer>>);
+
+impl Default for Observers {
+    fn default() -> Self {
+        Self(vec![Arc::new(DecisionLog)])
+    }
+}
+
+impl Observers {
+    /// One more observer, told after those before it.
+    #[allow(dead_code)] // the seam the operations issues hang metrics and limits on
+    pub fn push(&mut self, observer: Arc<dyn Observer>) {
+        self.0.push(observer);
+    }
+
+    /// Tells every observer of `event`.
+    pub fn decided(&self, event: &DecisionEvent<'_>) {
+        for observer in &self.0 {
+            observer.decided(event);
+        }
+    }
+}
