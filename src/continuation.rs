@@ -295,7 +295,7 @@ pub(crate) struct Binding<'a> {
     pub modern: bool,
     pub protocol_version: Option<&'a str>,
     pub method: &'a str,
-    pub params: std::borrow::Cow<'a, Map<String, Value>>,
+    pub params: &'a Map<String, Value>,
 }
 
 /// A keyed digest of `parts` under `label`: the payload is readable by the client, so the
@@ -333,7 +333,7 @@ impl Binding<'_> {
     }
 
     fn request_digest(&self, key: &[u8]) -> String {
-        let mut params = Map::clone(&self.params);
+        let mut params = Map::clone(self.params);
         for name in ["_meta", "inputResponses", "requestState"] {
             params.remove(name);
         }
@@ -639,7 +639,7 @@ mod tests {
             modern: true,
             protocol_version: Some(&f.version),
             method: &f.method,
-            params: std::borrow::Cow::Borrowed(&f.params),
+            params: &f.params,
         }
     }
 

@@ -84,7 +84,7 @@ pub(crate) fn probe(request: &McpRequest, named: ConcealedField) -> Option<Probe
     let mut bytes = [0u8; 12];
     getrandom::fill(&mut bytes).ok()?;
     let suffix: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    let mut params = request.params().into_owned();
+    let mut params = request.params().clone();
     let (holder, key): (&mut Map<String, Value>, &str) = match named {
         ConcealedField::Name => (&mut params, "name"),
         ConcealedField::Uri => (&mut params, "uri"),
@@ -190,7 +190,7 @@ mod tests {
 
     fn request(body: &str) -> McpRequest {
         match classify(body.as_bytes()) {
-            Ok(Message::Request(request)) => request,
+            Ok(Message::Request(request)) => *request,
             other => panic!("{other:?}"),
         }
     }

@@ -173,7 +173,7 @@ pub(crate) fn carries_layer_inputs(request: &McpRequest) -> bool {
 /// when nothing else is left in it), for a request that is forwarded without a round trip of
 /// the layer's.
 pub(crate) fn without_layer_inputs(request: &McpRequest) -> Bytes {
-    let mut params = request.params().into_owned();
+    let mut params = request.params().clone();
     if let Some(Value::Object(responses)) = params.get_mut("inputResponses") {
         responses.retain(|key, _| !key.starts_with(INPUT_KEY_PREFIX));
         if responses.is_empty() {
@@ -188,7 +188,7 @@ pub(crate) fn without_layer_inputs(request: &McpRequest) -> Bytes {
 /// The body an allowed retry is forwarded with: the layer's state and input keys removed, the
 /// application's own state and responses put back.
 pub(crate) fn forwarded_body(request: &McpRequest, payload: &Payload) -> Bytes {
-    let mut params = request.params().into_owned();
+    let mut params = request.params().clone();
     params.remove("requestState");
     let mut responses: Map<String, Value> = params
         .remove("inputResponses")

@@ -84,7 +84,7 @@ pub(crate) fn state_refusal(error: &StateError, request: &McpRequest) -> Respons
             &ProtocolError::invalid_params(error.to_string()).with_id(Some(&request.id)),
         );
     };
-    tracing::warn!(target: "mcp_gate::decision", error = %store, "replay store refused a state");
+    tracing::warn!(target: "mcp_gate::replay", error = %store, "replay store refused a state");
     let (status, retry_after) = match store {
         ReplayError::OwnerQuota { .. } => (StatusCode::TOO_MANY_REQUESTS, None),
         ReplayError::Full { .. } => (

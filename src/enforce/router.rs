@@ -50,8 +50,7 @@ pub(crate) async fn route<S: Inner>(
     let request = match classify(&bytes) {
         Err(error) => return Ok(Routed::reply(refusal(&error))),
         Ok(Message::Notification | Message::Response) => return Ok(Routed::Forward(parts, bytes)),
-        // Boxed: it lives across every await below, and a pointer keeps the future small.
-        Ok(Message::Request(request)) => Box::new(request),
+        Ok(Message::Request(request)) => request,
     };
     let known_session = session.as_deref().map(|s| &s.record);
     let protocol = match protocol_context(&request, &parts.headers, known_session) {

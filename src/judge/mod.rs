@@ -16,7 +16,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 pub(crate) use event::DecisionEvent;
-pub(crate) use observe::{Observer, Observers};
+#[allow(
+    unused_imports,
+    reason = "the seam the operations issues add metrics and limits on; used by tests now"
+)]
+pub(crate) use observe::Observer;
+pub(crate) use observe::Observers;
 pub(crate) use outcome::{DecisionKind, Refusal, RemedyKind, Ruling, Said};
 
 use crate::auth::Principal;

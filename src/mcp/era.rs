@@ -236,7 +236,7 @@ mod tests {
 
     fn request(body: &str) -> McpRequest {
         match classify(body.as_bytes()).unwrap() {
-            Message::Request(r) => r,
+            Message::Request(r) => *r,
             _ => panic!(),
         }
     }

@@ -193,10 +193,29 @@ impl Target {
 /// a policy then reads the numbers as `serde_json` writes them.
 #[derive(Clone, Default)]
 pub struct Arguments {
-    values: Arc<Map<String, Value>>,
+    values: ArgumentValues,
     /// The JSON-RPC message body the values were read from (holding `params.arguments`).
     message: Option<Bytes>,
 }
+
+/// Where the values of [`Arguments`] are kept.
+#[derive(Clone)]
+enum ArgumentValues {
+    /// A map of their own.
+    Own(Arc<Map<String, Value>>),
+    /// `params.arguments` of a classified request, shared with the request (an object: the
+    /// classifier refuses any other type; absent or `null`, the map is empty).
+    InParams(Arc<Map<String, Value>>),
+}
+
+impl Default for ArgumentValues {
+    fn default() -> Self {
+        Self::Own(Arc::default())
+    }
+}
+
+/// The map of a call sent without arguments.
+static NO_ARGUMENTS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
 impl Arguments {
     /// The JSON-RPC message body these arguments were read from, if the layer read them from
@@ -214,7 +233,13 @@ impl std::ops::Deref for Arguments {
     type Target = Map<String, Value>;
 
     fn deref(&self) -> &Map<String, Value> {
-        &self.values
+        match &self.values {
+            ArgumentValues::Own(values) => values,
+            ArgumentValues::InParams(params) => params
+                .get("arguments")
+                .and_then(Value::as_object)
+                .unwrap_or(&NO_ARGUMENTS),
+        }
     }
 }
 
@@ -227,7 +252,7 @@ impl From<Map<String, Value>> for Arguments {
 impl From<Arc<Map<String, Value>>> for Arguments {
     fn from(values: Arc<Map<String, Value>>) -> Self {
         Self {
-            values,
+            values: ArgumentValues::Own(values),
             message: None,
         }
     }
@@ -235,14 +260,14 @@ impl From<Arc<Map<String, Value>>> for Arguments {
 
 impl PartialEq for Arguments {
     fn eq(&self, other: &Self) -> bool {
-        self.values == other.values
+        **self == **other
     }
 }
 
 impl std::fmt::Debug for Arguments {
     /// The values, as a map prints; never the message body.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.values.fmt(f)
+        (**self).fmt(f)
     }
 }
 
@@ -303,11 +328,9 @@ impl CompletionReference {
 
 /// One classified JSON-RPC request.
 ///
-/// The `name` and `arguments` of a `tools/call` or `prompts/get` are moved into [`Target`]
-/// rather than copied: a request's arguments can be large, and every allowed call would
-/// otherwise pay for a deep copy. [`McpRequest::param`] reads the other params;
-/// [`McpRequest::params`] puts the whole object back together for the rare reader that needs
-/// it (the continuation binding, a rewritten body, a held task).
+/// The params are kept whole, as the client sent them, and shared: the [`Target`] of a
+/// `tools/call` reads its arguments from them (see [`Arguments`]) rather than from a copy, so
+/// an allowed call pays for no deep copy of what may be large.
 #[derive(Clone, Debug)]
 pub(crate) struct McpRequest {
     pub id: Value,
@@ -316,30 +339,16 @@ pub(crate) struct McpRequest {
     pub method: Cow<'static, str>,
     /// The method's class in the method table, looked up once.
     pub class: MethodClass,
-    /// The params, less what `moved` says is in `target`.
-    rest: Map<String, Value>,
-    moved: Moved,
+    /// The params object, whole (empty when the request sent none).
+    params: Arc<Map<String, Value>>,
+    /// What the params name, as the policy is shown it.
     pub target: Target,
 }
 
-/// Which params classification moved into the target.
-#[derive(Clone, Copy, Debug, Default)]
-struct Moved {
-    /// `name`, a string, is the target's name.
-    name: bool,
-    /// `arguments`, an object, is the target's arguments.
-    arguments: bool,
-}
-
 impl McpRequest {
-    /// A top-level param other than the `name` and `arguments` of a tool or prompt call (read
-    /// those from [`McpRequest::target`]).
+    /// A top-level param.
     pub fn param(&self, key: &str) -> Option<&Value> {
-        debug_assert!(
-            !(self.moved.name && key == "name" || self.moved.arguments && key == "arguments"),
-            "params.{key} is in the target"
-        );
-        self.rest.get(key)
+        self.params.get(key)
     }
 
     /// `params._meta`, when it is an object (classification refuses any other type).
@@ -348,35 +357,17 @@ impl McpRequest {
     }
 
     /// The whole params object, as the client sent it.
-    pub fn params(&self) -> Cow<'_, Map<String, Value>> {
-        if !self.moved.name && !self.moved.arguments {
-            return Cow::Borrowed(&self.rest);
-        }
-        let mut params = self.rest.clone();
-        let (name, arguments): (_, &Map<String, Value>) = match &self.target {
-            Target::Tool { name, arguments } => (name, arguments),
-            Target::Prompt { name, arguments } => (name, arguments),
-            // Only tool and prompt calls move anything.
-            _ => return Cow::Owned(params),
-        };
-        if self.moved.name {
-            params.insert("name".to_owned(), Value::String(name.clone()));
-        }
-        if self.moved.arguments {
-            params.insert("arguments".to_owned(), Value::Object(Map::clone(arguments)));
-        }
-        Cow::Owned(params)
+    pub fn params(&self) -> &Map<String, Value> {
+        &self.params
     }
 }
 
 /// A classified message.
 #[derive(Debug)]
-#[allow(
-    clippy::large_enum_variant,
-    reason = "a request is the common case: boxing it would add an allocation to every call"
-)]
 pub(crate) enum Message {
-    Request(McpRequest),
+    /// A request, boxed: the router keeps it across every await of the request's future, and
+    /// a pointer keeps that future small.
+    Request(Box<McpRequest>),
     Notification,
     Response,
 }
@@ -403,29 +394,27 @@ pub(crate) fn classify<B: MessageBytes + ?Sized>(body: &B) -> Result<Message, Pr
         ));
     };
     let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
-    let mut params = params_of(envelope.params).map_err(|problem| refuse(&problem))?;
+    let params = Arc::new(params_of(envelope.params).map_err(|problem| refuse(&problem))?);
     let (method, class) = known_method(method);
-    let (target, moved) = match &*method {
+    let target = match &*method {
         "tools/call" | "prompts/get" => {
-            let (mut target, moved) = call_target(&method, &mut params).map_err(refuse)?;
-            if let (Target::Tool { arguments, .. }, true) = (&mut target, moved.arguments) {
+            let mut target = call_target(&method, &params).map_err(refuse)?;
+            if let Target::Tool { arguments, .. } = &mut target
+                && params.get("arguments").is_some_and(Value::is_object)
+            {
                 arguments.message = Some(body.kept());
             }
-            (target, moved)
+            target
         }
-        _ => (
-            target_of(&method, &params).map_err(refuse)?,
-            Moved::default(),
-        ),
+        _ => target_of(&method, &params).map_err(refuse)?,
     };
-    Ok(Message::Request(McpRequest {
+    Ok(Message::Request(Box::new(McpRequest {
         id,
         method,
         class,
-        rest: params,
-        moved,
+        params,
         target,
-    }))
+    })))
 }
 
 /// The body read strictly as one JSON-RPC object (no batch, no duplicate key).
@@ -541,54 +530,34 @@ fn known_method(method: Cow<'_, str>) -> (Cow<'static, str>, MethodClass) {
     }
 }
 
-/// The target of a `tools/call` or `prompts/get`: its `name` and `arguments` are moved out of
-/// `params`, not copied. An absent or `null` `arguments` stays where it is (the target gets
-/// an empty map), so that [`McpRequest::params`] gives back exactly what was sent.
-fn call_target(
-    method: &str,
-    params: &mut Map<String, Value>,
-) -> Result<(Target, Moved), &'static str> {
+/// The target of a `tools/call` or `prompts/get`: its `name`, and its `arguments` read in
+/// place (a tool's) or copied (a prompt's, a few strings). An absent or `null` `arguments` is
+/// an empty map.
+fn call_target(method: &str, params: &Arc<Map<String, Value>>) -> Result<Target, &'static str> {
     let is_tool = method == "tools/call";
     let name_missing = if is_tool {
         "tools/call needs a string params.name"
     } else {
         "prompts/get needs a string params.name"
     };
-    // Checked before anything moves: a refusal leaves `params` as it was.
-    string_param(params, "name", name_missing)?;
+    let name = string_param(params, "name", name_missing)?.to_owned();
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => None,
         Some(Value::Object(arguments)) => Some(arguments),
         Some(_) => return Err("params.arguments must be an object"),
     };
-    if !is_tool && !arguments.is_none_or(|a| a.values().all(Value::is_string)) {
+    if is_tool {
+        let arguments = Arguments {
+            values: ArgumentValues::InParams(Arc::clone(params)),
+            message: None,
+        };
+        return Ok(Target::Tool { name, arguments });
+    }
+    if !arguments.is_none_or(|a| a.values().all(Value::is_string)) {
         return Err("prompt arguments must be strings");
     }
-    let moved = Moved {
-        name: true,
-        arguments: arguments.is_some(),
-    };
-    let Some(Value::String(name)) = params.remove("name") else {
-        return Err(name_missing);
-    };
-    // An absent or `null` `arguments` is left where it is.
-    let arguments = match moved
-        .arguments
-        .then(|| params.remove("arguments"))
-        .flatten()
-    {
-        Some(Value::Object(arguments)) => Arc::new(arguments),
-        _ => Arc::default(),
-    };
-    let target = if is_tool {
-        Target::Tool {
-            name,
-            arguments: arguments.into(),
-        }
-    } else {
-        Target::Prompt { name, arguments }
-    };
-    Ok((target, moved))
+    let arguments = Arc::new(arguments.cloned().unwrap_or_default());
+    Ok(Target::Prompt { name, arguments })
 }
 
 fn string_param<'a>(
@@ -673,7 +642,7 @@ mod tests {
 
     fn request(body: &str) -> McpRequest {
         match classify(body.as_bytes()) {
-            Ok(Message::Request(r)) => r,
+            Ok(Message::Request(r)) => *r,
             other => panic!("{body}: {other:?}"),
         }
     }
@@ -864,9 +833,8 @@ mod tests {
                 }
             }
 
-            /// The params a tool or prompt call is put back together from (for the
-            /// continuation binding, a rewritten body, a held task) are exactly those sent,
-            /// whatever classification moved into the target.
+            /// The params a request keeps (for the continuation binding, a rewritten body, a
+            /// held task) are exactly those sent, whatever its target reads of them.
             #[test]
             fn whole_params_are_given_back_exactly(
                 parts in proptest::collection::vec(fragment(), 0..5),
@@ -875,7 +843,7 @@ mod tests {
                 let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"{method}","params":{{{}}}}}"#, parts.join(","));
                 if let Ok(Message::Request(request)) = classify(body.as_bytes()) {
                     let plain: Value = serde_json::from_slice(body.as_bytes()).expect("plain parse");
-                    prop_assert_eq!(Value::Object(request.params().into_owned()), plain["params"].clone());
+                    prop_assert_eq!(Value::Object(request.params().clone()), plain["params"].clone());
                     prop_assert_eq!(request.param("_meta"), plain["params"].get("_meta"));
                 }
             }

@@ -52,7 +52,6 @@ pub(crate) async fn discover<S: Inner>(
     body: Bytes,
     request: &McpRequest,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
-    let settings = settings;
     let limits = &settings.requests;
     let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
     let refuse = |problem| {
@@ -137,7 +136,6 @@ pub(crate) async fn side_request<S: Inner>(
     id: &Value,
     mut params: Map<String, Value>,
 ) -> Option<Map<String, Value>> {
-    let settings = settings;
     if let Some(meta) = request.meta() {
         params.insert("_meta".into(), Value::Object(meta.clone()));
     }

@@ -238,7 +238,7 @@ pub(crate) async fn learn_tools<S: Inner>(
 async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option<Reply> {
     let request = &call.request;
     let params = request.params();
-    let targets: Vec<Target> = match listen_uris(&params) {
+    let targets: Vec<Target> = match listen_uris(params) {
         Ok(uris) if uris.is_empty() => vec![Target::None],
         Ok(uris) => uris
             .into_iter()

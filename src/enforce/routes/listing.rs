@@ -115,7 +115,7 @@ impl ListRequest<'_> {
         let inner_cursor = state
             .open_cursor(binding, cursor)
             .map_err(|error| ProtocolError::invalid_params(error.to_string()))?;
-        let mut params = self.request.params().into_owned();
+        let mut params = self.request.params().clone();
         params.insert("cursor".into(), inner_cursor.into());
         let (id, method) = (&self.request.id, &self.request.method);
         let message =
@@ -205,6 +205,51 @@ impl ListRequest<'_> {
     }
 }
 
+/// How a ruling on one listed entry is said: the entry shown or hidden.
+struct Entry<'a> {
+    /// Entries whose remedy the client can act on stay listed.
+    list_remediable: bool,
+    request: &'a McpRequest,
+}
+
+impl Express for Entry<'_> {
+    type Then = Result<bool, Reply>;
+
+    async fn express(self, ruling: Ruling) -> Judged<Self::Then> {
+        let (decision, remedy, shown) = match ruling {
+            Ruling::Allow => (DecisionKind::Allow, None, true),
+            // A remedy the client can act on keeps the entry listed only when asked for.
+            Ruling::Ask { .. } => (DecisionKind::Ask, None, self.list_remediable),
+            Ruling::Deny(remedy) => {
+                let shown = self.list_remediable && remedy.is_actionable();
+                (DecisionKind::Deny, Some(RemedyKind::of(&remedy)), shown)
+            }
+            Ruling::Abstain => (DecisionKind::Abstain, None, false),
+            Ruling::Failed(failure) => {
+                let refusal = Refusal::PolicyFailed {
+                    kind: failure.kind(),
+                    error: failure.to_string(),
+                };
+                return Judged {
+                    said: Said::refused(refusal),
+                    then: Err(internal_error(self.request)),
+                };
+            }
+        };
+        let expressed_as = if shown {
+            Expressed::Shown
+        } else {
+            Expressed::Hidden
+        };
+        let mut said = Said::plain(decision).expressed(expressed_as);
+        said.remediation = remedy;
+        Judged {
+            said,
+            then: Ok(shown),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -251,50 +296,5 @@ mod tests {
             )
             .is_none()
         );
-    }
-}
-
-/// How a ruling on one listed entry is said: the entry shown or hidden.
-struct Entry<'a> {
-    /// Entries whose remedy the client can act on stay listed.
-    list_remediable: bool,
-    request: &'a McpRequest,
-}
-
-impl Express for Entry<'_> {
-    type Then = Result<bool, Reply>;
-
-    async fn express(self, ruling: Ruling) -> Judged<Self::Then> {
-        let (decision, remedy, shown) = match ruling {
-            Ruling::Allow => (DecisionKind::Allow, None, true),
-            // A remedy the client can act on keeps the entry listed only when asked for.
-            Ruling::Ask { .. } => (DecisionKind::Ask, None, self.list_remediable),
-            Ruling::Deny(remedy) => {
-                let shown = self.list_remediable && remedy.is_actionable();
-                (DecisionKind::Deny, Some(RemedyKind::of(&remedy)), shown)
-            }
-            Ruling::Abstain => (DecisionKind::Abstain, None, false),
-            Ruling::Failed(failure) => {
-                let refusal = Refusal::PolicyFailed {
-                    kind: failure.kind(),
-                    error: failure.to_string(),
-                };
-                return Judged {
-                    said: Said::refused(refusal),
-                    then: Err(internal_error(self.request)),
-                };
-            }
-        };
-        let expressed_as = if shown {
-            Expressed::Shown
-        } else {
-            Expressed::Hidden
-        };
-        let mut said = Said::plain(decision).expressed(expressed_as);
-        said.remediation = remedy;
-        Judged {
-            said,
-            then: Ok(shown),
-        }
     }
 }

@@ -139,7 +139,7 @@ pub(crate) async fn hold(
     let tasks = &settings.tasks;
     let call = HeldCall::new(
         request.method.clone(),
-        Value::Object(request.params().into_owned()),
+        Value::Object(request.params().clone()),
         protocol.protocol_version.clone().unwrap_or_default(),
         settings.resource.uri.as_str(),
     );
@@ -571,7 +571,7 @@ fn held_request(record: &TaskRecord) -> Option<(Bytes, McpRequest)> {
             .to_string(),
     );
     match classify(&body) {
-        Ok(Message::Request(held)) if held.method == "tools/call" => Some((body, held)),
+        Ok(Message::Request(held)) if held.method == "tools/call" => Some((body, *held)),
         _ => None,
     }
 }
