@@ -361,6 +361,7 @@ impl Binding<'_> {
 /// Which gateway interaction a state continues.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Interaction {
     /// A URL approval.
     Url,

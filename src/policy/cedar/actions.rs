@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 use cedar_policy::{ActionConstraint, Entities, EntityUid, PolicySet, Schema, SchemaFragment};
 use serde_json::Value;
 
-use super::load::CedarError;
+use crate::error::CedarError;
 use super::mapping::Names;
 
 /// What evaluating one action needs.
