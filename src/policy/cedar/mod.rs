@@ -388,3 +388,84 @@ impl Policy for CedarPolicy {
 mod recipes {
     #![doc = include_str!("../../../docs/cedar.md")]
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Principal;
+    use crate::policy::Decision;
+
+    const SCHEMA: &str = r#"namespace Demo {
+        @mcp_principal("User")
+        entity User = { issuer: String, subject: String, client_id: String, scopes: Set<String>, claims: {} };
+        @mcp_resource("McpServer")
+        entity McpServer;
+        @mcp_context("gate")
+        type Gate = { era: String, phase: String, protocol_version: String, elicitation_form: Bool,
+                      elicitation_url: Bool, tasks: Bool, approved_by: String };
+        type App = { on_call: Bool };
+        action "page" appliesTo {
+            principal: [User], resource: [McpServer], context: { input: {}, gate: Gate, app: App }
+        };
+    }"#;
+
+    /// Permits a page only to whoever the hook says is on call.
+    const POLICIES: &str = "permit(principal, action, resource) when { context.app.on_call };";
+
+    fn evaluation() -> Evaluation {
+        let principal = Principal::builder()
+            .issuer("https://as.example")
+            .subject("alice")
+            .build()
+            .expect("a principal");
+        Evaluation::builder(principal)
+            .tool("page", json!({}))
+            .build()
+            .expect("an evaluation")
+    }
+
+    fn with_hook(builder: CedarPolicyBuilder) -> CedarPolicy {
+        builder
+            .schema_text("schema.cedarschema", SCHEMA)
+            .policies_text("page.cedar", POLICIES)
+            .build()
+            .expect("the policy builds")
+    }
+
+    #[tokio::test]
+    async fn a_hook_returns_a_value_or_a_result() {
+        let plain = with_hook(
+            CedarPolicy::builder().context_hook(|_| async { json!({ "on_call": true }) }),
+        );
+        assert_eq!(
+            plain.evaluate(evaluation()).await.ok(),
+            Some(Decision::Allow)
+        );
+        let off = with_hook(
+            CedarPolicy::builder().context_hook(|_| async { json!({ "on_call": false }) }),
+        );
+        assert!(matches!(
+            off.evaluate(evaluation()).await,
+            Ok(Decision::Deny(_))
+        ));
+
+        let fallible = with_hook(
+            CedarPolicy::builder()
+                .context_hook(|_| async { Ok::<_, std::io::Error>(json!({ "on_call": true })) }),
+        );
+        assert_eq!(
+            fallible.evaluate(evaluation()).await.ok(),
+            Some(Decision::Allow)
+        );
+        let failing = with_hook(CedarPolicy::builder().context_hook(|_| async {
+            Err::<Value, _>(std::io::Error::other("the roster is unreachable"))
+        }));
+        let error = failing.evaluate(evaluation()).await.err();
+        assert_eq!(
+            error.map(|e| e.to_string()),
+            Some("the roster is unreachable".to_owned())
+        );
+    }
+}
