@@ -5,10 +5,13 @@
 //!
 //! ```text
 //! cargo run --features cedar --example cedar_schema -- \
-//!     --url http://127.0.0.1:8081/mcp --stub my.cedarschema --out policies/
+//!     --url http://127.0.0.1:3000/mcp --stub my.cedarschema --out policies/
 //! ```
 //!
 //! Point it at the inner server (not the gate), or give `--token` for a server that wants one.
+//! Through the gate, the list is the one its policy shows that token's caller: a tool hidden
+//! from the caller is missing from the schema (`docs/cedar.md`, "Schemas from the server",
+//! runs it against the example server, whose MCP endpoint is `127.0.0.1:8080/mcp`).
 //! Without `--stub`, the gate's own stub (`GATE_SCHEMA_STUB`, namespace `Gate`) is used. It
 //! speaks the 2025-11-25 handshake (`initialize`, then `tools/list` in that session), which
 //! servers of both eras answer.

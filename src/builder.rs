@@ -728,6 +728,13 @@ impl GateBuilder {
 
     /// The HTTP client for discovery, JWKS and introspection (default: a new client on the TLS
     /// stack the features chose, following no redirects).
+    ///
+    /// It takes reqwest's own `Client`, not a type of this crate, on purpose: what a caller
+    /// brings here is a client already built with reqwest's builder (its proxy, root
+    /// certificates, TLS provider, connection pool), and a wrapper could not hide reqwest: its
+    /// `From<reqwest::Client>` would name reqwest in this API all the same, so a reqwest major
+    /// release is a breaking change either way. Remote keys are fetched over reqwest by
+    /// definition (the `jwks` feature), so the type is the point of the option.
     #[cfg(feature = "jwks")]
     pub fn http_client(mut self, client: reqwest::Client) -> Self {
         self.http_client = Some(client);

@@ -3,6 +3,12 @@
 //! Request-time refusals are a different type, [`AuthError`](crate::AuthError): a
 //! `ConfigError` never reaches a client, and an `AuthError` never stops a server from starting.
 
+#[cfg(feature = "cedar")]
+mod cedar;
+
+#[cfg(feature = "cedar")]
+pub use cedar::{CedarError, Diagnostic};
+
 /// A mistake in the layer's configuration, reported by [`GateBuilder::build`](crate::GateBuilder::build).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -99,5 +105,5 @@ pub enum ConfigError {
     #[cfg(feature = "cedar")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cedar")))]
     #[error(transparent)]
-    Cedar(#[from] crate::policy::cedar::CedarError),
+    Cedar(#[from] CedarError),
 }

@@ -135,6 +135,7 @@ mod judge;
 pub mod layer;
 pub mod mcp;
 pub mod policy;
+mod random;
 #[cfg(feature = "redis")]
 mod redis_client;
 mod replay;
@@ -156,9 +157,65 @@ pub use error::ConfigError;
 pub use gate::Gate;
 pub use layer::{GateBody, GateLayer, GateService, ResponseFuture};
 pub use policy::{Decision, Evaluation, Remediation};
+pub use random::RandomnessUnavailable;
 pub use resource::{METADATA_WELL_KNOWN, ResourceUri};
 
-/// The README's Rust examples, compiled as doctests so that the quick start cannot rot.
+/// The Rust recipes of the README and of `docs/`, compiled (and run, unless a block says
+/// `no_run`) as doctests, so that none can rot. The guide's are [`guide`]'s own doctests, the
+/// Cedar page's are `policy::cedar`'s (feature `cedar`). Pages with no Rust block are here too:
+/// an untagged block added to one fails as Rust.
 #[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-pub struct ReadmeDoctests;
+mod recipes {
+    mod readme {
+        #![doc = include_str!("../README.md")]
+    }
+    mod benchmarks {
+        #![doc = include_str!("../docs/benchmarks.md")]
+    }
+    mod example_server {
+        #![doc = include_str!("../docs/example-server.md")]
+    }
+    mod methods {
+        #![doc = include_str!("../docs/methods.md")]
+    }
+    #[cfg(feature = "redis")]
+    mod replicas {
+        #![doc = include_str!("../docs/replicas.md")]
+    }
+    #[cfg(feature = "redis")]
+    mod security {
+        #![doc = include_str!("../docs/security.md")]
+    }
+    mod testing {
+        #![doc = include_str!("../docs/testing.md")]
+    }
+    mod troubleshooting {
+        #![doc = include_str!("../docs/troubleshooting.md")]
+    }
+    mod wire {
+        mod index {
+            #![doc = include_str!("../docs/wire/README.md")]
+        }
+        mod ask {
+            #![doc = include_str!("../docs/wire/ask.md")]
+        }
+        mod credential {
+            #![doc = include_str!("../docs/wire/credential.md")]
+        }
+        mod scope {
+            #![doc = include_str!("../docs/wire/scope.md")]
+        }
+        mod task {
+            #![doc = include_str!("../docs/wire/task.md")]
+        }
+        mod unavailable {
+            #![doc = include_str!("../docs/wire/unavailable.md")]
+        }
+        mod undisclosed {
+            #![doc = include_str!("../docs/wire/undisclosed.md")]
+        }
+        mod url {
+            #![doc = include_str!("../docs/wire/url.md")]
+        }
+    }
+}

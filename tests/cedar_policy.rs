@@ -1044,7 +1044,7 @@ fn model_policy() -> CedarPolicy {
         .claims(["dept"])
         .context_hook(|evaluation: Evaluation| async move {
             let trusted = evaluation.principal().client_id() == Some("cli-trusted");
-            Ok::<_, std::convert::Infallible>(json!({ "trusted_client": trusted }))
+            json!({ "trusted_client": trusted })
         })
         .build()
         .unwrap_or_else(|e| panic!("the model builds: {e}"))

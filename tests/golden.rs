@@ -176,18 +176,16 @@ fn parse_decision(dsl: &Value) -> Result<Decision, String> {
                 "url" => {
                     let url = value.as_object().ok_or("deny.url must be an object")?;
                     only_keys(url, &["url", "message", "input_key"], "deny.url")?;
-                    let decision = Decision::url(
+                    let remedy = Remediation::url(
                         string(url.get("url").unwrap_or(&Value::Null), "deny.url.url")?,
                         string(
                             url.get("message").unwrap_or(&Value::Null),
                             "deny.url.message",
                         )?,
                     );
-                    match (decision, url.get("input_key")) {
-                        (Decision::Deny(remediation), Some(key)) => Decision::from(
-                            remediation.input_key(string(key, "deny.url.input_key")?),
-                        ),
-                        (decision, _) => decision,
+                    match url.get("input_key") {
+                        Some(key) => remedy.input_key(string(key, "deny.url.input_key")?).into(),
+                        None => remedy.into(),
                     }
                 }
                 "task" => Decision::task(string(value, "deny.task")?),
@@ -3332,13 +3330,12 @@ async fn a_url_round_trip_through_the_layer() {
             // the user agreed to open the page.
             Decision::allow()
         }
-        _ => match Decision::url(
+        _ => Remediation::url(
             "https://mcp.example.com/approve/fld_77",
             "Approve access to this folder, then retry.",
-        ) {
-            Decision::Deny(remediation) => Decision::from(remediation.input_key("approve_folder")),
-            other => other,
-        },
+        )
+        .input_key("approve_folder")
+        .into(),
     };
     let first = parse_request(&request_for(&modern_url(), &list_folder(), json!(64))).unwrap();
     for revision in [REV_CURRENT, REV_6BFF] {

@@ -14,7 +14,6 @@
 //! Outside a call of its tool (other tools, lists) an attribute holds its default: `false`,
 //! `false`, `""`. `tests/cedar_equivalence.rs` proves the two policies answer alike.
 
-use std::convert::Infallible;
 use std::path::Path;
 
 use mcp_gate::ConfigError;
@@ -41,7 +40,7 @@ pub fn cedar_policy(
         .server(SERVER)
         .context_hook(move |evaluation| {
             let app = app_context(&evaluation, &approvals, &origin);
-            std::future::ready(Ok::<_, Infallible>(app))
+            std::future::ready(app)
         })
         .build()
 }

@@ -14,6 +14,7 @@ use crate::headers::fixed_response;
 
 /// RFC 9728 Protected Resource Metadata, as the layer publishes it.
 #[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
 pub struct ProtectedResourceMetadata {
     /// The canonical resource URI, exactly what clients must use as `resource`.
     pub resource: String,

@@ -17,6 +17,7 @@ use super::Principal;
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct Owner {
     /// The token's issuer.
     pub issuer: String,

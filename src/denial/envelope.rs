@@ -9,6 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Map, Value};
 
 use super::revision::{Family, Revision};
+use crate::random::RandomnessUnavailable;
 
 /// Where result-based revisions put the envelope (`_meta` of a result, or `error.data`).
 pub const ENVELOPE_KEY: &str = "io.modelcontextprotocol/authorization";
@@ -47,9 +48,9 @@ impl RemediationState {
 /// Derived from nothing about the request, the caller or the policy. Without a working
 /// random source there is no handle, and the denial becomes an internal error rather than a
 /// response sharing a guessable id.
-pub fn new_context_id() -> Result<String, getrandom::Error> {
+pub fn new_context_id() -> Result<String, RandomnessUnavailable> {
     let mut bytes = [0u8; 16];
-    getrandom::fill(&mut bytes)?;
+    crate::random::fill(&mut bytes)?;
     Ok(format!("actx_{}", URL_SAFE_NO_PAD.encode(bytes)))
 }
 

@@ -5,7 +5,14 @@
 //! | `Scope` | 403 `insufficient_scope` challenge listing every scope the operation needs |
 //! | `Credential` | by default a challenge: `error="insufficient_authorization"` with a base64url `authorization_remediation`; or a result / JSON-RPC error with an `authorization_remediation` hint; or both where the revision allows it |
 //! | `Unavailable`, `Undisclosed` | `tools/call`: a `CallToolResult` with `isError: true` and the envelope; other methods: a JSON-RPC error (configurable code, default `-32003`) with the envelope in `error.data` |
-//! | `Url`, `Task`, `Ask` | rendered as `Undisclosed` with the remedy in text, until their flows are built |
+//! | `Url` | under an error-based revision, for a legacy session that declared `elicitation.url`: the 2025-11-25 `-32042` URL elicitation error; for anyone the layer's URL round trip cannot reach: `Undisclosed`, the approval page in the text |
+//! | `Task` | for a request that cannot hold a task: `Undisclosed`, the remedy in the text |
+//! | `Ask` (and a confirmation not given) | for a client that cannot be asked: `Undisclosed`, the remedy in the text |
+//!
+//! The flows themselves are built elsewhere, and call back here for their answers: a modern
+//! URL approval or confirmation is an `input_required` result (`DenialContext::input_required`,
+//! with the signed state from `continuation`), asked by the layer's interactive round trip; a
+//! held call is a task (`tasks::wire`). This module renders only what is said on the wire.
 //!
 //! Modern requests get `resultType: "complete"` on results; legacy requests never see
 //! `resultType`. Error-based revisions answer every policy denial with a JSON-RPC error.

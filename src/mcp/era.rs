@@ -87,6 +87,7 @@ impl ClientCapabilities {
 
 /// The era, version and capabilities that apply to one request.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct ProtocolContext {
     /// Modern or legacy.
     pub era: Era,

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 /// Which of the layer's own round trips a state continues, and a retry answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Interaction {
     /// A URL approval.
     Url,

@@ -3,6 +3,9 @@
 
 use serde_json::Value;
 
+/// The input key of a URL remedy unless [`UrlRemedy::input_key`] names another.
+const DEFAULT_INPUT_KEY: &str = "approval";
+
 /// The outcome of one evaluation.
 ///
 /// ```
@@ -119,16 +122,12 @@ impl Decision {
 
     /// Deny until a token carries these authorization details (reference derived).
     pub fn credential<I: IntoIterator<Item = Value>>(authorization_details: I) -> Self {
-        Decision::Deny(Remediation::credential(authorization_details))
+        Remediation::credential(authorization_details).into()
     }
 
     /// Deny until the user approves at `url`; the input key is `"approval"`.
     pub fn url(url: impl Into<String>, message: impl Into<String>) -> Self {
-        Decision::Deny(Remediation::Url {
-            url: url.into(),
-            message: message.into(),
-            input_key: "approval".into(),
-        })
+        Remediation::url(url, message).into()
     }
 
     /// Hold the call until someone decides out of band.
@@ -164,42 +163,46 @@ impl Decision {
 }
 
 impl Remediation {
-    /// A credential remedy with a derived reference and no message.
-    pub fn credential<I: IntoIterator<Item = Value>>(authorization_details: I) -> Self {
-        Remediation::Credential {
+    /// A credential remedy, reference derived and no message: a [`CredentialRemedy`] whose
+    /// modifiers set its reference and message, then `.into()` a [`Remediation`] or a
+    /// [`Decision`].
+    ///
+    /// ```
+    /// use mcp_gate::policy::{Decision, Remediation};
+    /// use serde_json::json;
+    ///
+    /// let decision: Decision = Remediation::credential([json!({"type": "payment_initiation"})])
+    ///     .single_use()
+    ///     .message("Approve this payment.")
+    ///     .into();
+    /// assert!(matches!(decision, Decision::Deny(Remediation::Credential { .. })));
+    /// ```
+    pub fn credential<I: IntoIterator<Item = Value>>(authorization_details: I) -> CredentialRemedy {
+        CredentialRemedy {
             authorization_details: authorization_details.into_iter().collect(),
             reference: CredentialReference::Derived,
             message: None,
         }
     }
 
-    /// Marks a credential remedy single-use (no `authorization_reference`).
-    pub fn single_use(self) -> Self {
-        self.with_reference(CredentialReference::SingleUse)
-    }
-
-    /// Sets a credential remedy's reference.
-    pub fn with_reference(mut self, new: CredentialReference) -> Self {
-        if let Remediation::Credential { reference, .. } = &mut self {
-            *reference = new;
+    /// A URL approval remedy, input key `"approval"`: a [`UrlRemedy`] whose
+    /// [`input_key`](UrlRemedy::input_key) names another key, then `.into()` a
+    /// [`Remediation`] or a [`Decision`].
+    ///
+    /// ```
+    /// use mcp_gate::policy::{Decision, Remediation};
+    ///
+    /// let decision: Decision = Remediation::url("https://mcp.example.com/approve/7", "Approve, then retry.")
+    ///     .input_key("approve_folder")
+    ///     .into();
+    /// assert!(matches!(&decision, Decision::Deny(Remediation::Url { input_key, .. }) if input_key == "approve_folder"));
+    /// ```
+    pub fn url(url: impl Into<String>, message: impl Into<String>) -> UrlRemedy {
+        UrlRemedy {
+            url: url.into(),
+            message: message.into(),
+            input_key: DEFAULT_INPUT_KEY.into(),
         }
-        self
-    }
-
-    /// Sets a credential remedy's message.
-    pub fn message(mut self, text: impl Into<String>) -> Self {
-        if let Remediation::Credential { message, .. } = &mut self {
-            *message = Some(text.into());
-        }
-        self
-    }
-
-    /// Sets a URL remedy's input key.
-    pub fn input_key(mut self, key: impl Into<String>) -> Self {
-        if let Remediation::Url { input_key, .. } = &mut self {
-            *input_key = key.into();
-        }
-        self
     }
 
     /// Whether the client can act on this remedy (a scope step-up, a credential, a URL
@@ -235,5 +238,142 @@ impl Remediation {
 impl From<Remediation> for Decision {
     fn from(remediation: Remediation) -> Self {
         Decision::Deny(remediation)
+    }
+}
+
+/// A credential remedy being built ([`Remediation::credential`]): its modifiers exist only
+/// here, so none can be called on a remedy it would not change. Becomes a
+/// [`Remediation::Credential`] (or a [`Decision`] denying with it) through `.into()`.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use = "a remedy does nothing until it is turned into a Decision"]
+pub struct CredentialRemedy {
+    authorization_details: Vec<Value>,
+    reference: CredentialReference,
+    message: Option<String>,
+}
+
+impl CredentialRemedy {
+    /// No `authorization_reference`: the credential is meant for one use only.
+    pub fn single_use(self) -> Self {
+        self.with_reference(CredentialReference::SingleUse)
+    }
+
+    /// How `authorization_reference` is filled in (derived by default).
+    pub fn with_reference(mut self, reference: CredentialReference) -> Self {
+        self.reference = reference;
+        self
+    }
+
+    /// The text shown to the user.
+    pub fn message(mut self, text: impl Into<String>) -> Self {
+        self.message = Some(text.into());
+        self
+    }
+}
+
+impl From<CredentialRemedy> for Remediation {
+    fn from(remedy: CredentialRemedy) -> Self {
+        Remediation::Credential {
+            authorization_details: remedy.authorization_details,
+            reference: remedy.reference,
+            message: remedy.message,
+        }
+    }
+}
+
+impl From<CredentialRemedy> for Decision {
+    fn from(remedy: CredentialRemedy) -> Self {
+        Decision::Deny(remedy.into())
+    }
+}
+
+/// A URL approval remedy being built ([`Remediation::url`]): its one modifier,
+/// [`input_key`](Self::input_key), exists only here. Becomes a [`Remediation::Url`] (or a
+/// [`Decision`] denying with it) through `.into()`.
+#[derive(Clone, Debug, PartialEq)]
+#[must_use = "a remedy does nothing until it is turned into a Decision"]
+pub struct UrlRemedy {
+    url: String,
+    message: String,
+    input_key: String,
+}
+
+impl UrlRemedy {
+    /// The key of the input request in the multi-round-trip result (default `"approval"`).
+    pub fn input_key(mut self, key: impl Into<String>) -> Self {
+        self.input_key = key.into();
+        self
+    }
+}
+
+impl From<UrlRemedy> for Remediation {
+    fn from(remedy: UrlRemedy) -> Self {
+        Remediation::Url {
+            url: remedy.url,
+            message: remedy.message,
+            input_key: remedy.input_key,
+        }
+    }
+}
+
+impl From<UrlRemedy> for Decision {
+    fn from(remedy: UrlRemedy) -> Self {
+        Decision::Deny(remedy.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_builders_make_the_variants_they_name() {
+        let details = json!({"type": "payment_initiation"});
+        assert_eq!(
+            Remediation::from(
+                Remediation::credential([details.clone()])
+                    .with_reference(CredentialReference::Fixed("r1".into()))
+                    .message("Pay?")
+            ),
+            Remediation::Credential {
+                authorization_details: vec![details.clone()],
+                reference: CredentialReference::Fixed("r1".into()),
+                message: Some("Pay?".into()),
+            }
+        );
+        assert_eq!(
+            Decision::from(Remediation::credential([details.clone()]).single_use()),
+            Decision::Deny(Remediation::Credential {
+                authorization_details: vec![details.clone()],
+                reference: CredentialReference::SingleUse,
+                message: None,
+            })
+        );
+        assert_eq!(
+            Decision::credential([details.clone()]),
+            Decision::Deny(Remediation::Credential {
+                authorization_details: vec![details],
+                reference: CredentialReference::Derived,
+                message: None,
+            })
+        );
+        assert_eq!(
+            Decision::url("https://a.example/ok", "Approve."),
+            Decision::Deny(Remediation::Url {
+                url: "https://a.example/ok".into(),
+                message: "Approve.".into(),
+                input_key: "approval".into(),
+            })
+        );
+        assert_eq!(
+            Remediation::from(Remediation::url("https://a.example/ok", "Approve.").input_key("k")),
+            Remediation::Url {
+                url: "https://a.example/ok".into(),
+                message: "Approve.".into(),
+                input_key: "k".into(),
+            }
+        );
     }
 }

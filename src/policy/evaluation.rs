@@ -42,6 +42,7 @@ pub enum Phase {
 
 /// The out-of-band approval of a held call, shown to `evaluate` before the call runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Approval {
     /// The task that held the call.
     pub task_id: String,

@@ -78,7 +78,7 @@ use std::time::Duration;
 use crate::contain::{Contained, contained};
 
 pub use answered::{Answered, InputAction, Interaction};
-pub use decision::{CredentialReference, Decision, Remediation};
+pub use decision::{CredentialReference, CredentialRemedy, Decision, Remediation, UrlRemedy};
 pub use details::authorization_details_cover;
 pub(crate) use evaluation::EvaluationData;
 pub use evaluation::{Approval, Evaluation, EvaluationBuilder, EvaluationError, Phase};

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::store::StoreError;
+use crate::random::RandomnessUnavailable;
 
 /// The record format this build writes and reads. A record with any other version is refused
 /// with [`StoreError::UnsupportedSchema`].
@@ -48,9 +49,9 @@ pub struct TaskId(String);
 
 impl TaskId {
     /// A fresh id from the operating system's random source.
-    pub fn generate() -> Result<Self, getrandom::Error> {
+    pub fn generate() -> Result<Self, RandomnessUnavailable> {
         let mut bytes = [0u8; 16];
-        getrandom::fill(&mut bytes)?;
+        crate::random::fill(&mut bytes)?;
         Ok(Self(format!(
             "{ID_PREFIX}{}",
             URL_SAFE_NO_PAD.encode(bytes)
@@ -114,6 +115,7 @@ pub type TaskOwner = crate::auth::Owner;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TaskStatus {
     /// Waiting for a decision.
     Working,
@@ -185,6 +187,7 @@ impl fmt::Display for TaskStatus {
 /// The held call: what the owner asked for, as it will be run on approval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct HeldCall {
     /// The JSON-RPC method (`tools/call`).
     pub method: String,
@@ -228,6 +231,7 @@ impl HeldCall {
 /// The out-of-band decision on a task.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum TaskDecision {
     /// Approved by `by` (an approver's name, for the record).
     Approved {
@@ -260,6 +264,7 @@ pub struct TaskError {
 /// `created_at`, whatever its status.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TaskRecord {
     /// The record format, [`SCHEMA_VERSION`] when written by this build.
     pub schema_version: u32,
@@ -301,7 +306,7 @@ impl TaskRecord {
         context_id: impl Into<String>,
         ttl_ms: u64,
         poll_interval_ms: u64,
-    ) -> Result<Self, getrandom::Error> {
+    ) -> Result<Self, RandomnessUnavailable> {
         let now = now_ms();
         Ok(Self {
             schema_version: SCHEMA_VERSION,

@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 use cedar_policy::{ActionConstraint, Entities, EntityUid, PolicySet, Schema, SchemaFragment};
 use serde_json::Value;
 
-use super::load::CedarError;
 use super::mapping::Names;
+use crate::error::CedarError;
 
 /// What evaluating one action needs.
 pub(super) struct ActionPolicies {

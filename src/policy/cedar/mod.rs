@@ -79,7 +79,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use load::{CedarError, Diagnostic, Source};
+pub use crate::error::{CedarError, Diagnostic};
+pub use load::Source;
 pub use schema::{GATE_SCHEMA_STUB, generate_schema};
 
 use self::load::{Loaded, Sources};
@@ -90,6 +91,47 @@ use crate::error::ConfigError;
 pub type HookFuture = Pin<Box<dyn Future<Output = Result<Value, BoxError>> + Send>>;
 
 type Hook = Arc<dyn Fn(Evaluation) -> HookFuture + Send + Sync>;
+
+/// What a context hook's future may produce: the `context.app` value, or a
+/// `Result<Value, E>` whose error converts into a [`BoxError`].
+///
+/// Sealed, like [`IntoDecision`](crate::policy::IntoDecision): these two shapes are the only
+/// ones.
+///
+/// ```
+/// use mcp_gate::policy::cedar::IntoContext;
+/// use serde_json::json;
+///
+/// assert_eq!(json!({"on_call": true}).into_context().ok(), Some(json!({"on_call": true})));
+/// let failed: Result<serde_json::Value, std::io::Error> = Err(std::io::Error::other("down"));
+/// assert!(failed.into_context().is_err());
+/// ```
+pub trait IntoContext: sealed::Sealed {
+    /// The value, or the error that fails the request.
+    fn into_context(self) -> Result<Value, BoxError>;
+}
+
+impl IntoContext for Value {
+    fn into_context(self) -> Result<Value, BoxError> {
+        Ok(self)
+    }
+}
+
+impl<E: Into<BoxError>> IntoContext for Result<Value, E> {
+    fn into_context(self) -> Result<Value, BoxError> {
+        self.map_err(Into::into)
+    }
+}
+
+mod sealed {
+    use serde_json::Value;
+
+    /// Keeps [`IntoContext`](super::IntoContext) to the shapes this crate names.
+    pub trait Sealed {}
+
+    impl Sealed for Value {}
+    impl<E> Sealed for Result<Value, E> {}
+}
 
 /// What does not change on reload.
 struct Settings {
@@ -196,16 +238,31 @@ impl CedarPolicyBuilder {
     /// Computes `context.app` before each evaluation: application state a policy needs (an
     /// approval already recorded, whether the token's `authorization_details` cover the call,
     /// values for templates). It must return a JSON object matching the schema's `app`
-    /// context type; an error fails the request with an internal error.
-    pub fn context_hook<F, Fut, E>(mut self, hook: F) -> Self
+    /// context type, as a plain [`Value`] or as a `Result<Value, E>` ([`IntoContext`], the
+    /// same two shapes as a policy's [`IntoDecision`](crate::policy::IntoDecision)); an error
+    /// fails the request with an internal error.
+    ///
+    /// ```
+    /// # use mcp_gate::policy::cedar::CedarPolicy;
+    /// # use serde_json::json;
+    /// // A plain value:
+    /// let infallible = CedarPolicy::builder()
+    ///     .context_hook(|_evaluation| async move { json!({"on_call": false}) });
+    /// // A lookup that can fail:
+    /// async fn on_call() -> Result<bool, std::io::Error> { Ok(true) }
+    /// let fallible = CedarPolicy::builder()
+    ///     .context_hook(|_evaluation| async move { Ok::<_, std::io::Error>(json!({"on_call": on_call().await?})) });
+    /// # let _ = (infallible, fallible);
+    /// ```
+    pub fn context_hook<F, Fut>(mut self, hook: F) -> Self
     where
         F: Fn(Evaluation) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<Value, E>> + Send + 'static,
-        E: Into<BoxError>,
+        Fut: Future + Send + 'static,
+        Fut::Output: IntoContext,
     {
         self.hook = Some(Arc::new(move |evaluation| {
             let future = hook(evaluation);
-            Box::pin(async move { future.await.map_err(Into::into) })
+            Box::pin(async move { future.await.into_context() })
         }));
         self
     }
@@ -280,6 +337,10 @@ impl CedarPolicy {
     /// Watches the files: every `every`, reads them, and reloads when their content changed
     /// (an invalid change is logged and the last good set stays; it is tried again when the
     /// files change again). Runs until the returned task is aborted. Needs a Tokio runtime.
+    ///
+    /// The handle is Tokio's own: the watch is a task spawned on the application's runtime
+    /// (which the layer needs anyway), and the handle is how the application stops it
+    /// (`abort`) or awaits it. Dropping it detaches the task, which keeps watching.
     pub fn watch(&self, every: Duration) -> tokio::task::JoinHandle<()> {
         let policy = self.clone();
         tokio::spawn(async move {
@@ -318,5 +379,93 @@ impl Policy for CedarPolicy {
     fn needs_tool_annotations(&self) -> bool {
         // The drift check compares the listed input schema.
         self.current().tools.is_some()
+    }
+}
+
+/// The Rust recipes of `docs/cedar.md`, run as doctests with this module's own (so that
+/// `cargo test --doc policy::cedar` runs them).
+#[cfg(doctest)]
+mod recipes {
+    #![doc = include_str!("../../../docs/cedar.md")]
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::Principal;
+    use crate::policy::Decision;
+
+    const SCHEMA: &str = r#"namespace Demo {
+        @mcp_principal("User")
+        entity User = { issuer: String, subject: String, client_id: String, scopes: Set<String>, claims: {} };
+        @mcp_resource("McpServer")
+        entity McpServer;
+        @mcp_context("gate")
+        type Gate = { era: String, phase: String, protocol_version: String, elicitation_form: Bool,
+                      elicitation_url: Bool, tasks: Bool, approved_by: String };
+        type App = { on_call: Bool };
+        action "page" appliesTo {
+            principal: [User], resource: [McpServer], context: { input: {}, gate: Gate, app: App }
+        };
+    }"#;
+
+    /// Permits a page only to whoever the hook says is on call.
+    const POLICIES: &str = "permit(principal, action, resource) when { context.app.on_call };";
+
+    fn evaluation() -> Evaluation {
+        let principal = Principal::builder()
+            .issuer("https://as.example")
+            .subject("alice")
+            .build()
+            .expect("a principal");
+        Evaluation::builder(principal)
+            .tool("page", json!({}))
+            .build()
+            .expect("an evaluation")
+    }
+
+    fn with_hook(builder: CedarPolicyBuilder) -> CedarPolicy {
+        builder
+            .schema_text("schema.cedarschema", SCHEMA)
+            .policies_text("page.cedar", POLICIES)
+            .build()
+            .expect("the policy builds")
+    }
+
+    #[tokio::test]
+    async fn a_hook_returns_a_value_or_a_result() {
+        let plain = with_hook(
+            CedarPolicy::builder().context_hook(|_| async { json!({ "on_call": true }) }),
+        );
+        assert_eq!(
+            plain.evaluate(evaluation()).await.ok(),
+            Some(Decision::Allow)
+        );
+        let off = with_hook(
+            CedarPolicy::builder().context_hook(|_| async { json!({ "on_call": false }) }),
+        );
+        assert!(matches!(
+            off.evaluate(evaluation()).await,
+            Ok(Decision::Deny(_))
+        ));
+
+        let fallible = with_hook(
+            CedarPolicy::builder()
+                .context_hook(|_| async { Ok::<_, std::io::Error>(json!({ "on_call": true })) }),
+        );
+        assert_eq!(
+            fallible.evaluate(evaluation()).await.ok(),
+            Some(Decision::Allow)
+        );
+        let failing = with_hook(CedarPolicy::builder().context_hook(|_| async {
+            Err::<Value, _>(std::io::Error::other("the roster is unreachable"))
+        }));
+        let error = failing.evaluate(evaluation()).await.err();
+        assert_eq!(
+            error.map(|e| e.to_string()),
+            Some("the roster is unreachable".to_owned())
+        );
     }
 }

@@ -15,7 +15,7 @@
 use cedar_policy_mcp_schema_generator::{SchemaGenerator, SchemaGeneratorConfig};
 use mcp_tools_sdk::description::ServerDescription;
 
-use super::load::CedarError;
+use crate::error::CedarError;
 
 /// A stub with what the layer's mapping needs, to copy and extend: `User` (with the claims
 /// you select), `McpServer`, `Resource`, `Prompt`, `Task`, the `gate` context, an empty `app`
