@@ -387,7 +387,7 @@ impl Deployment {
                         .await
                         .expect("task store"),
                 )
-                .single_use_state(
+                .replay_store(
                     mcp_gate::continuation::RedisReplayStore::new(&url, namespace)
                         .await
                         .expect("replay store"),
