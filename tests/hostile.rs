@@ -2687,6 +2687,8 @@ fn consistent(record: &TaskRecord) -> Result<(), String> {
                 TaskStatus::Cancelled => record.result.is_none() && record.error.is_none(),
                 TaskStatus::Completed => record.result.is_some() && record.error.is_none(),
                 TaskStatus::Failed => record.error.is_some() && record.result.is_none(),
+                // A status this test does not know cannot be judged consistent.
+                _ => false,
             },
             "status and outcome",
         ),

@@ -375,11 +375,7 @@ mod suite {
             )
             .await
             .unwrap();
-        let error = TaskError {
-            code: -32603,
-            message: "inner server failed".into(),
-            data: None,
-        };
+        let error = TaskError::new(-32603, "inner server failed");
         assert!(matches!(
             other
                 .transition(

@@ -22,6 +22,7 @@ fuzz_target!(|data: &[u8]| {
                 TaskStatus::Completed => assert!(record.result.is_some() && record.error.is_none()),
                 TaskStatus::Failed => assert!(record.error.is_some() && record.result.is_none()),
                 TaskStatus::Cancelled => {}
+                other => panic!("a status this target does not know: {other}"),
             }
             let again = TaskRecord::from_json(&record.to_json().unwrap(), ID).unwrap();
             assert_eq!(again, record);

@@ -55,6 +55,7 @@ pub use redis::RedisReplayStore;
 /// Whether a state was used for the first time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[must_use]
+#[non_exhaustive]
 pub enum FirstUse {
     /// First use: recorded now.
     Yes,

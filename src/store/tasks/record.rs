@@ -106,6 +106,7 @@ pub type TaskOwner = crate::auth::Owner;
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum TaskStatus {
     /// Waiting for a decision.
     Working,
@@ -177,6 +178,7 @@ impl fmt::Display for TaskStatus {
 /// The held call: what the owner asked for, as it will be run on approval.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct HeldCall {
     /// The JSON-RPC method (`tools/call`).
     pub method: String,
@@ -220,6 +222,7 @@ impl HeldCall {
 /// The out-of-band decision on a task.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum TaskDecision {
     /// Approved by `by` (an approver's name, for the record).
     Approved {
@@ -236,6 +239,7 @@ pub enum TaskDecision {
 /// The JSON-RPC error a `failed` task reports.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TaskError {
     /// The JSON-RPC error code.
     pub code: i64,
@@ -246,12 +250,30 @@ pub struct TaskError {
     pub data: Option<Value>,
 }
 
+impl TaskError {
+    /// The error `code` with `message`, and no details.
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// With details.
+    pub fn data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+}
+
 /// One durable task: a held call, its owner, where it stands and how it ended.
 ///
 /// Timestamps are milliseconds since the Unix epoch; the task expires `ttl_ms` after
 /// `created_at`, whatever its status.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
+#[non_exhaustive]
 pub struct TaskRecord {
     /// The record format, [`SCHEMA_VERSION`] when written by this build.
     pub schema_version: u32,
