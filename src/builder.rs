@@ -26,6 +26,10 @@ use crate::settings::{
     ContinuationSettings, DiscoverySettings, Origins, PolicySettings, RequestSettings,
     ResourceSettings, Settings, TaskSettings,
 };
+use crate::store::IntoShared;
+use crate::store::replay::{MemoryReplayStore, ReplayStore};
+use crate::store::sessions::{MemorySessionStore, SessionStore};
+use crate::store::tasks::{MemoryTaskStore, TaskStore};
 
 /// A trusted token issuer and where its verification keys come from.
 ///
@@ -109,7 +113,7 @@ impl std::fmt::Debug for PolicySlot {
 
 /// A replay store, kept opaque in `Debug` output.
 #[derive(Clone)]
-struct ReplaySlot(Arc<dyn crate::continuation::ReplayStore>);
+struct ReplaySlot(Arc<dyn ReplayStore>);
 
 impl std::fmt::Debug for ReplaySlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -119,7 +123,7 @@ impl std::fmt::Debug for ReplaySlot {
 
 /// A session store, kept opaque in `Debug` output.
 #[derive(Clone)]
-struct SessionStoreSlot(Arc<dyn crate::mcp::SessionStore>);
+struct SessionStoreSlot(Arc<dyn SessionStore>);
 
 impl std::fmt::Debug for SessionStoreSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -129,7 +133,7 @@ impl std::fmt::Debug for SessionStoreSlot {
 
 /// A task store, kept opaque in `Debug` output.
 #[derive(Clone)]
-struct TaskStoreSlot(Option<Arc<dyn crate::tasks::TaskStore>>);
+struct TaskStoreSlot(Option<Arc<dyn TaskStore>>);
 
 impl std::fmt::Debug for TaskStoreSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -272,12 +276,10 @@ impl Default for GateBuilder {
             max_held_call_bytes: 1024 * 1024,
             continuation_keys: None,
             continuation_ttl: Duration::from_secs(600),
-            replay: Some(ReplaySlot(Arc::new(
-                crate::continuation::MemoryReplayStore::new(
-                    crate::continuation::MemoryReplayStore::DEFAULT_CAPACITY,
-                    crate::continuation::MemoryReplayStore::DEFAULT_PER_OWNER,
-                ),
-            ))),
+            replay: Some(ReplaySlot(Arc::new(MemoryReplayStore::new(
+                MemoryReplayStore::DEFAULT_CAPACITY,
+                MemoryReplayStore::DEFAULT_PER_OWNER,
+            )))),
             max_rounds: 3,
             development_mode: false,
             conceal: false,
@@ -508,8 +510,11 @@ impl GateBuilder {
     /// the in-memory store ([`legacy_sessions`](Self::legacy_sessions),
     /// [`legacy_sessions_per_owner`](Self::legacy_sessions_per_owner)) do not apply to it:
     /// setting them too is refused at build ([`ConfigError::InvalidOption`]).
-    pub fn session_store(mut self, store: impl crate::mcp::SessionStore) -> Self {
-        self.session_store = Some(SessionStoreSlot(Arc::new(store)));
+    ///
+    /// `store` is a store of your own, an `Arc` of one, or an `Arc<dyn SessionStore>`
+    /// ([`IntoShared`]).
+    pub fn session_store(mut self, store: impl IntoShared<dyn SessionStore>) -> Self {
+        self.session_store = Some(SessionStoreSlot(store.into_shared()));
         self
     }
 
@@ -595,13 +600,23 @@ impl GateBuilder {
     }
 
     /// Where used continuation states are remembered, so each is accepted once. The default
-    /// is an in-memory [`MemoryReplayStore`](crate::continuation::MemoryReplayStore) of
+    /// is an in-memory [`MemoryReplayStore`](crate::store::replay::MemoryReplayStore) of
     /// 100,000 live states, 1,000 per owner, which protects one process and refuses new states
     /// when full rather than forget a live one; give replicas a shared store
-    /// (`continuation::RedisReplayStore`, feature `redis`).
-    pub fn single_use_state(mut self, store: impl crate::continuation::ReplayStore) -> Self {
-        self.replay = Some(ReplaySlot(Arc::new(store)));
+    /// (`store::replay::RedisReplayStore`, feature `redis`).
+    ///
+    /// `store` is a store of your own, an `Arc` of one, or an `Arc<dyn ReplayStore>`
+    /// ([`IntoShared`]).
+    pub fn replay_store(mut self, store: impl IntoShared<dyn ReplayStore>) -> Self {
+        self.replay = Some(ReplaySlot(store.into_shared()));
         self
+    }
+
+    /// The name [`replay_store`](Self::replay_store) had before the three stores were named
+    /// alike.
+    #[deprecated(since = "0.1.0", note = "use replay_store")]
+    pub fn single_use_state(self, store: impl ReplayStore) -> Self {
+        self.replay_store(store)
     }
 
     /// Lets a continuation state be presented again until it expires. A confirmed call can
@@ -656,25 +671,28 @@ impl GateBuilder {
     }
 
     /// Where calls held for approval (the `task` remediation) are kept. The default is an
-    /// in-memory [`MemoryTaskStore`](crate::tasks::MemoryTaskStore) of 10,000 tasks: tasks
-    /// then die with the process and are invisible to other replicas. Give production
-    /// replicas a shared store (`RedisTaskStore`, feature `redis`).
-    pub fn task_store(mut self, store: impl crate::tasks::TaskStore) -> Self {
-        self.task_store = TaskStoreSlot(Some(Arc::new(store)));
+    /// in-memory [`MemoryTaskStore`](crate::store::tasks::MemoryTaskStore) of 10,000 tasks:
+    /// tasks then die with the process and are invisible to other replicas. Give production
+    /// replicas a shared store (`store::tasks::RedisTaskStore`, feature `redis`).
+    ///
+    /// `store` is a store of your own, an `Arc` of one, or an `Arc<dyn TaskStore>` already
+    /// shared, say with an approval worker ([`IntoShared`]).
+    pub fn task_store(mut self, store: impl IntoShared<dyn TaskStore>) -> Self {
+        self.task_store = TaskStoreSlot(Some(store.into_shared()));
         self
     }
 
-    /// [`task_store`](Self::task_store) for a store already shared, say with an approval
-    /// worker.
-    pub fn shared_task_store(mut self, store: Arc<dyn crate::tasks::TaskStore>) -> Self {
-        self.task_store = TaskStoreSlot(Some(store));
-        self
+    /// The name [`task_store`](Self::task_store) had for a store already shared; it takes
+    /// an `Arc<dyn TaskStore>` itself now.
+    #[deprecated(since = "0.1.0", note = "use task_store")]
+    pub fn shared_task_store(self, store: Arc<dyn TaskStore>) -> Self {
+        self.task_store(store)
     }
 
     /// At most `quota` calls of one owner (issuer, subject, client id) waiting for approval at
     /// once (default 100). Over it, a call the policy would hold gets 429 and is not held;
     /// other owners are not affected. The task store counts them as it stores the task
-    /// ([`TaskStore::create_within`](crate::tasks::TaskStore::create_within)): for a Redis
+    /// ([`TaskStore::create_within`]): for a Redis
     /// store, across every replica.
     pub fn tasks_per_owner(mut self, quota: u64) -> Self {
         self.tasks_per_owner = quota;
@@ -683,7 +701,7 @@ impl GateBuilder {
 
     /// The largest call, its params as JSON, the layer holds for approval (default 1 MiB).
     /// A larger one gets 413 and is not held. The task stores also bound the bytes of all held
-    /// calls together ([`MemoryTaskStore::byte_budget`](crate::tasks::MemoryTaskStore::byte_budget),
+    /// calls together ([`MemoryTaskStore::byte_budget`],
     /// and `RedisTaskStore::byte_budget`).
     pub fn max_held_call_bytes(mut self, bytes: usize) -> Self {
         self.max_held_call_bytes = bytes;
@@ -1055,9 +1073,9 @@ impl GateBuilder {
                 Origins::Only(list)
             }
         };
-        let sessions: Arc<dyn crate::mcp::SessionStore> = match &self.session_store {
+        let sessions: Arc<dyn SessionStore> = match &self.session_store {
             Some(slot) => slot.0.clone(),
-            None => Arc::new(crate::mcp::MemorySessionStore::new(
+            None => Arc::new(MemorySessionStore::new(
                 usize::try_from(self.session_capacity).unwrap_or(usize::MAX),
                 usize::try_from(self.sessions_per_owner).unwrap_or(usize::MAX),
                 self.session_idle,
@@ -1096,7 +1114,7 @@ impl GateBuilder {
                 .task_store
                 .0
                 .clone()
-                .unwrap_or_else(|| Arc::new(crate::tasks::MemoryTaskStore::default())),
+                .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
             ttl_ms: duration_ms(self.task_ttl),
             poll_interval_ms: duration_ms(self.task_poll_interval),
             start: self.task_start.clone().map(|slot| slot.0),

@@ -420,12 +420,16 @@ pub enum StateError {
     /// The replay store could not record the use (full, over the owner's quota, or
     /// unreachable): the state is refused, since its single use cannot be guaranteed.
     #[error("the request state cannot be accepted now: {0}")]
-    ReplayStore(ReplayError),
+    ReplayStore(StoreError),
 }
 
+use crate::store::StoreError;
+/// The replay stores, now found at `mcp_gate::store::replay`.
 #[cfg(feature = "redis")]
-pub use crate::replay::RedisReplayStore;
-pub use crate::replay::{
+pub use crate::store::replay::RedisReplayStore;
+/// The replay stores, now found at `mcp_gate::store::replay`.
+#[allow(deprecated)]
+pub use crate::store::replay::{
     FirstUse, MemoryReplayStore, ReplayError, ReplayFuture, ReplayStore, StateUse,
 };
 
@@ -460,7 +464,7 @@ impl StateCodec {
         let payload = Payload {
             exp: now() + self.ttl.as_secs(),
             nonce: URL_SAFE_NO_PAD.encode(nonce),
-            iat_ms: crate::tasks::now_ms(),
+            iat_ms: crate::clock::now_ms(),
             interaction,
             key: key.to_owned(),
             round,

@@ -43,7 +43,7 @@ impl OncePer {
     /// Whether this caller may try now; when it may, the next may only after the interval.
     pub fn try_now(&self) -> bool {
         use std::sync::atomic::Ordering;
-        let now = crate::tasks::now_ms();
+        let now = crate::clock::now_ms();
         let last = self.last_ms.load(Ordering::Acquire);
         now.saturating_sub(last) >= self.every_ms
             && self

@@ -103,7 +103,7 @@
 //! | `jwks` | yes, through `rustls` | remote key sets and issuer discovery over reqwest; alone, plain `http://` only | none |
 //! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate; implies `jwks` | none |
 //! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] | none |
-//! | `redis` | no | the Redis stores shared between replicas (`tasks::RedisTaskStore` and others) | none |
+//! | `redis` | no | the Redis stores shared between replicas (`store::tasks::RedisTaskStore` and the others in [`store`]), built from a URL or the application's own client | none |
 //!
 //! The features are additive. At least one JWT backend must be on, or the application
 //! installs a `jsonwebtoken::crypto::CryptoProvider` itself; otherwise [`GateBuilder::build`]
@@ -120,6 +120,7 @@ pub mod auth;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}
 mod builder;
+mod clock;
 mod contain;
 pub mod continuation;
 mod crypto_backend;
@@ -136,11 +137,9 @@ pub mod layer;
 pub mod mcp;
 pub mod policy;
 mod random;
-#[cfg(feature = "redis")]
-mod redis_client;
-mod replay;
 mod resource;
 mod settings;
+pub mod store;
 pub mod tasks;
 
 #[cfg(feature = "introspection")]

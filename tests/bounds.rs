@@ -7,7 +7,8 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use mcp_gate::continuation::{FirstUse, ReplayError, ReplayStore, StateUse};
+use mcp_gate::continuation::{FirstUse, ReplayStore, StateUse};
+use mcp_gate::store::{StoreError, StoreKind};
 use mcp_gate::tasks::{MemoryTaskStore, TaskQuery, TaskRecord, TaskStore};
 use serde_json::json;
 
@@ -41,7 +42,13 @@ async fn redis_replay_replicas_share_one_per_owner_bound() {
     let over = replicas[0]
         .first_use(StateUse::new("alice", "one-too-many", now, until))
         .await;
-    assert_eq!(over, Err(ReplayError::OwnerQuota { quota: 1_000 }));
+    assert_eq!(
+        over,
+        Err(StoreError::OwnerQuota {
+            store: StoreKind::Replay,
+            quota: 1_000
+        })
+    );
     let other = replicas[1]
         .first_use(StateUse::new("bob", "bobs", now, until))
         .await;
@@ -97,7 +104,10 @@ fn the_quota_check_copies_no_record() {
         let one_more = record("prod".into()).unwrap();
         assert_eq!(
             runtime.block_on(store.create_within(one_more, 100)),
-            Err(mcp_gate::tasks::StoreError::OwnerQuota { quota: 100 })
+            Err(StoreError::OwnerQuota {
+                store: StoreKind::Tasks,
+                quota: 100
+            })
         );
     });
     eprintln!(
@@ -119,11 +129,10 @@ mod table {
     use std::time::{Duration, SystemTime};
 
     use mcp_gate::auth::Owner;
-    use mcp_gate::continuation::{FirstUse, MemoryReplayStore, ReplayError, ReplayStore, StateUse};
-    use mcp_gate::mcp::{MemorySessionStore, SessionRecord, SessionStore, SessionStoreError};
-    use mcp_gate::tasks::{
-        HeldCall, MAX_LIST, MemoryTaskStore, StoreError, TaskQuery, TaskRecord, TaskStore,
-    };
+    use mcp_gate::continuation::{FirstUse, MemoryReplayStore, ReplayStore, StateUse};
+    use mcp_gate::mcp::{MemorySessionStore, SessionRecord, SessionStore};
+    use mcp_gate::store::{StoreError, StoreKind};
+    use mcp_gate::tasks::{HeldCall, MAX_LIST, MemoryTaskStore, TaskQuery, TaskRecord, TaskStore};
     use serde_json::json;
 
     /// How long what fills a bound lives: a slot is free again once it has passed.
@@ -154,7 +163,7 @@ mod table {
                 match self.0.first_use(state).await {
                     Ok(FirstUse::Yes) => Ok(()),
                     Ok(other) => panic!("a new state answered {other:?}"),
-                    Err(refused @ (ReplayError::Full { .. } | ReplayError::OwnerQuota { .. })) => {
+                    Err(refused @ (StoreError::Full { .. } | StoreError::OwnerQuota { .. })) => {
                         Err(format!("{refused:?}"))
                     }
                     Err(failure) => panic!("{failure}"),
@@ -210,10 +219,9 @@ mod table {
                     Owner::new("https://as.example", Some(owner.into()), Some("cli".into()));
                 match self.0.bind(slot, SessionRecord::new(owner)).await {
                     Ok(()) => Ok(()),
-                    Err(
-                        refused @ (SessionStoreError::Full { .. }
-                        | SessionStoreError::OwnerQuota { .. }),
-                    ) => Err(format!("{refused:?}")),
+                    Err(refused @ (StoreError::Full { .. } | StoreError::OwnerQuota { .. })) => {
+                        Err(format!("{refused:?}"))
+                    }
                     Err(failure) => panic!("{failure}"),
                 }
             })
@@ -247,25 +255,25 @@ mod table {
                 Replay,
                 Capacity,
                 CAPACITY,
-                format!("Full {{ capacity: {CAPACITY} }}"),
+                format!("Full {{ store: Replay, capacity: {CAPACITY} }}"),
             ),
             (
                 Replay,
                 PerOwner,
                 PER_OWNER,
-                format!("OwnerQuota {{ quota: {PER_OWNER} }}"),
+                format!("OwnerQuota {{ store: Replay, quota: {PER_OWNER} }}"),
             ),
             (
                 Tasks,
                 Capacity,
                 CAPACITY,
-                format!("Full {{ capacity: {CAPACITY} }}"),
+                format!("Full {{ store: Tasks, capacity: {CAPACITY} }}"),
             ),
             (
                 Tasks,
                 PerOwner,
                 PER_OWNER,
-                format!("OwnerQuota {{ quota: {PER_OWNER} }}"),
+                format!("OwnerQuota {{ store: Tasks, quota: {PER_OWNER} }}"),
             ),
             (
                 Tasks,
@@ -277,13 +285,13 @@ mod table {
                 Sessions,
                 Capacity,
                 CAPACITY,
-                format!("Full {{ capacity: {CAPACITY} }}"),
+                format!("Full {{ store: Sessions, capacity: {CAPACITY} }}"),
             ),
             (
                 Sessions,
                 PerOwner,
                 PER_OWNER,
-                format!("OwnerQuota {{ quota: {PER_OWNER} }}"),
+                format!("OwnerQuota {{ store: Sessions, quota: {PER_OWNER} }}"),
             ),
         ]
     }
@@ -446,7 +454,10 @@ mod table {
         let refused = replicas[1].create_within(task("alice"), PER_OWNER).await;
         assert_eq!(
             refused,
-            Err(StoreError::OwnerQuota { quota: PER_OWNER }),
+            Err(StoreError::OwnerQuota {
+                store: StoreKind::Tasks,
+                quota: PER_OWNER
+            }),
             "{backend}"
         );
         let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)

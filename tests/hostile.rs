@@ -4145,7 +4145,7 @@ proptest! {
             .evaluate(decide)
             .token_cache_capacity(0)
             .legacy_sessions(1, std::time::Duration::from_secs(1))
-            .single_use_state(mcp_gate::continuation::MemoryReplayStore::new(1, 1));
+            .replay_store(mcp_gate::continuation::MemoryReplayStore::new(1, 1));
         let Ok(gate) = with_shared_client(gate).build() else {
             return Ok(());
         };

@@ -126,7 +126,7 @@ async fn the_byte_budget_holds_with_calls_at_the_size_cap() {
     const BUDGET: usize = 4 * 1024 * 1024;
     let store = Arc::new(MemoryTaskStore::new(10_000).byte_budget(BUDGET));
     let shared: Arc<dyn TaskStore> = store.clone();
-    let rig = Rig::start(move |b| b.max_held_call_bytes(CAP).shared_task_store(shared)).await;
+    let rig = Rig::start(move |b| b.max_held_call_bytes(CAP).task_store(shared)).await;
     let rss_before = resident_bytes();
     let env = "y".repeat(CAP - 200);
     let mut held_calls = 0;
@@ -204,7 +204,7 @@ async fn eight_refusals(rig: &Arc<Rig>, subject: &str) -> Duration {
 async fn a_refusal_at_the_task_quota_costs_less_than_the_request() {
     let store = Arc::new(MemoryTaskStore::default());
     let shared: Arc<dyn TaskStore> = store.clone();
-    let rig = Arc::new(Rig::start(|b| b.tasks_per_owner(100).shared_task_store(shared)).await);
+    let rig = Arc::new(Rig::start(|b| b.tasks_per_owner(100).task_store(shared)).await);
     let (alice, bob) = ("alice", "bob");
     // One call each through the gate; the other 99 are stored as the gate stores them (the
     // same owner and call), without sending 100 MB through the test's client.

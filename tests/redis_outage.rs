@@ -42,7 +42,7 @@ async fn replica(url: &str, key: &TestKey, deploys: DeployCount) -> GatedServer 
                 .issuer(Issuer::with_keys(ISSUER, issuer_keys))
                 .continuation_keys(Keyring::from_config(KEYS).unwrap())
                 .task_store(tasks)
-                .single_use_state(replay)
+                .replay_store(replay)
                 .session_store(sessions)
                 .evaluate(confirm_deploys)
         },

@@ -75,7 +75,7 @@ async fn gate_on(url: &str, key: &TestKey) -> GateBuilder {
         .continuation_keys(Keyring::from_config(KEYS).unwrap())
         .task_store(tasks)
         .tasks_per_owner(100_000)
-        .single_use_state(replay)
+        .replay_store(replay)
         .session_store(sessions)
         .evaluate(policy)
 }

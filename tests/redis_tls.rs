@@ -9,7 +9,8 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::redis_server::RedisServer;
-use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayError, ReplayStore, StateUse};
+use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayStore, StateUse};
+use mcp_gate::store::StoreError;
 
 #[tokio::test]
 async fn replay_store_over_tls() {
@@ -31,7 +32,7 @@ async fn replay_store_over_tls() {
     unsafe { std::env::set_var("SSL_CERT_FILE", dir.join("missing.pem")) };
     assert!(matches!(
         RedisReplayStore::new(&url, "tls-test").await,
-        Err(ReplayError::Unavailable(_))
+        Err(StoreError::Unavailable { .. })
     ));
 
     // Trusted (the host's CA file names this certificate): the store works over TLS.

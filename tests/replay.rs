@@ -38,7 +38,7 @@ impl Rig {
             move |_| {
                 mcp_gate::Gate::builder()
                     .issuer(Issuer::with_keys(ISSUER, keys))
-                    .single_use_state(MemoryReplayStore::new(capacity, per_owner))
+                    .replay_store(MemoryReplayStore::new(capacity, per_owner))
                     .evaluate(confirm_deploys)
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
@@ -208,7 +208,8 @@ async fn a_restarted_process_refuses_states_it_cannot_judge() {
 mod redis {
     use std::time::SystemTime;
 
-    use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayError, ReplayStore, StateUse};
+    use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayStore, StateUse};
+    use mcp_gate::store::{StoreError, StoreKind};
 
     use super::common::redis_server::RedisServer;
     use super::*;
@@ -232,14 +233,17 @@ mod redis {
             .await
             .unwrap_err();
         assert!(
-            matches!(&unreachable, ReplayError::Unavailable(m) if !m.contains("secret")),
+            matches!(&unreachable, StoreError::Unavailable { reason, .. } if !reason.contains("secret")),
             "{unreachable:?}"
         );
         for url in ["redis+sentinel://127.0.0.1:26379/mymaster", "not a url"] {
             let refused = RedisReplayStore::new(url, "ns").await.unwrap_err();
             assert_eq!(
                 refused,
-                ReplayError::Unavailable("the Redis URL is not valid".into()),
+                StoreError::Unavailable {
+                    store: StoreKind::Replay,
+                    reason: "the Redis URL is not valid".into()
+                },
                 "{url}"
             );
             let refused = mcp_gate::tasks::RedisTaskStore::new(url, "ns")
@@ -262,7 +266,7 @@ mod redis {
         // Outside its key pattern the user is refused by Redis, when the store is made.
         assert!(matches!(
             RedisReplayStore::new(&url, "other-ns").await,
-            Err(ReplayError::Unavailable(_))
+            Err(StoreError::Unavailable { .. })
         ));
     }
 
@@ -325,7 +329,10 @@ mod redis {
         let down = tokio::time::timeout(Duration::from_secs(30), a.first_use(used("alice", "n2")))
             .await
             .expect("an answer within 30 s");
-        assert!(matches!(down, Err(ReplayError::Unavailable(_))), "{down:?}");
+        assert!(
+            matches!(down, Err(StoreError::Unavailable { .. })),
+            "{down:?}"
+        );
     }
 }
 
@@ -404,7 +411,7 @@ mod round_trips {
                 mcp_gate::Gate::builder()
                     .issuer(Issuer::with_keys(ISSUER, keys))
                     .task_store(tasks)
-                    .single_use_state(replay)
+                    .replay_store(replay)
                     .session_store(sessions)
                     .evaluate(confirm_deploys)
             },
@@ -598,7 +605,8 @@ mod task_round_trips {
 #[cfg(feature = "redis")]
 mod sessions {
     use mcp_gate::auth::Owner;
-    use mcp_gate::mcp::{RedisSessionStore, SessionRecord, SessionStore, SessionStoreError};
+    use mcp_gate::mcp::{RedisSessionStore, SessionRecord, SessionStore};
+    use mcp_gate::store::{StoreError, StoreKind};
 
     use super::common::redis_server::RedisServer;
     use super::*;
@@ -638,21 +646,27 @@ mod sessions {
         assert_eq!(b.get("s1").await.unwrap(), Some(record));
         assert_eq!(
             b.bind("s1", SessionRecord::new(owner("mallory"))).await,
-            Err(SessionStoreError::Taken)
+            Err(StoreError::Taken)
         );
         a.bind("s2", SessionRecord::new(owner("alice")))
             .await
             .unwrap();
         assert_eq!(
             b.bind("s3", SessionRecord::new(owner("alice"))).await,
-            Err(SessionStoreError::OwnerQuota { quota: 2 })
+            Err(StoreError::OwnerQuota {
+                store: StoreKind::Sessions,
+                quota: 2
+            })
         );
         b.bind("s4", SessionRecord::new(owner("bob")))
             .await
             .unwrap();
         assert_eq!(
             a.bind("s5", SessionRecord::new(owner("carol"))).await,
-            Err(SessionStoreError::Full { capacity: 3 })
+            Err(StoreError::Full {
+                store: StoreKind::Sessions,
+                capacity: 3
+            })
         );
         // Only the owner can end a binding; ending one frees its slot.
         b.unbind("s1", &owner("mallory")).await.unwrap();
@@ -670,7 +684,7 @@ mod sessions {
             .await
             .expect("an answer within 30 s");
         assert!(
-            matches!(down, Err(SessionStoreError::Unavailable(_))),
+            matches!(down, Err(StoreError::Unavailable { .. })),
             "{down:?}"
         );
     }

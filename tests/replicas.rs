@@ -31,6 +31,10 @@ use common::policy::DemoPolicy;
 use common::redis_server::RedisServer;
 use common::tokens::{TestKey, claims};
 use common::tools::{DemoServer, DeployCount};
+use mcp_gate::store::RedisConnection;
+use mcp_gate::store::replay::RedisReplayStore;
+use mcp_gate::store::sessions::RedisSessionStore;
+use mcp_gate::store::tasks::RedisTaskStore;
 use mcp_gate::{Gate, Issuer, StaticKeys};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ListToolsResult, PaginatedRequestParams, ServerConfig,
@@ -361,10 +365,70 @@ fn shared_keyring() -> String {
     )
 }
 
+/// How a replica's Redis stores reach Redis.
+#[derive(Clone, Copy, Debug)]
+enum Connect {
+    /// Each store from the URL, a connection of its own (`RedisTaskStore::new(url, ns)`).
+    Url,
+    /// One connection per replica, shared by its three stores, made from what the
+    /// application owns: replica A's from its `redis::Client`, replica B's from its
+    /// `ConnectionManager`.
+    Owned,
+}
+
+/// The three Redis stores of replica `replica` on `namespace`, connected as `connect` says.
+async fn redis_stores(
+    url: &str,
+    namespace: &str,
+    connect: Connect,
+    replica: usize,
+) -> (RedisTaskStore, RedisReplayStore, RedisSessionStore) {
+    let idle = Duration::from_secs(60);
+    let Connect::Owned = connect else {
+        return (
+            RedisTaskStore::new(url, namespace)
+                .await
+                .expect("task store"),
+            RedisReplayStore::new(url, namespace)
+                .await
+                .expect("replay store"),
+            RedisSessionStore::new(url, namespace, 1000, 100, idle)
+                .await
+                .expect("session store"),
+        );
+    };
+    let client = redis::Client::open(url).expect("the application's client");
+    let connection = if replica == 0 {
+        RedisConnection::from_client(client).await
+    } else {
+        let manager = redis::aio::ConnectionManager::new(client)
+            .await
+            .expect("the application's connection manager");
+        RedisConnection::from_connection_manager(manager).await
+    }
+    .expect("a connection");
+    (
+        RedisTaskStore::with_connection(connection.clone(), namespace)
+            .await
+            .expect("task store"),
+        RedisReplayStore::with_connection(connection.clone(), namespace)
+            .await
+            .expect("replay store"),
+        RedisSessionStore::with_connection(connection, namespace, 1000, 100, idle)
+            .await
+            .expect("session store"),
+    )
+}
+
 impl Deployment {
     /// Starts Redis, binds the front, starts replicas A and B serving `inner`, then the
     /// front. `None` when `redis-server` is not installed (outside CI).
     async fn start(namespace: &str, inner: Inner) -> Option<Self> {
+        Self::start_with(namespace, inner, Connect::Url).await
+    }
+
+    /// [`start`](Self::start), the replicas' stores connected as `connect` says.
+    async fn start_with(namespace: &str, inner: Inner, connect: Connect) -> Option<Self> {
         let redis = RedisServer::start_or_skip()?;
         let key = TestKey::es256("k1");
         let keyring = shared_keyring();
@@ -373,8 +437,9 @@ impl Deployment {
         let (listener, resource) = Front::bind().await;
         let origin = resource.trim_end_matches("/mcp").to_owned();
         let mut replicas = Vec::new();
-        for _ in 0..2 {
+        for replica in 0..2 {
             let url = redis.url();
+            let (tasks, replay, sessions) = redis_stores(&url, namespace, connect, replica).await;
             let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
             let builder = Gate::builder()
                 .issuer(Issuer::with_keys(ISSUER, keys))
@@ -382,27 +447,9 @@ impl Deployment {
                 .continuation_keys(
                     mcp_gate::continuation::Keyring::from_config(&keyring).expect("keyring"),
                 )
-                .task_store(
-                    mcp_gate::tasks::RedisTaskStore::new(&url, namespace)
-                        .await
-                        .expect("task store"),
-                )
-                .single_use_state(
-                    mcp_gate::continuation::RedisReplayStore::new(&url, namespace)
-                        .await
-                        .expect("replay store"),
-                )
-                .session_store(
-                    mcp_gate::mcp::RedisSessionStore::new(
-                        &url,
-                        namespace,
-                        1000,
-                        100,
-                        Duration::from_secs(60),
-                    )
-                    .await
-                    .expect("session store"),
-                )
+                .task_store(tasks)
+                .replay_store(replay)
+                .session_store(sessions)
                 .evaluate(DemoPolicy::new(approvals.clone(), origin.clone()))
                 .development_mode()
                 .task_poll_interval(Duration::from_millis(50))
@@ -943,6 +990,124 @@ async fn a_legacy_session_sticks_to_its_replica_and_strangers_get_the_fixed_404(
             )
             .await;
         assert_eq!(own.status, 200, "{own:?}");
+    })
+    .await;
+}
+
+/// 7. Stores built from what the application owns: replica A's three stores share one
+///    connection made from the application's `redis::Client`, replica B's one made from its
+///    `ConnectionManager`. Each store does its job through the gates: a legacy session bound
+///    on A is refused to a stranger on B, a state used on B is refused on A, and a call held
+///    on A is polled on B.
+#[tokio::test]
+async fn stores_built_from_the_applications_client_and_manager_serve_both_replicas() {
+    let Some(deployment) = Deployment::start_with("owned", Inner::Sessions, Connect::Owned).await
+    else {
+        return;
+    };
+    bounded("the owned connections", async {
+        let [a, b] = &deployment.replicas;
+        // This inner server answers calls in an event stream: its one message.
+        let message = |reply: &Reply| -> Value {
+            reply
+                .text
+                .lines()
+                .find_map(|line| line.strip_prefix("data: "))
+                .and_then(|data| serde_json::from_str(data).ok())
+                .unwrap_or_else(|| reply.body.clone())
+        };
+        let (alice, mallory) = (deployment.token("alice"), deployment.token("mallory"));
+
+        // Sessions: A binds the session its inner server opens; B's store knows its owner.
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "owned", "version": "1"}}})
+        .to_string();
+        let opened = deployment.post(&a.url, &alice, &[], &initialize).await;
+        assert_eq!(opened.status, 200, "{opened:?}");
+        let session = opened.headers["mcp-session-id"]
+            .to_str()
+            .expect("a session id")
+            .to_owned();
+        let mut raw = deployment._redis.raw().await;
+        let bound: bool = redis::cmd("EXISTS")
+            .arg(format!("owned:session:{session}"))
+            .query_async(&mut raw)
+            .await
+            .expect("EXISTS");
+        assert!(bound, "the binding is in Redis");
+        let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}).to_string();
+        let legacy = [
+            ("mcp-session-id", session.clone()),
+            ("mcp-protocol-version", "2025-11-25".to_owned()),
+        ];
+        let stolen = deployment.post(&b.url, &mallory, &legacy, &ping).await;
+        assert_eq!(stolen.status, 404, "{stolen:?}");
+        assert_eq!(stolen.body["error"]["message"], "Session not found");
+        let own = deployment.post(&a.url, &alice, &legacy, &ping).await;
+        assert_eq!(own.status, 200, "{own:?}");
+
+        // Replay: a state asked on A, used on B, is refused on A.
+        let form = json!({"elicitation": {"form": {}}});
+        let arguments = json!({"name": "delete_file", "arguments": {"path": "notes.txt"}});
+        let (body, headers) = modern(
+            3,
+            "tools/call",
+            arguments.clone(),
+            "delete_file",
+            form.clone(),
+        );
+        let asked = deployment.post(&a.url, &alice, &headers, &body).await;
+        let state = message(&asked)["result"]["requestState"]
+            .as_str()
+            .unwrap_or_else(|| panic!("a request state: {asked:?}"))
+            .to_owned();
+        let mut retry = arguments;
+        retry["requestState"] = json!(state);
+        retry["inputResponses"] =
+            json!({"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}});
+        let (body, headers) = modern(4, "tools/call", retry, "delete_file", form);
+        let confirmed = deployment.post(&b.url, &alice, &headers, &body).await;
+        assert_eq!(
+            message(&confirmed)["result"]["content"][0]["text"],
+            "deleted notes.txt",
+            "{confirmed:?}"
+        );
+        let replayed = deployment.post(&a.url, &alice, &headers, &body).await;
+        assert_eq!(
+            message(&replayed)["error"]["message"],
+            "the request state was already used",
+            "{replayed:?}"
+        );
+        assert_eq!(deployment.runs.of("delete_file"), 1);
+
+        // Tasks: a call held on A is waiting when polled on B.
+        let params = json!({"name": "deploy", "arguments": {"env": "prod"}});
+        let (body, headers) = modern(5, "tools/call", params, "deploy", tasks_capabilities());
+        let created = deployment.post(&a.url, &alice, &headers, &body).await;
+        assert_eq!(
+            message(&created)["result"]["resultType"],
+            "task",
+            "{created:?}"
+        );
+        let id = message(&created)["result"]["taskId"]
+            .as_str()
+            .expect("a task id")
+            .to_owned();
+        let (body, headers) = modern(
+            6,
+            "tasks/get",
+            json!({"taskId": id.clone()}),
+            &id,
+            tasks_capabilities(),
+        );
+        let waiting = deployment.post(&b.url, &alice, &headers, &body).await;
+        assert_eq!(
+            message(&waiting)["result"]["status"],
+            "working",
+            "{waiting:?}"
+        );
+        assert_eq!(deployment.runs.of("deploy"), 0, "a held call does not run");
     })
     .await;
 }

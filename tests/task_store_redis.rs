@@ -375,11 +375,7 @@ mod suite {
             )
             .await
             .unwrap();
-        let error = TaskError {
-            code: -32603,
-            message: "inner server failed".into(),
-            data: None,
-        };
+        let error = TaskError::new(-32603, "inner server failed");
         assert!(matches!(
             other
                 .transition(
@@ -873,7 +869,7 @@ mod redis_only {
         let err = RedisTaskStore::new(&format!("redis://127.0.0.1:{}/", free_port()), "gate")
             .await
             .unwrap_err();
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
         assert!(started.elapsed() < Duration::from_secs(15));
 
         let Some(mut server) = RedisServer::start_or_skip() else {
@@ -888,12 +884,12 @@ mod redis_only {
             .await
             .expect("bounded")
             .unwrap_err();
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
         let err = tokio::time::timeout(Duration::from_secs(20), store.transition(&r.id, approve()))
             .await
             .expect("bounded")
             .unwrap_err();
-        assert!(matches!(err, StoreError::Unavailable(_)), "{err}");
+        assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
         assert!(started.elapsed() < Duration::from_secs(20));
     }
 
@@ -902,11 +898,11 @@ mod redis_only {
         let err = RedisTaskStore::new("redis://127.0.0.1:1/", "has space")
             .await
             .unwrap_err();
-        assert!(matches!(err, StoreError::Config(_)), "{err}");
+        assert!(matches!(err, StoreError::Config { .. }), "{err}");
         let err = RedisTaskStore::new("not a url :pa55word", "gate")
             .await
             .unwrap_err();
-        assert!(matches!(err, StoreError::Config(_)), "{err}");
+        assert!(matches!(err, StoreError::Config { .. }), "{err}");
         assert!(!err.to_string().contains("pa55word"));
     }
 }

@@ -585,7 +585,7 @@ async fn concurrent_polls_of_an_approved_task_run_it_once() {
 async fn a_full_store_refuses_new_tasks_with_an_internal_error() {
     let store = Arc::new(MemoryTaskStore::new(1));
     let shared: Arc<dyn TaskStore> = store.clone();
-    let d = Deployment::start(move |b| b.shared_task_store(shared)).await;
+    let d = Deployment::start(move |b| b.task_store(shared)).await;
     d.held_deploy("one").await;
     let reply = d.send(&d.token("alice"), &deploy(2, "two", true)).await;
     assert_eq!(reply.body["error"]["code"], -32603, "{reply:?}");

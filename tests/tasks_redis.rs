@@ -44,7 +44,7 @@ async fn replica(
             .development_mode()
             .issuer(issuer.as_str())
             .required_scopes(["mcp:read"])
-            .shared_task_store(store)
+            .task_store(store)
             .task_poll_interval(Duration::from_millis(50))
     };
     let mcp = Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone()));

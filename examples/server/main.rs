@@ -301,11 +301,19 @@ async fn with_redis(
     builder: mcp_gate::GateBuilder,
     url: &str,
 ) -> Result<mcp_gate::GateBuilder, Box<dyn std::error::Error>> {
+    use mcp_gate::store::RedisConnection;
+    use mcp_gate::store::replay::RedisReplayStore;
+    use mcp_gate::store::sessions::RedisSessionStore;
+    use mcp_gate::store::tasks::RedisTaskStore;
+
     const NAMESPACE: &str = "mcp-gate-example";
-    let tasks = mcp_gate::tasks::RedisTaskStore::new(url, NAMESPACE).await?;
-    let replay = mcp_gate::continuation::RedisReplayStore::new(url, NAMESPACE).await?;
-    let sessions = mcp_gate::mcp::RedisSessionStore::new(
-        url,
+    // One connection serves the three stores. An application that has its own client builds
+    // it with `RedisConnection::from_client(client)` instead.
+    let redis = RedisConnection::open(url).await?;
+    let tasks = RedisTaskStore::with_connection(redis.clone(), NAMESPACE).await?;
+    let replay = RedisReplayStore::with_connection(redis.clone(), NAMESPACE).await?;
+    let sessions = RedisSessionStore::with_connection(
+        redis,
         NAMESPACE,
         10_000,
         100,
@@ -314,7 +322,7 @@ async fn with_redis(
     .await?;
     Ok(builder
         .task_store(tasks)
-        .single_use_state(replay)
+        .replay_store(replay)
         .session_store(sessions))
 }
 

@@ -11,11 +11,12 @@ use crate::enforce::buffer::close_if_unread;
 /// flow sends goes by this name.
 pub(crate) type Reply = Response<Bytes>;
 use crate::auth::AuthError;
-use crate::continuation::{ReplayError, StateError};
+use crate::continuation::StateError;
 use crate::denial::render::json_rpc;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{Era, INTERNAL_ERROR, METHOD_NOT_FOUND, ProtocolContext, ProtocolError};
 use crate::settings::Settings;
+use crate::store::StoreError;
 
 /// An authentication failure: one `mcp_gate::auth` event, then the challenge. Authentication
 /// happens before the body is read, so the response also closes an HTTP/1.x connection whose
@@ -86,8 +87,8 @@ pub(crate) fn state_refusal(error: &StateError, request: &McpRequest) -> Respons
     };
     tracing::warn!(target: "mcp_gate::replay", error = %store, "replay store refused a state");
     let (status, retry_after) = match store {
-        ReplayError::OwnerQuota { .. } => (StatusCode::TOO_MANY_REQUESTS, None),
-        ReplayError::Full { .. } => (
+        StoreError::OwnerQuota { .. } => (StatusCode::TOO_MANY_REQUESTS, None),
+        StoreError::Full { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             Some(STORE_FULL_RETRY_AFTER),
         ),

@@ -19,7 +19,7 @@ use http::{HeaderMap, StatusCode};
 use serde_json::{Map, Value, json};
 
 use super::request::{HEADER_MISMATCH, McpRequest, ProtocolError, Target, UNSUPPORTED_VERSION};
-use super::sessions::SessionRecord;
+use crate::store::sessions::SessionRecord;
 
 /// `_meta` key of the protocol version on modern requests.
 pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";

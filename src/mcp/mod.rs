@@ -10,10 +10,15 @@ pub(crate) mod identity;
 pub(crate) mod json;
 mod methods;
 pub(crate) mod request;
-pub(crate) mod sessions;
-#[cfg(feature = "redis")]
-mod sessions_redis;
 
+/// The session stores, now found at `mcp_gate::store::sessions`.
+#[cfg(feature = "redis")]
+pub use crate::store::sessions::RedisSessionStore;
+/// The session stores, now found at `mcp_gate::store::sessions`.
+#[allow(deprecated)]
+pub use crate::store::sessions::{
+    MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
+};
 pub use era::{
     ClientCapabilities, Era, META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSIONS,
     ProtocolContext, SUPPORTED_VERSIONS, TASKS_EXTENSION,
@@ -26,8 +31,3 @@ pub use request::{
     UNSUPPORTED_VERSION,
 };
 pub(crate) use request::{ProtocolError, http_method_label, method_label};
-pub use sessions::{
-    MemorySessionStore, SessionFuture, SessionRecord, SessionStore, SessionStoreError,
-};
-#[cfg(feature = "redis")]
-pub use sessions_redis::RedisSessionStore;

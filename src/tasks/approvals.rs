@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
-use super::record::{TaskDecision, TaskId, TaskRecord, TaskStatus};
-use super::store::{StoreError, TaskChange, TaskQuery, TaskStore, Transition};
 use super::wire;
 use crate::denial::Revision;
+use crate::store::StoreError;
+use crate::store::tasks::{
+    TaskChange, TaskDecision, TaskId, TaskQuery, TaskRecord, TaskStatus, TaskStore, Transition,
+};
 
 /// Why a decision was not recorded.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -3,8 +3,8 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use super::record::{HeldCall, TaskId, TaskOwner};
 use crate::policy::BoxError;
+use crate::store::tasks::{HeldCall, TaskId, TaskOwner};
 
 /// A boxed start-hook future.
 pub type StartFuture = Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>>;

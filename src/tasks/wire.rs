@@ -3,9 +3,9 @@
 
 use serde_json::{Map, Value, json};
 
-use super::record::{TaskRecord, TaskStatus};
 use crate::denial::envelope::Envelope;
 use crate::denial::{RemediationState, Revision};
+use crate::store::tasks::{TaskRecord, TaskStatus};
 
 /// The envelope every non-terminal answer about a task repeats: `available`, hint `task`, the
 /// task's own context id.
@@ -95,7 +95,7 @@ mod tests {
     use super::*;
 
     fn record() -> TaskRecord {
-        crate::tasks::record::sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000)
+        crate::store::tasks::sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000)
     }
 
     #[test]
@@ -136,7 +136,7 @@ mod tests {
     fn a_failed_task_says_why_in_its_status_message() {
         let mut r = record();
         r.status = TaskStatus::Failed;
-        r.error = Some(crate::tasks::record::TaskError {
+        r.error = Some(crate::store::tasks::TaskError {
             code: -32603,
             message: "the tool broke".into(),
             data: None,

@@ -18,7 +18,9 @@ use crate::enforce::reply::{
 };
 use crate::mcp::era::{SESSION_HEADER, single_header};
 use crate::mcp::request::McpRequest;
-use crate::mcp::{INTERNAL_ERROR, ProtocolError, SessionRecord, SessionStoreError};
+use crate::mcp::{INTERNAL_ERROR, ProtocolError};
+use crate::store::sessions::SessionRecord;
+use crate::store::{StoreError, StoreKind};
 use crate::settings::Settings;
 
 /// JSON-RPC code of the fixed answer to a session that is not the caller's (the code MCP SDKs
@@ -80,7 +82,7 @@ pub(crate) async fn bind(
     let Ok(id) = session_id.to_str() else {
         tracing::error!(target: "mcp_gate::request", "the inner server's session id is not text; refusing the session");
         return Err(store_refusal(
-            &SessionStoreError::Unavailable("unreadable session id".into()),
+            &StoreError::unavailable(StoreKind::Sessions, "unreadable session id"),
             Some(&initialize.id),
         ));
     };
@@ -118,19 +120,19 @@ pub(crate) async fn unbind(settings: &Settings, session: &BoundSession) {
 
 /// The answer when the session store refuses or fails, with `Retry-After`: a full store
 /// frees up as sessions end or idle out, an unreachable one within seconds.
-fn store_refusal(error: &SessionStoreError, id: Option<&Value>) -> Reply {
+fn store_refusal(error: &StoreError, id: Option<&Value>) -> Reply {
     let (status, message, retry_after) = match error {
-        SessionStoreError::OwnerQuota { .. } => (
+        StoreError::OwnerQuota { .. } => (
             StatusCode::TOO_MANY_REQUESTS,
             "too many open sessions for this principal: end one (DELETE) or wait for one to expire",
             "5",
         ),
-        SessionStoreError::Full { .. } => (
+        StoreError::Full { .. } => (
             StatusCode::SERVICE_UNAVAILABLE,
             "the server holds as many sessions as it may: retry later",
             STORE_FULL_RETRY_AFTER,
         ),
-        SessionStoreError::Unavailable(_) | SessionStoreError::Taken => (
+        _ => (
             StatusCode::SERVICE_UNAVAILABLE,
             "the session store is unavailable: retry later",
             STORE_UNAVAILABLE_RETRY_AFTER,
@@ -190,10 +192,28 @@ mod tests {
     #[test]
     fn every_503_of_the_session_store_says_when_to_come_back() {
         let cases = [
-            (SessionStoreError::Full { capacity: 1 }, 503, "30"),
-            (SessionStoreError::Unavailable("down".into()), 503, "2"),
-            (SessionStoreError::Taken, 503, "2"),
-            (SessionStoreError::OwnerQuota { quota: 1 }, 429, "5"),
+            (
+                StoreError::Full {
+                    store: StoreKind::Sessions,
+                    capacity: 1,
+                },
+                503,
+                "30",
+            ),
+            (
+                StoreError::unavailable(StoreKind::Sessions, "down"),
+                503,
+                "2",
+            ),
+            (StoreError::Taken, 503, "2"),
+            (
+                StoreError::OwnerQuota {
+                    store: StoreKind::Sessions,
+                    quota: 1,
+                },
+                429,
+                "5",
+            ),
         ];
         for (error, status, seconds) in cases {
             let response = store_refusal(&error, None);

@@ -99,9 +99,11 @@ fn store_failed(request: &McpRequest, what: &str, failure: &StoreError) -> Reply
     match failure {
         // Bounds of the store, said as they are: the caller can retry later; soon when Redis
         // was away even on a fresh connection, later when the store is full.
-        StoreError::Full { .. } | StoreError::OverBudget { .. } | StoreError::Unavailable(_) => {
+        StoreError::Full { .. }
+        | StoreError::OverBudget { .. }
+        | StoreError::Unavailable { .. } => {
             let retry_after = match failure {
-                StoreError::Unavailable(_) => STORE_UNAVAILABLE_RETRY_AFTER,
+                StoreError::Unavailable { .. } => STORE_UNAVAILABLE_RETRY_AFTER,
                 _ => STORE_FULL_RETRY_AFTER,
             };
             let status = StatusCode::SERVICE_UNAVAILABLE;

@@ -1,12 +1,15 @@
-//! [`MemoryTaskStore`]: tasks in this process's memory.
+//! [`MemoryTaskStore`]: tasks in this process's memory, bounded by count and by bytes, never
+//! evicting pending work.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
-use super::store::{
-    Plan, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition, check_new, plan,
+use super::{
+    Plan, TaskChange, TaskFuture, TaskId, TaskOwner, TaskQuery, TaskRecord, TaskStatus, TaskStore,
+    Transition, check_new, plan,
 };
+use crate::clock::now_ms;
+use crate::store::{StoreError, StoreKind};
 
 /// Tasks in memory, for development and single-process deployments: they do not survive a
 /// restart and are not shared between replicas (use `RedisTaskStore` for that).
@@ -166,7 +169,10 @@ impl MemoryTaskStore {
         if let Some(quota) = quota
             && tasks.waiting_of(&record.owner, now) >= quota
         {
-            return Err(StoreError::OwnerQuota { quota });
+            return Err(StoreError::OwnerQuota {
+                store: StoreKind::Tasks,
+                quota,
+            });
         }
         let size = record.call.params_len();
         if tasks.len() >= self.capacity || tasks.bytes.saturating_add(size) > self.byte_budget {
@@ -174,6 +180,7 @@ impl MemoryTaskStore {
         }
         if tasks.len() >= self.capacity {
             return Err(StoreError::Full {
+                store: StoreKind::Tasks,
                 capacity: self.capacity,
             });
         }
@@ -231,17 +238,17 @@ impl std::fmt::Debug for MemoryTaskStore {
 }
 
 impl TaskStore for MemoryTaskStore {
-    fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()> {
+    fn create(&self, record: TaskRecord) -> TaskFuture<'_, ()> {
         let done = self.create_now(record, now_ms(), None);
         Box::pin(async move { done })
     }
 
-    fn create_within(&self, record: TaskRecord, quota: usize) -> StoreFuture<'_, ()> {
+    fn create_within(&self, record: TaskRecord, quota: usize) -> TaskFuture<'_, ()> {
         let done = self.create_now(record, now_ms(), Some(quota));
         Box::pin(async move { done })
     }
 
-    fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>> {
+    fn get<'a>(&'a self, id: &'a TaskId) -> TaskFuture<'a, Option<TaskRecord>> {
         let now = now_ms();
         let found = self
             .lock()
@@ -251,12 +258,12 @@ impl TaskStore for MemoryTaskStore {
         Box::pin(async move { Ok(found) })
     }
 
-    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> StoreFuture<'a, Transition> {
+    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> TaskFuture<'a, Transition> {
         let done = self.transition_now(id, &change, now_ms());
         Box::pin(async move { done })
     }
 
-    fn list<'a>(&'a self, query: TaskQuery<'a>) -> StoreFuture<'a, Vec<TaskRecord>> {
+    fn list<'a>(&'a self, query: TaskQuery<'a>) -> TaskFuture<'a, Vec<TaskRecord>> {
         let found = self.list_now(query, now_ms());
         Box::pin(async move { Ok(found) })
     }
@@ -267,11 +274,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::tasks::{TaskDecision, TaskStatus};
+    use crate::store::tasks::TaskDecision;
     use serde_json::Value;
 
     fn record(ttl_ms: u64) -> TaskRecord {
-        crate::tasks::record::sample_record(Value::Null, "actx_1", ttl_ms)
+        crate::store::tasks::sample_record(Value::Null, "actx_1", ttl_ms)
     }
 
     #[test]
@@ -282,7 +289,13 @@ mod tests {
         store.create_now(a.clone(), now, None).unwrap();
         store.create_now(b, now, None).unwrap();
         let err = store.create_now(record(60_000), now, None).unwrap_err();
-        assert_eq!(err, StoreError::Full { capacity: 2 });
+        assert_eq!(
+            err,
+            StoreError::Full {
+                store: StoreKind::Tasks,
+                capacity: 2
+            }
+        );
         assert!(err.to_string().contains("full (2 live tasks)"), "{err}");
         assert!(store.lock().contains_key(&a.id), "nothing was evicted");
         // Once one expires, its place is free again.
@@ -318,7 +331,7 @@ mod tests {
     #[test]
     fn the_byte_budget_refuses_and_frees_with_expiry() {
         let record = |env: &str, ttl_ms: u64| {
-            crate::tasks::record::sample_record(json!({"env": env}), "ctx", ttl_ms)
+            crate::store::tasks::sample_record(json!({"env": env}), "ctx", ttl_ms)
         };
         let one = record(&"x".repeat(1_000), 60_000);
         let size = one.call.params_len();

@@ -1,127 +1,13 @@
-//! Legacy sessions bound to the principal that opened them.
-//!
-//! **Threat.** A 2025-11-25 session is named by its `Mcp-Session-Id` alone. Without a binding,
-//! anyone with a valid token of their own and someone else's session id could run calls inside
-//! that session, attach to its event stream (`GET`) and end it (`DELETE`). So the layer records
-//! who opened each session, from the inner server's answer to `initialize`, and answers a
-//! request bearing an id that is not bound to its caller (another owner's, or one the layer
-//! never saw) with one fixed `404` of its own, without forwarding it: nobody can tell which
-//! sessions exist.
-//!
-//! **API.** A [`SessionStore`] keeps [`SessionRecord`]s under their session ids. Its methods are
-//! asynchronous and fallible so that a store shared by several replicas can stand behind the
-//! same trait; a store that fails is a refusal (`503`), never an allow. The
-//! [`MemorySessionStore`] is bounded twice: a total capacity, and a quota per owner. When either
-//! is reached a new session is refused; no binding is ever evicted to make room, and idle
-//! bindings expire (after which the client gets the fixed `404` and opens a new session, as
-//! the MCP transport says it must).
-//!
-//! ```
-//! use std::time::Duration;
-//! use mcp_gate::auth::Owner;
-//! use mcp_gate::mcp::{MemorySessionStore, SessionRecord, SessionStore, SessionStoreError};
-//!
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let store = MemorySessionStore::new(100, 1, Duration::from_secs(60));
-//! let alice = Owner::new("https://as.example", Some("alice".into()), Some("cli".into()));
-//! store.bind("s1", SessionRecord::new(alice.clone())).await.unwrap();
-//! assert_eq!(store.get("s1").await.unwrap().unwrap().owner, alice);
-//! // Alice's quota is one session.
-//! assert_eq!(
-//!     store.bind("s2", SessionRecord::new(alice.clone())).await,
-//!     Err(SessionStoreError::OwnerQuota { quota: 1 })
-//! );
-//! # });
-//! ```
+//! [`MemorySessionStore`]: session bindings in this process's memory, bounded in total and
+//! per owner, idle ones forgotten.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
-
+use super::{SessionFuture, SessionRecord, SessionStore};
 use crate::auth::Owner;
-
-/// What every [`SessionStore`] method returns.
-pub type SessionFuture<'a, T> =
-    Pin<Box<dyn Future<Output = Result<T, SessionStoreError>> + Send + 'a>>;
-
-/// Why a session store operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum SessionStoreError {
-    /// The store holds as many sessions as it may; the new session is refused.
-    #[error(
-        "the session store is full ({capacity} sessions); new sessions are refused until some end or expire"
-    )]
-    Full {
-        /// The store's capacity.
-        capacity: usize,
-    },
-    /// This owner holds as many sessions as one owner may; the new session is refused.
-    #[error("this principal holds {quota} open sessions, as many as one principal may")]
-    OwnerQuota {
-        /// Sessions per owner.
-        quota: usize,
-    },
-    /// The id is already bound to another owner (an inner server that reuses ids).
-    #[error("the session id is already bound to another principal")]
-    Taken,
-    /// The store could not be reached or did not answer in time.
-    #[error("the session store is unavailable: {0}")]
-    Unavailable(String),
-}
-
-/// What the layer knows of one legacy session: who opened it and what it declared.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[non_exhaustive]
-pub struct SessionRecord {
-    /// The principal that opened the session.
-    pub owner: Owner,
-    /// The protocol version the client asked for in `initialize`.
-    pub protocol_version: Option<String>,
-    /// The capabilities the client declared in `initialize`.
-    pub capabilities: Map<String, Value>,
-}
-
-impl SessionRecord {
-    /// A session of `owner` that declared nothing.
-    pub fn new(owner: Owner) -> Self {
-        Self {
-            owner,
-            protocol_version: None,
-            capabilities: Map::new(),
-        }
-    }
-
-    /// With the protocol version the client asked for.
-    pub fn protocol_version(mut self, version: impl Into<String>) -> Self {
-        self.protocol_version = Some(version.into());
-        self
-    }
-
-    /// With the capabilities the client declared.
-    pub fn capabilities(mut self, capabilities: Map<String, Value>) -> Self {
-        self.capabilities = capabilities;
-        self
-    }
-}
-
-/// Where the layer keeps its session bindings.
-pub trait SessionStore: Send + Sync + 'static {
-    /// Binds `session_id` to `record.owner`. Binding an id again for the same owner replaces
-    /// the record; for another owner it is [`SessionStoreError::Taken`].
-    fn bind<'a>(&'a self, session_id: &'a str, record: SessionRecord) -> SessionFuture<'a, ()>;
-
-    /// The record bound to `session_id`, if any; a lookup keeps the binding alive.
-    fn get<'a>(&'a self, session_id: &'a str) -> SessionFuture<'a, Option<SessionRecord>>;
-
-    /// Removes the binding of `session_id` if `owner` holds it.
-    fn unbind<'a>(&'a self, session_id: &'a str, owner: &'a Owner) -> SessionFuture<'a, ()>;
-}
+use crate::store::{StoreError, StoreKind};
 
 /// The in-process [`SessionStore`]: at most `capacity` sessions, at most `per_owner` of one
 /// owner, each forgotten after `idle` without a request. Full means refused, never evicted.
@@ -197,13 +83,13 @@ impl MemorySessionStore {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn bind_now(&self, session_id: &str, record: SessionRecord) -> Result<(), SessionStoreError> {
+    fn bind_now(&self, session_id: &str, record: SessionRecord) -> Result<(), StoreError> {
         let now = Instant::now();
         let mut state = self.lock();
         if let Some(entry) = state.sessions.get_mut(session_id) {
             if now.duration_since(entry.last_used) <= self.idle {
                 if entry.record.owner != record.owner {
-                    return Err(SessionStoreError::Taken);
+                    return Err(StoreError::Taken);
                 }
                 *entry = Entry {
                     record,
@@ -218,12 +104,14 @@ impl MemorySessionStore {
             state.expire(self.idle, now);
         }
         if state.sessions.len() >= self.capacity {
-            return Err(SessionStoreError::Full {
+            return Err(StoreError::Full {
+                store: StoreKind::Sessions,
                 capacity: self.capacity,
             });
         }
         if owned(&state) >= self.per_owner {
-            return Err(SessionStoreError::OwnerQuota {
+            return Err(StoreError::OwnerQuota {
+                store: StoreKind::Sessions,
                 quota: self.per_owner,
             });
         }
@@ -295,7 +183,7 @@ mod tests {
         Owner::new("iss", Some(subject.into()), Some("client".into()))
     }
 
-    fn bind(store: &MemorySessionStore, id: &str, who: &str) -> Result<(), SessionStoreError> {
+    fn bind(store: &MemorySessionStore, id: &str, who: &str) -> Result<(), StoreError> {
         store.bind_now(id, SessionRecord::new(owner(who)))
     }
 
@@ -306,12 +194,18 @@ mod tests {
         bind(&store, "a2", "alice").unwrap();
         assert_eq!(
             bind(&store, "a3", "alice"),
-            Err(SessionStoreError::OwnerQuota { quota: 2 })
+            Err(StoreError::OwnerQuota {
+                store: StoreKind::Sessions,
+                quota: 2
+            })
         );
         bind(&store, "b1", "bob").unwrap();
         assert_eq!(
             bind(&store, "c1", "carol"),
-            Err(SessionStoreError::Full { capacity: 3 })
+            Err(StoreError::Full {
+                store: StoreKind::Sessions,
+                capacity: 3
+            })
         );
         for id in ["a1", "a2", "b1"] {
             assert!(store.get_now(id).is_some(), "{id} is still bound");
@@ -328,7 +222,7 @@ mod tests {
     fn an_id_is_bound_to_one_owner() {
         let store = MemorySessionStore::new(10, 10, Duration::from_secs(60));
         bind(&store, "s", "alice").unwrap();
-        assert_eq!(bind(&store, "s", "bob"), Err(SessionStoreError::Taken));
+        assert_eq!(bind(&store, "s", "bob"), Err(StoreError::Taken));
         // The same owner again replaces the record and counts once.
         bind(&store, "s", "alice").unwrap();
         assert_eq!(store.lock().owners[&owner("alice")], 1);

@@ -1,130 +1,16 @@
-//! Single use of continuation states: where used states are remembered.
-//!
-//! **Threat.** A confirmation state (`requestState`) that can be presented twice runs the
-//! confirmed call twice. A store that forgets a used state before the state expires (an
-//! evicting cache) lets that happen, and a store one caller can fill blocks everyone else's
-//! confirmations. A store on one replica lets the state be used again on another.
-//!
-//! **API.** A [`ReplayStore`] records each used state's nonce until the state expires, and
-//! answers whether this was the first use. It is asynchronous and fallible: a store that
-//! cannot answer is a refusal, never an allow. [`MemoryReplayStore`] (one process) is bounded
-//! twice, in total and per owner, and when either bound is reached it refuses new states
-//! instead of forgetting live ones. [`RedisReplayStore`] (feature `redis`) shares used states
-//! between replicas, and the same two bounds with them: counted in Redis, for every replica at
-//! once, in the script that records the state.
-//!
-//! ```
-//! use std::time::{Duration, SystemTime};
-//! use mcp_gate::continuation::{FirstUse, MemoryReplayStore, ReplayError, ReplayStore, StateUse};
-//!
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
-//! let store = MemoryReplayStore::new(100, 1);
-//! let (now, until) = (SystemTime::now(), SystemTime::now() + Duration::from_secs(600));
-//! let state = |owner, nonce| StateUse::new(owner, nonce, now, until);
-//! assert_eq!(store.first_use(state("alice", "n1")).await, Ok(FirstUse::Yes));
-//! assert_eq!(store.first_use(state("alice", "n1")).await, Ok(FirstUse::AlreadyUsed));
-//! // Alice's quota is one live state; Bob is not affected.
-//! assert_eq!(store.first_use(state("alice", "n2")).await, Err(ReplayError::OwnerQuota { quota: 1 }));
-//! assert_eq!(store.first_use(state("bob", "n3")).await, Ok(FirstUse::Yes));
-//! // A state issued before the store existed (a restart) cannot be judged.
-//! let old = StateUse::new("bob", "n4", now - Duration::from_secs(60), until);
-//! assert_eq!(store.first_use(old).await, Ok(FirstUse::Unknowable));
-//! # });
-//! ```
+//! [`MemoryReplayStore`]: used states in this process's memory, bounded in total and per
+//! owner, and refusing what was issued before its memory began.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Mutex;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-#[cfg(feature = "redis")]
-mod redis;
-#[cfg(feature = "redis")]
-pub use self::redis::RedisReplayStore;
-#[cfg(feature = "redis")]
-pub(crate) use self::redis::key_digest;
-
-/// Whether a state was used for the first time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[must_use]
-pub enum FirstUse {
-    /// First use: recorded now.
-    Yes,
-    /// Used before: refuse it.
-    AlreadyUsed,
-    /// Issued before the store's memory began (the process restarted, or Redis lost its
-    /// data): the store cannot tell whether it was used, so it is refused.
-    Unknowable,
-}
-
-/// One presentation of a state, as a replay store records it.
-#[derive(Clone, Copy, Debug)]
-#[non_exhaustive]
-pub struct StateUse<'a> {
-    /// An opaque key, the same for every state of one principal.
-    pub owner: &'a str,
-    /// The state's unique nonce.
-    pub nonce: &'a str,
-    /// When the state was issued.
-    pub issued_at: SystemTime,
-    /// When the state expires; it must be remembered until then.
-    pub expires_at: SystemTime,
-}
-
-impl<'a> StateUse<'a> {
-    /// One presentation of the state `nonce` of `owner`.
-    pub fn new(
-        owner: &'a str,
-        nonce: &'a str,
-        issued_at: SystemTime,
-        expires_at: SystemTime,
-    ) -> Self {
-        Self {
-            owner,
-            nonce,
-            issued_at,
-            expires_at,
-        }
-    }
-}
-
-/// Why a replay store could not answer. The state is refused either way.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReplayError {
-    /// The store holds as many live states as it may; it refuses new ones rather than forget
-    /// one that is still valid.
-    #[error("the replay store is full ({capacity} live states)")]
-    Full {
-        /// The store's capacity.
-        capacity: usize,
-    },
-    /// This owner has used as many states as one owner may within their lifetime.
-    #[error("this principal has used {quota} states that are still live, as many as one may")]
-    OwnerQuota {
-        /// Live used states per owner.
-        quota: usize,
-    },
-    /// The store could not be reached or did not answer in time.
-    #[error("the replay store is unavailable: {0}")]
-    Unavailable(String),
-}
-
-/// What every [`ReplayStore`] method returns.
-pub type ReplayFuture<'a> =
-    Pin<Box<dyn Future<Output = Result<FirstUse, ReplayError>> + Send + 'a>>;
-
-/// Remembers used states when single use is on.
-pub trait ReplayStore: Send + Sync + 'static {
-    /// Records the use of a state until it expires, and says whether it was the first. A
-    /// store whose memory began after the state was issued answers [`FirstUse::Unknowable`].
-    fn first_use<'a>(&'a self, state: StateUse<'a>) -> ReplayFuture<'a>;
-}
+use super::{FirstUse, ReplayFuture, ReplayStore, StateUse};
+use crate::store::{StoreError, StoreKind};
 
 /// An in-memory [`ReplayStore`] for one process: at most `capacity` used states that have not
 /// expired, at most `per_owner` of them for one owner. At either bound new states are refused
-/// ([`ReplayError`]) until older ones expire; a used state is never forgotten while it is
+/// ([`StoreError::Full`], [`StoreError::OwnerQuota`]) until older ones expire; a used state is never forgotten while it is
 /// valid.
 #[derive(Debug)]
 pub struct MemoryReplayStore {
@@ -171,12 +57,12 @@ impl MemoryReplayStore {
             capacity,
             per_owner,
             // To the millisecond, as states carry their issue time.
-            started: UNIX_EPOCH + std::time::Duration::from_millis(crate::tasks::now_ms()),
+            started: UNIX_EPOCH + std::time::Duration::from_millis(crate::clock::now_ms()),
             state: Mutex::new(Used::default()),
         }
     }
 
-    fn record(&self, state: StateUse<'_>) -> Result<FirstUse, ReplayError> {
+    fn record(&self, state: StateUse<'_>) -> Result<FirstUse, StoreError> {
         let StateUse {
             owner,
             nonce,
@@ -209,12 +95,14 @@ impl MemoryReplayStore {
             used.forget_expired(now);
         }
         if used.nonces.len() >= self.capacity {
-            return Err(ReplayError::Full {
+            return Err(StoreError::Full {
+                store: StoreKind::Replay,
                 capacity: self.capacity,
             });
         }
         if count(&used) >= self.per_owner {
-            return Err(ReplayError::OwnerQuota {
+            return Err(StoreError::OwnerQuota {
+                store: StoreKind::Replay,
                 quota: self.per_owner,
             });
         }
@@ -256,7 +144,7 @@ mod tests {
             owner: &str,
             nonce: &str,
             expires_at: SystemTime,
-        ) -> Result<FirstUse, ReplayError> {
+        ) -> Result<FirstUse, StoreError> {
             self.record(StateUse::new(owner, nonce, SystemTime::now(), expires_at))
         }
     }
@@ -268,12 +156,18 @@ mod tests {
         assert_eq!(store.use_now("a", "2", later(60)), Ok(FirstUse::Yes));
         assert_eq!(
             store.use_now("a", "3", later(60)),
-            Err(ReplayError::OwnerQuota { quota: 2 })
+            Err(StoreError::OwnerQuota {
+                store: StoreKind::Replay,
+                quota: 2
+            })
         );
         assert_eq!(store.use_now("b", "4", later(60)), Ok(FirstUse::Yes));
         assert_eq!(
             store.use_now("c", "5", later(60)),
-            Err(ReplayError::Full { capacity: 3 })
+            Err(StoreError::Full {
+                store: StoreKind::Replay,
+                capacity: 3
+            })
         );
         // However hard the store is pushed, a used state stays used.
         for nonce in ["1", "2", "4"] {

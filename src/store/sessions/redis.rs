@@ -1,14 +1,15 @@
-//! [`RedisSessionStore`]: legacy session bindings shared by every replica.
+//! [`RedisSessionStore`]: legacy session bindings shared by every replica, in Redis, with the
+//! memory store's bounds counted in its scripts.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
 
-use super::sessions::{SessionFuture, SessionRecord, SessionStore, SessionStoreError};
+use super::{SessionFuture, SessionRecord, SessionStore};
 use crate::auth::Owner;
-use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
-use crate::replay::key_digest;
+use crate::store::keys::{check_namespace, key_digest};
+use crate::store::{RedisConnection, StoreError, StoreKind};
 
 /// KEYS: session hash, owner's index, global index. ARGV: owner JSON, record JSON, idle (ms),
 /// sessions per owner, capacity, session id, owner index key. Returns 1 once bound, -1 when
@@ -95,8 +96,8 @@ impl std::fmt::Debug for RedisSessionStore {
     }
 }
 
-fn unavailable(e: impl std::fmt::Display) -> SessionStoreError {
-    SessionStoreError::Unavailable(format!("redis: {e}"))
+fn unavailable(e: impl std::fmt::Display) -> StoreError {
+    StoreError::unavailable(StoreKind::Sessions, format_args!("redis: {e}"))
 }
 
 impl RedisSessionStore {
@@ -110,21 +111,25 @@ impl RedisSessionStore {
         capacity: usize,
         per_owner: usize,
         idle: Duration,
-    ) -> Result<Self, SessionStoreError> {
-        if !namespace_ok(namespace) {
-            return Err(SessionStoreError::Unavailable(
-                "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'".into(),
-            ));
-        }
-        let connection = connect(url).await.map_err(|e| match e {
-            ConnectError::BadUrl => {
-                SessionStoreError::Unavailable("the Redis URL is not valid".into())
-            }
-            ConnectError::Cluster => SessionStoreError::Unavailable(
-                "Redis Cluster is not supported: use one server".into(),
-            ),
-            ConnectError::Unreachable(e) => unavailable(e),
-        })?;
+    ) -> Result<Self, StoreError> {
+        check_namespace(namespace, StoreKind::Sessions)?;
+        let connection = RedisConnection::open(url)
+            .await
+            .map_err(|e| StoreError::unavailable(StoreKind::Sessions, e))?;
+        Self::with_connection(connection, namespace, capacity, per_owner, idle).await
+    }
+
+    /// [`new`](Self::new) on a connection the application made
+    /// ([`RedisConnection::from_client`], [`RedisConnection::from_connection_manager`]),
+    /// perhaps shared with the other Redis stores. Fails only for an unusable namespace.
+    pub async fn with_connection(
+        connection: RedisConnection,
+        namespace: &str,
+        capacity: usize,
+        per_owner: usize,
+        idle: Duration,
+    ) -> Result<Self, StoreError> {
+        check_namespace(namespace, StoreKind::Sessions)?;
         Ok(Self {
             connection,
             namespace: namespace.into(),
@@ -159,8 +164,8 @@ impl RedisSessionStore {
     }
 }
 
-fn owner_json(owner: &Owner) -> Result<String, SessionStoreError> {
-    serde_json::to_string(owner).map_err(|e| SessionStoreError::Unavailable(e.to_string()))
+fn owner_json(owner: &Owner) -> Result<String, StoreError> {
+    serde_json::to_string(owner).map_err(|e| StoreError::unavailable(StoreKind::Sessions, e))
 }
 
 impl SessionStore for RedisSessionStore {
@@ -187,13 +192,15 @@ impl SessionStore for RedisSessionStore {
                 .map_err(unavailable)?;
             match answer {
                 1 => Ok(()),
-                -1 => Err(SessionStoreError::Full {
+                -1 => Err(StoreError::Full {
+                    store: StoreKind::Sessions,
                     capacity: self.capacity,
                 }),
-                -2 => Err(SessionStoreError::OwnerQuota {
+                -2 => Err(StoreError::OwnerQuota {
+                    store: StoreKind::Sessions,
                     quota: self.per_owner,
                 }),
-                -3 => Err(SessionStoreError::Taken),
+                -3 => Err(StoreError::Taken),
                 other => Err(unavailable(format!("unexpected answer {other}"))),
             }
         })

@@ -1,13 +1,14 @@
-//! [`RedisReplayStore`]: used states shared by every replica.
+//! [`RedisReplayStore`]: used states shared by every replica, in Redis, with the memory
+//! store's bounds counted in its one script.
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redis::Script;
-use sha2::{Digest, Sha256};
 
-use super::{FirstUse, MemoryReplayStore, ReplayError, ReplayFuture, ReplayStore, StateUse};
-use crate::redis_client::{ConnectError, RedisConnection, connect, namespace_ok};
+use super::{FirstUse, MemoryReplayStore, ReplayFuture, ReplayStore, StateUse};
+use crate::store::keys::{check_namespace, key_digest};
+use crate::store::{RedisConnection, StoreError, StoreKind};
 
 /// KEYS: the state's key, the store's memory key, the index of live states, the owner's index
 /// of live states. ARGV: owner, issued at (ms), expires at (ms), capacity, per-owner quota,
@@ -51,7 +52,7 @@ return 1
 ///
 /// Bounded as [`MemoryReplayStore`](super::MemoryReplayStore) is, and across every replica
 /// that shares the namespace: at most `capacity` live used states in all
-/// ([`ReplayError::Full`]), at most `per_owner` of one owner ([`ReplayError::OwnerQuota`]);
+/// ([`StoreError::Full`]), at most `per_owner` of one owner ([`StoreError::OwnerQuota`]);
 /// at either bound a new state is refused, never a live one forgotten. The same script keeps
 /// the counts: a sorted set of the store's live nonces (`{namespace}:used-index`) and one per
 /// owner (`{namespace}:used-by:{digest of the owner}`), each scored by expiry, pruned of
@@ -69,7 +70,7 @@ return 1
 /// Redis must not evict these keys before they expire: run it with
 /// `maxmemory-policy noeviction` (or a `volatile-*` policy and enough memory). An evicting
 /// Redis could forget a used state, and the state would then be accepted again. A call made
-/// while Redis is unreachable fails with [`ReplayError::Unavailable`] within seconds, and the
+/// while Redis is unreachable fails with [`StoreError::Unavailable`] within seconds, and the
 /// state is refused.
 #[derive(Clone)]
 pub struct RedisReplayStore {
@@ -100,19 +101,23 @@ impl RedisReplayStore {
     ///
     /// [`MemoryReplayStore::DEFAULT_CAPACITY`]: super::MemoryReplayStore::DEFAULT_CAPACITY
     /// [`MemoryReplayStore::DEFAULT_PER_OWNER`]: super::MemoryReplayStore::DEFAULT_PER_OWNER
-    pub async fn new(url: &str, namespace: &str) -> Result<Self, ReplayError> {
-        if !namespace_ok(namespace) {
-            return Err(ReplayError::Unavailable(
-                "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'".into(),
-            ));
-        }
-        let connection = connect(url).await.map_err(|e| match e {
-            ConnectError::BadUrl => ReplayError::Unavailable("the Redis URL is not valid".into()),
-            ConnectError::Cluster => {
-                ReplayError::Unavailable("Redis Cluster is not supported: use one server".into())
-            }
-            ConnectError::Unreachable(e) => ReplayError::Unavailable(format!("redis: {e}")),
-        })?;
+    pub async fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
+        check_namespace(namespace, StoreKind::Replay)?;
+        let connection = RedisConnection::open(url)
+            .await
+            .map_err(|e| StoreError::unavailable(StoreKind::Replay, e))?;
+        Self::with_connection(connection, namespace).await
+    }
+
+    /// [`new`](Self::new) on a connection the application made
+    /// ([`RedisConnection::from_client`], [`RedisConnection::from_connection_manager`]),
+    /// perhaps shared with the other Redis stores. Fails for an unusable namespace, or if the
+    /// server does not answer (the store notes when its memory began).
+    pub async fn with_connection(
+        connection: RedisConnection,
+        namespace: &str,
+    ) -> Result<Self, StoreError> {
+        check_namespace(namespace, StoreKind::Replay)?;
         let store = Self {
             connection,
             namespace: namespace.into(),
@@ -124,11 +129,11 @@ impl RedisReplayStore {
         let mut connection = store.connection.clone();
         let _: () = redis::cmd("SET")
             .arg(store.memory_key())
-            .arg(crate::tasks::now_ms())
+            .arg(crate::clock::now_ms())
             .arg("NX")
             .query_async(&mut connection)
             .await
-            .map_err(|e| ReplayError::Unavailable(format!("redis: {e}")))?;
+            .map_err(unavailable)?;
         Ok(store)
     }
 
@@ -146,11 +151,8 @@ impl RedisReplayStore {
     }
 }
 
-/// What names an owner in a Redis key: 32 hex digits of its SHA-256, so no identity is
-/// spelled in a key and any text makes a valid key.
-pub(crate) fn key_digest(owner: &str) -> String {
-    let digest = Sha256::digest(owner.as_bytes());
-    digest[..16].iter().map(|b| format!("{b:02x}")).collect()
+fn unavailable(e: redis::RedisError) -> StoreError {
+    StoreError::unavailable(StoreKind::Replay, format_args!("redis: {e}"))
 }
 
 impl ReplayStore for RedisReplayStore {
@@ -184,25 +186,28 @@ impl ReplayStore for RedisReplayStore {
                 .arg(state.nonce)
                 .invoke_async(&mut connection)
                 .await
-                .map_err(|e| ReplayError::Unavailable(format!("redis: {e}")))?;
+                .map_err(unavailable)?;
             Ok(match answer {
                 1 => FirstUse::Yes,
                 0 => FirstUse::AlreadyUsed,
                 -1 => FirstUse::Unknowable,
                 -2 => {
-                    return Err(ReplayError::Full {
+                    return Err(StoreError::Full {
+                        store: StoreKind::Replay,
                         capacity: self.capacity,
                     });
                 }
                 -3 => {
-                    return Err(ReplayError::OwnerQuota {
+                    return Err(StoreError::OwnerQuota {
+                        store: StoreKind::Replay,
                         quota: self.per_owner,
                     });
                 }
                 other => {
-                    return Err(ReplayError::Unavailable(format!(
-                        "redis: unexpected answer {other} from the replay script"
-                    )));
+                    return Err(StoreError::unavailable(
+                        StoreKind::Replay,
+                        format_args!("redis: unexpected answer {other} from the replay script"),
+                    ));
                 }
             })
         })

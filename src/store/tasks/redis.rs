@@ -5,12 +5,13 @@ use std::sync::Arc;
 
 use redis::{RedisError, Script, Value};
 
-use crate::redis_client::{ConnectError, RedisConnection};
-
-use super::record::{TaskId, TaskOwner, TaskRecord, TaskStatus, now_ms};
-use super::store::{
-    Plan, StoreError, StoreFuture, TaskChange, TaskQuery, TaskStore, Transition, check_new, plan,
+use super::{
+    MemoryTaskStore, Plan, TaskChange, TaskFuture, TaskId, TaskOwner, TaskQuery, TaskRecord,
+    TaskStatus, TaskStore, Transition, check_new, plan,
 };
+use crate::clock::now_ms;
+use crate::store::keys::{check_namespace, key_digest};
+use crate::store::{RedisConnectError, RedisConnection, StoreError, StoreKind};
 
 /// Index entries read per round trip by `list`.
 const LIST_PAGE: usize = 100;
@@ -148,7 +149,7 @@ return {2}
 /// by their deadline, for [`list`](TaskStore::list) and the bounds. Never `KEYS` or `SCAN`
 /// over the keyspace.
 ///
-/// Bounded as [`MemoryTaskStore`](super::MemoryTaskStore) is, across every replica on the
+/// Bounded as [`MemoryTaskStore`] is, across every replica on the
 /// namespace, in the create script: at most [`capacity`](Self::capacity) live tasks
 /// ([`StoreError::Full`]), at most [`byte_budget`](Self::byte_budget) bytes of held calls
 /// ([`StoreError::OverBudget`]), and through [`create_within`](TaskStore::create_within) at
@@ -200,17 +201,7 @@ impl std::fmt::Debug for RedisTaskStore {
 }
 
 fn unavailable(e: RedisError) -> StoreError {
-    StoreError::Unavailable(format!("redis: {e}"))
-}
-
-fn check_namespace(namespace: &str) -> Result<(), StoreError> {
-    if crate::redis_client::namespace_ok(namespace) {
-        Ok(())
-    } else {
-        Err(StoreError::Config(
-            "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'".into(),
-        ))
-    }
+    StoreError::unavailable(StoreKind::Tasks, format_args!("redis: {e}"))
 }
 
 impl RedisTaskStore {
@@ -218,31 +209,36 @@ impl RedisTaskStore {
     /// `redis+unix:///path`) and keeps this gateway's tasks under `namespace` (1 to 64
     /// characters of `A-Z a-z 0-9 - _ .`). Every replica sharing tasks uses the same server
     /// and namespace. The store holds the default bounds of the memory store
-    /// ([`MemoryTaskStore::DEFAULT_CAPACITY`](super::MemoryTaskStore::DEFAULT_CAPACITY) tasks,
-    /// [`MemoryTaskStore::DEFAULT_BYTE_BUDGET`](super::MemoryTaskStore::DEFAULT_BYTE_BUDGET)
+    /// ([`MemoryTaskStore::DEFAULT_CAPACITY`] tasks,
+    /// [`MemoryTaskStore::DEFAULT_BYTE_BUDGET`]
     /// bytes of held calls) until [`capacity`](Self::capacity) or
     /// [`byte_budget`](Self::byte_budget) changes them. Fails if the URL is unusable or the
     /// server does not answer.
     pub async fn new(url: &str, namespace: &str) -> Result<Self, StoreError> {
-        check_namespace(namespace)?;
-        let connection = match crate::redis_client::connect(url).await {
-            Ok(connection) => connection,
+        check_namespace(namespace, StoreKind::Tasks)?;
+        let connection = RedisConnection::open(url).await.map_err(|e| match e {
             // The parser's message could quote the URL, and with it a password: not repeated.
-            Err(ConnectError::BadUrl) => {
-                return Err(StoreError::Config("the Redis URL is not valid".into()));
+            RedisConnectError::BadUrl | RedisConnectError::Cluster => {
+                StoreError::unusable(StoreKind::Tasks, e.to_string())
             }
-            Err(ConnectError::Cluster) => {
-                return Err(StoreError::Config(
-                    "Redis Cluster is not supported: use one server".into(),
-                ));
-            }
-            Err(ConnectError::Unreachable(e)) => return Err(unavailable(e)),
-        };
+            RedisConnectError::Unreachable(_) => StoreError::unavailable(StoreKind::Tasks, e),
+        })?;
+        Self::with_connection(connection, namespace).await
+    }
+
+    /// [`new`](Self::new) on a connection the application made
+    /// ([`RedisConnection::from_client`], [`RedisConnection::from_connection_manager`]),
+    /// perhaps shared with the other Redis stores. Fails only for an unusable namespace.
+    pub async fn with_connection(
+        connection: RedisConnection,
+        namespace: &str,
+    ) -> Result<Self, StoreError> {
+        check_namespace(namespace, StoreKind::Tasks)?;
         Ok(Self {
             connection,
             namespace: namespace.into(),
-            capacity: super::MemoryTaskStore::DEFAULT_CAPACITY,
-            byte_budget: super::MemoryTaskStore::DEFAULT_BYTE_BUDGET,
+            capacity: MemoryTaskStore::DEFAULT_CAPACITY,
+            byte_budget: MemoryTaskStore::DEFAULT_BYTE_BUDGET,
             create: Arc::new(Script::new(CREATE)),
             transition: Arc::new(Script::new(TRANSITION)),
             trim: Arc::new(Script::new(TRIM)),
@@ -289,12 +285,16 @@ impl RedisTaskStore {
 
     /// The owner's waiting set, named by a digest of the owner.
     fn owner_key(&self, owner: &TaskOwner) -> Result<String, StoreError> {
-        let owner = serde_json::to_string(owner)
-            .map_err(|e| StoreError::Unavailable(format!("an owner that cannot be named: {e}")))?;
+        let owner = serde_json::to_string(owner).map_err(|e| {
+            StoreError::unavailable(
+                StoreKind::Tasks,
+                format_args!("an owner that cannot be named: {e}"),
+            )
+        })?;
         Ok(format!(
             "{}:task-owner:{}",
             self.namespace,
-            crate::replay::key_digest(&owner)
+            key_digest(&owner)
         ))
     }
 
@@ -356,17 +356,20 @@ impl RedisTaskStore {
             0 => Err(StoreError::Duplicate(record.id)),
             -1 => Err(StoreError::Expired(record.id)),
             -2 => Err(StoreError::Full {
+                store: StoreKind::Tasks,
                 capacity: self.capacity,
             }),
             -3 => Err(StoreError::OverBudget {
                 budget: self.byte_budget,
             }),
             -4 => Err(StoreError::OwnerQuota {
+                store: StoreKind::Tasks,
                 quota: usize::try_from(quota).unwrap_or(usize::MAX),
             }),
-            other => Err(StoreError::Unavailable(format!(
-                "redis: unexpected answer {other} from the create script"
-            ))),
+            other => Err(StoreError::unavailable(
+                StoreKind::Tasks,
+                format_args!("redis: unexpected answer {other} from the create script"),
+            )),
         }
     }
 
@@ -437,15 +440,17 @@ impl RedisTaskStore {
                     (read, fresh) = (Some(stored), true);
                 }
                 _ => {
-                    return Err(StoreError::Unavailable(
-                        "redis: unexpected answer from the transition script".into(),
+                    return Err(StoreError::unavailable(
+                        StoreKind::Tasks,
+                        "redis: unexpected answer from the transition script",
                     ));
                 }
             }
         }
-        Err(StoreError::Unavailable(format!(
-            "redis: task {id} kept changing during a transition"
-        )))
+        Err(StoreError::unavailable(
+            StoreKind::Tasks,
+            format_args!("redis: task {id} kept changing during a transition"),
+        ))
     }
 
     async fn list_records(&self, query: TaskQuery<'_>) -> Result<Vec<TaskRecord>, StoreError> {
@@ -542,23 +547,23 @@ fn script_answer(answer: Value) -> Option<(i64, Option<Vec<u8>>)> {
 }
 
 impl TaskStore for RedisTaskStore {
-    fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()> {
+    fn create(&self, record: TaskRecord) -> TaskFuture<'_, ()> {
         Box::pin(self.create_record(record, None))
     }
 
-    fn create_within(&self, record: TaskRecord, quota: usize) -> StoreFuture<'_, ()> {
+    fn create_within(&self, record: TaskRecord, quota: usize) -> TaskFuture<'_, ()> {
         Box::pin(self.create_record(record, Some(quota)))
     }
 
-    fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>> {
+    fn get<'a>(&'a self, id: &'a TaskId) -> TaskFuture<'a, Option<TaskRecord>> {
         Box::pin(self.get_record(id))
     }
 
-    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> StoreFuture<'a, Transition> {
+    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> TaskFuture<'a, Transition> {
         Box::pin(self.transition_record(id, change))
     }
 
-    fn list<'a>(&'a self, query: TaskQuery<'a>) -> StoreFuture<'a, Vec<TaskRecord>> {
+    fn list<'a>(&'a self, query: TaskQuery<'a>) -> TaskFuture<'a, Vec<TaskRecord>> {
         Box::pin(self.list_records(query))
     }
 }
@@ -566,16 +571,6 @@ impl TaskStore for RedisTaskStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn namespaces_are_checked() {
-        for good in ["mcp-gate", "prod.eu_1", "a"] {
-            assert!(check_namespace(good).is_ok(), "{good}");
-        }
-        for bad in ["", "a b", "a:b", "ns*", "{ns}", &"x".repeat(65)] {
-            assert!(check_namespace(bad).is_err(), "{bad}");
-        }
-    }
 
     #[test]
     fn script_answers_are_read_strictly() {
@@ -599,7 +594,7 @@ mod tests {
         let err = RedisTaskStore::new("http://user:hunter2@example", "ns")
             .await
             .unwrap_err();
-        assert!(matches!(err, StoreError::Config(_)), "{err}");
+        assert!(matches!(err, StoreError::Config { .. }), "{err}");
         assert!(!err.to_string().contains("hunter2"));
     }
 }

@@ -1,94 +1,77 @@
-//! The [`TaskStore`] trait, its errors, and the transition rules every store shares.
-
-use std::future::Future;
-use std::pin::Pin;
+//! Durable approval tasks as a store keeps them: the [`TaskRecord`] (`record.rs`: the held
+//! call, its owner, its status and outcome), the [`TaskStore`] trait with its atomic
+//! compare-and-set ([`TaskStore::transition`]), the rules every backend shares, and one file
+//! per backend: [`MemoryTaskStore`] (`memory.rs`) and, with feature `redis`, `RedisTaskStore`
+//! (`redis.rs`, shared by replicas, surviving restarts of the gateway).
+//!
+//! These types are also re-exported at `mcp_gate::tasks`, beside the decision API
+//! (`Approvals`), the start hook and the wire shapes, which need more than a store.
+//!
+//! # Threat model
+//!
+//! - **Records come back.** A record is written by one process and read later by another: after
+//!   a restart, by another replica, by an approval worker. Nothing in a record is trusted more
+//!   than the store it came from. Every record read is decoded strictly (unknown fields are
+//!   refused), must carry the [`SCHEMA_VERSION`] this build understands (an older or newer
+//!   record is refused with [`StoreError::UnsupportedSchema`], never half-read), must be
+//!   stored under its own id, and must be internally consistent (a `completed` task has a
+//!   result, a `working` one has none); anything else is [`StoreError::Corrupt`].
+//! - **No credentials at rest.** A record holds who owns the task (issuer, subject, client id)
+//!   and what was asked (method, params, protocol version, resource), never the bearer token:
+//!   there is no field for it, and [`HeldCall::new`] drops the request's `_meta`,
+//!   `inputResponses`, `requestState` and `task`, so client echoes and continuation state are
+//!   not stored either. The params do hold the tool's arguments, so the store is as sensitive as
+//!   the calls it holds: put Redis on loopback or a private network, behind an ACL user.
+//! - **Exactly one executor.** Several replicas may poll, approve and run the same task at the
+//!   same moment. The only way to change a stored record is [`TaskStore::transition`], a
+//!   compare-and-set applied atomically by the store (under one lock in memory, in one Lua
+//!   script in Redis): it applies only if the current status is the expected one. Statuses only
+//!   move forward ([`TaskStatus::can_become`]), so a status seen once can never come back, and
+//!   of any number of concurrent `Approved -> Executing` attempts exactly one is
+//!   [`Transition::Applied`]; that one caller, and only it, runs the held call.
+//! - **Expired tasks are never executed.** Every record has a lifetime (`ttl_ms` from
+//!   `created_at`). An expired record reads as absent and no transition applies to it, whatever
+//!   its status. In Redis the key itself expires at the same instant, and the compare-and-set
+//!   checks the deadline against both the server's clock and the caller's, so a replica with a
+//!   slow clock cannot revive a task. A claim can also demand time to spare
+//!   ([`TaskChange::require_remaining_ms`]), so a call is not started with no time left to
+//!   record its result.
+//! - **Bounded, on every backend alike.** The memory and Redis stores refuse new tasks when
+//!   full ([`StoreError::Full`]) or over their byte budget ([`StoreError::OverBudget`])
+//!   rather than evicting pending work, and [`TaskStore::create_within`] refuses an owner
+//!   who already has as many tasks waiting as one may ([`StoreError::OwnerQuota`]), counted
+//!   without reading any record; the Redis store counts for every replica at once, in the
+//!   script that stores the task. [`TaskStore::list`] returns at most [`MAX_LIST`] records.
+//!
+//! Not covered here: who may read or decide a task. The store returns any record by id; the
+//! caller compares [`TaskRecord::owner`] with the principal asking, and answers a stranger
+//! exactly as it answers an unknown id. Execution is at most once: a replica that dies after
+//! claiming a task (`Executing`) leaves it `working` on the wire until it expires; it is never
+//! run a second time.
 
 use serde_json::Value;
 
-use super::record::{TaskDecision, TaskError, TaskId, TaskOwner, TaskRecord, TaskStatus};
+use super::{StoreError, StoreFuture, into_shared};
+
+mod memory;
+mod record;
+#[cfg(feature = "redis")]
+mod redis;
+
+pub use memory::MemoryTaskStore;
+#[cfg(test)]
+pub(crate) use record::sample_record;
+pub use record::{
+    HeldCall, SCHEMA_VERSION, TaskDecision, TaskError, TaskId, TaskOwner, TaskRecord, TaskStatus,
+};
+#[cfg(feature = "redis")]
+pub use redis::RedisTaskStore;
 
 /// The most records one [`TaskStore::list`] returns.
 pub const MAX_LIST: usize = 1000;
 
 /// What every [`TaskStore`] method returns.
-pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, StoreError>> + Send + 'a>>;
-
-/// Why a store operation failed.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum StoreError {
-    /// The store could not be reached or did not answer in time. Nothing is known to have
-    /// changed; a caller holding a denied call keeps it denied.
-    #[error("the task store is unavailable: {0}")]
-    Unavailable(String),
-    /// A stored record is not a valid task record.
-    #[error("task record {id} is corrupt: {reason}")]
-    Corrupt {
-        /// The id it was stored under.
-        id: String,
-        /// What is wrong with it.
-        reason: String,
-    },
-    /// A stored record was written in another format, by an older or newer build.
-    #[error(
-        "task record {id} has schema version {found}; this build reads only version {supported}"
-    )]
-    UnsupportedSchema {
-        /// The id it was stored under.
-        id: String,
-        /// The version it carries.
-        found: u64,
-        /// The version this build reads.
-        supported: u32,
-    },
-    /// [`TaskStore::create`] with an id that is already stored.
-    #[error("task {0} already exists")]
-    Duplicate(TaskId),
-    /// The task has expired: created already expired, or a transition demanded more time than
-    /// is left ([`TaskChange::require_remaining_ms`]).
-    #[error("task {0} has expired, or would expire before it could finish")]
-    Expired(TaskId),
-    /// The store holds as many live tasks as it may; pending tasks are never evicted.
-    #[error(
-        "the task store is full ({capacity} live tasks); new tasks are refused until some finish or expire"
-    )]
-    Full {
-        /// The store's capacity.
-        capacity: usize,
-    },
-    /// The store's held calls would take more than its byte budget; nothing is evicted to make
-    /// room.
-    #[error(
-        "the task store holds as many bytes of held calls as it may ({budget} bytes); new tasks are refused until some finish or expire"
-    )]
-    OverBudget {
-        /// The store's budget, in bytes.
-        budget: usize,
-    },
-    /// [`TaskStore::create_within`] for an owner that already has `quota` tasks waiting for
-    /// approval; other owners are not affected.
-    #[error(
-        "this principal has {quota} calls waiting for approval, as many as one may: wait for a decision, or cancel one"
-    )]
-    OwnerQuota {
-        /// Tasks one owner may have waiting (`working`) at once.
-        quota: usize,
-    },
-    /// A transition the task lifecycle does not allow ([`TaskStatus::can_become`]).
-    #[error("a task cannot move from {from} to {to}")]
-    InvalidTransition {
-        /// The expected current status.
-        from: TaskStatus,
-        /// The requested status.
-        to: TaskStatus,
-    },
-    /// A record (new, or as a transition would leave it) breaks a rule of the record format.
-    #[error("invalid task record: {0}")]
-    InvalidRecord(&'static str),
-    /// The store's configuration is unusable (namespace, URL).
-    #[error("invalid task store configuration: {0}")]
-    Config(String),
-}
+pub type TaskFuture<'a, T> = StoreFuture<'a, T>;
 
 /// What [`TaskStore::transition`] did.
 #[derive(Clone, Debug, PartialEq)]
@@ -263,16 +246,16 @@ pub trait TaskStore: Send + Sync + 'static {
     /// Stores a new `working` task. Fails with [`StoreError::Duplicate`] if its id is stored
     /// (and not expired), [`StoreError::Expired`] if it is already expired,
     /// [`StoreError::InvalidRecord`] if it is not a valid new record.
-    fn create(&self, record: TaskRecord) -> StoreFuture<'_, ()>;
+    fn create(&self, record: TaskRecord) -> TaskFuture<'_, ()>;
 
     /// [`create`](Self::create), unless the record's owner already has `quota` live tasks
     /// waiting for approval (`working`): then [`StoreError::OwnerQuota`], and nothing is
-    /// stored. [`MemoryTaskStore`](super::MemoryTaskStore) and `RedisTaskStore` count and
+    /// stored. [`MemoryTaskStore`] and `RedisTaskStore` count and
     /// store in one atomic step, from a count of the owner's waiting tasks kept beside the
     /// records (no record is read). This default counts with [`list`](Self::list) first:
     /// it copies the owner's waiting records, and creates of one owner racing each other
     /// can pass it together. A store of your own should implement it.
-    fn create_within(&self, record: TaskRecord, quota: usize) -> StoreFuture<'_, ()> {
+    fn create_within(&self, record: TaskRecord, quota: usize) -> TaskFuture<'_, ()> {
         Box::pin(async move {
             let waiting = {
                 let query = TaskQuery::new()
@@ -282,14 +265,17 @@ pub trait TaskStore: Send + Sync + 'static {
                 self.list(query).await?.len()
             };
             if waiting >= quota {
-                return Err(StoreError::OwnerQuota { quota });
+                return Err(StoreError::OwnerQuota {
+                    store: super::StoreKind::Tasks,
+                    quota,
+                });
             }
             self.create(record).await
         })
     }
 
     /// The task, or `None` if it is unknown or expired.
-    fn get<'a>(&'a self, id: &'a TaskId) -> StoreFuture<'a, Option<TaskRecord>>;
+    fn get<'a>(&'a self, id: &'a TaskId) -> TaskFuture<'a, Option<TaskRecord>>;
 
     /// Applies `change` to the task, moving it from the change's `from` status to its `to`, if
     /// and only if it is stored, not expired, and its status is `from`, all checked and
@@ -297,11 +283,11 @@ pub trait TaskStore: Send + Sync + 'static {
     /// [`StoreError::InvalidTransition`], before the store is touched; a change that would
     /// leave an invalid record (say `completed` without a result) is
     /// [`StoreError::InvalidRecord`].
-    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> StoreFuture<'a, Transition>;
+    fn transition<'a>(&'a self, id: &'a TaskId, change: TaskChange) -> TaskFuture<'a, Transition>;
 
     /// The live tasks `query` asks for, those expiring soonest first. Meant for an approval
     /// page; a snapshot, not a consistent read.
-    fn list<'a>(&'a self, query: TaskQuery<'a>) -> StoreFuture<'a, Vec<TaskRecord>>;
+    fn list<'a>(&'a self, query: TaskQuery<'a>) -> TaskFuture<'a, Vec<TaskRecord>>;
 }
 
 /// Checks a record offered to [`TaskStore::create`] at `now`.
@@ -360,3 +346,5 @@ pub(crate) fn plan(
     next.check().map_err(StoreError::InvalidRecord)?;
     Ok(Plan::Write(next))
 }
+
+into_shared!(TaskStore);
