@@ -19,9 +19,9 @@ use crate::enforce::reply::{
 use crate::mcp::era::{SESSION_HEADER, single_header};
 use crate::mcp::request::McpRequest;
 use crate::mcp::{INTERNAL_ERROR, ProtocolError};
+use crate::settings::Settings;
 use crate::store::sessions::SessionRecord;
 use crate::store::{StoreError, StoreKind};
-use crate::settings::Settings;
 
 /// JSON-RPC code of the fixed answer to a session that is not the caller's (the code MCP SDKs
 /// use for "session not found").
