@@ -12,7 +12,7 @@
 //! What the three share is here: one error ([`StoreError`], which names the store it comes
 //! from as a [`StoreKind`]), one future shape ([`StoreFuture`]), the conversion the builder's
 //! store methods take ([`IntoShared`]) and, with feature `redis`, the one connection to Redis
-//! ([`RedisConnection`]), which an application may build from its own client.
+//! (`RedisConnection`, feature `redis`), which an application may build from its own client.
 //!
 //! Every store is asynchronous and fallible, so that a shared store can stand behind the same
 //! trait as a memory one, and a store that fails is a refusal (`503`, or `429` for a quota),
