@@ -693,15 +693,7 @@ async fn a_used_request_state_is_refused_on_both_replicas() {
     bounded("the replay", async {
         let token = deployment.token("alice");
         let [a, b] = &deployment.replicas;
-        let form = json!({"elicitation": {"form": {}}});
-        let arguments = json!({"name": "delete_file", "arguments": {"path": "notes.txt"}});
-        let (body, headers) = modern(
-            1,
-            "tools/call",
-            arguments.clone(),
-            "delete_file",
-            form.clone(),
-        );
+        let (body, headers) = delete_notes(1, None);
         let asked = deployment.post(&a.url, &token, &headers, &body).await;
         assert_eq!(
             asked.body["result"]["resultType"], "input_required",
@@ -711,11 +703,7 @@ async fn a_used_request_state_is_refused_on_both_replicas() {
             .as_str()
             .expect("a request state")
             .to_owned();
-        let mut retry = arguments.clone();
-        retry["requestState"] = json!(state);
-        retry["inputResponses"] =
-            json!({"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}});
-        let (body, headers) = modern(2, "tools/call", retry, "delete_file", form);
+        let (body, headers) = delete_notes(2, Some(&state));
         let confirmed = deployment.post(&b.url, &token, &headers, &body).await;
         assert_eq!(
             confirmed.body["result"]["content"][0]["text"], "deleted notes.txt",
@@ -1048,25 +1036,13 @@ async fn stores_built_from_the_applications_client_and_manager_serve_both_replic
         assert_eq!(own.status, 200, "{own:?}");
 
         // Replay: a state asked on A, used on B, is refused on A.
-        let form = json!({"elicitation": {"form": {}}});
-        let arguments = json!({"name": "delete_file", "arguments": {"path": "notes.txt"}});
-        let (body, headers) = modern(
-            3,
-            "tools/call",
-            arguments.clone(),
-            "delete_file",
-            form.clone(),
-        );
+        let (body, headers) = delete_notes(3, None);
         let asked = deployment.post(&a.url, &alice, &headers, &body).await;
         let state = message(&asked)["result"]["requestState"]
             .as_str()
             .unwrap_or_else(|| panic!("a request state: {asked:?}"))
             .to_owned();
-        let mut retry = arguments;
-        retry["requestState"] = json!(state);
-        retry["inputResponses"] =
-            json!({"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}});
-        let (body, headers) = modern(4, "tools/call", retry, "delete_file", form);
+        let (body, headers) = delete_notes(4, Some(&state));
         let confirmed = deployment.post(&b.url, &alice, &headers, &body).await;
         assert_eq!(
             message(&confirmed)["result"]["content"][0]["text"],
@@ -1110,4 +1086,17 @@ async fn stores_built_from_the_applications_client_and_manager_serve_both_replic
         assert_eq!(deployment.runs.of("deploy"), 0, "a held call does not run");
     })
     .await;
+}
+
+/// `tools/call delete_file` on notes.txt from a client that can take a confirmation: the first
+/// round, or (with the state it was asked with) the retry that confirms.
+fn delete_notes(id: u64, confirming: Option<&str>) -> common::modern::ModernRequest {
+    let mut params = json!({"name": "delete_file", "arguments": {"path": "notes.txt"}});
+    if let Some(state) = confirming {
+        params["requestState"] = json!(state);
+        params["inputResponses"] =
+            json!({"mcp-gate/confirm": {"action": "accept", "content": {"approve": true}}});
+    }
+    let form = json!({"elicitation": {"form": {}}});
+    modern(id, "tools/call", params, "delete_file", form)
 }

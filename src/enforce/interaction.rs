@@ -293,7 +293,8 @@ pub(crate) fn url_approval(url: &str, message: &str, input_key: &str) -> InputRe
     }
 }
 
-/// One request that a ruling may answer with a round trip of the layer's.
+/// One judged request, as a round trip of the layer's or a denial is written for it.
+#[derive(Clone, Copy)]
 pub(crate) struct Round<'a> {
     pub settings: &'a Settings,
     pub principal: &'a Principal,
@@ -316,6 +317,18 @@ pub(crate) enum Elicited {
 }
 
 impl Round<'_> {
+    /// What a denial or an input request for this request is rendered with.
+    pub fn denial_context<'c>(&'c self, context_id: &'c str) -> DenialContext<'c> {
+        DenialContext {
+            settings: &self.settings.denial,
+            request: self.request,
+            protocol: self.protocol,
+            resource_metadata: &self.settings.resource.metadata_url,
+            endpoint_scopes: &self.settings.authenticator.required_scopes,
+            context_id,
+        }
+    }
+
     /// An `InputRequiredResult` with a fresh signed state, if the client can take one, the
     /// revision allows it and the call has rounds left; `None` otherwise.
     pub fn elicit(&self, input: InputRequest) -> Option<Elicited> {
@@ -350,15 +363,7 @@ impl Round<'_> {
         ) else {
             return Some(Elicited::NoRandomness);
         };
-        let context = DenialContext {
-            settings: &settings.denial,
-            request: self.request,
-            protocol: self.protocol,
-            resource_metadata: &settings.resource.metadata_url,
-            endpoint_scopes: &settings.authenticator.required_scopes,
-            context_id: &context_id,
-        };
-        let rendered = context.input_required(
+        let rendered = self.denial_context(&context_id).input_required(
             &input.key,
             input.input,
             &state,

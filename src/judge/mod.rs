@@ -93,7 +93,7 @@ impl<'a> Judge<'a> {
             phase: case.phase,
             answered: case.answered,
             listed: case.listed,
-            approval: case.approval.clone(),
+            approval: case.approval,
         });
         let decision = policy::run(self.policy, evaluation, self.timeout).await;
         let ruling = match decision {

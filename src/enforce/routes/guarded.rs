@@ -11,10 +11,9 @@ use bytes::Bytes;
 use http::header;
 use http::request::Parts;
 
-use crate::auth::Principal;
 use crate::continuation::Payload;
 use crate::denial::new_context_id;
-use crate::denial::render::{Denial, DenialContext, Expressed};
+use crate::denial::render::{Denial, Expressed};
 use crate::enforce::bounds::Inner;
 use crate::enforce::call::{Call, Routed, scrubbed};
 use crate::enforce::conceal::{ConcealedField, conceal, concealable};
@@ -27,7 +26,7 @@ use crate::judge::{Case, DecisionKind, Express, Judged, Refusal, RemedyKind, Rul
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::identity::name_result;
 use crate::mcp::request::{McpRequest, listen_uris};
-use crate::mcp::{Era, ProtocolContext, Target};
+use crate::mcp::{Era, Target};
 use crate::policy::{Answered, Interaction, Phase, Remediation};
 use crate::settings::Settings;
 
@@ -63,11 +62,13 @@ pub(crate) async fn guard<S: Inner>(
         approval: None,
     };
     let invocation = Invocation {
-        settings: call.settings,
-        principal: &call.principal,
-        request: &call.request,
-        protocol: &call.protocol,
-        continuation: continuation.as_deref(),
+        round: interaction::Round {
+            settings: call.settings,
+            principal: &call.principal,
+            request: &call.request,
+            protocol: &call.protocol,
+            continuation: continuation.as_deref(),
+        },
         answered: answered.as_ref(),
     };
     let action = call.settings.policy.judge().judge(case, invocation).await;
@@ -264,11 +265,13 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
             approval: None,
         };
         let invocation = Invocation {
-            settings: call.settings,
-            principal: &call.principal,
-            request: &one,
-            protocol: &call.protocol,
-            continuation,
+            round: interaction::Round {
+                settings: call.settings,
+                principal: &call.principal,
+                request: &one,
+                protocol: &call.protocol,
+                continuation,
+            },
             answered: None,
         };
         match judge.judge(case, invocation).await {
@@ -284,12 +287,8 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
 /// One judged request and everything its answer depends on: how a ruling on an invocation
 /// is said.
 pub(crate) struct Invocation<'a> {
-    pub settings: &'a Settings,
-    pub principal: &'a Principal,
-    pub request: &'a McpRequest,
-    pub protocol: &'a ProtocolContext,
-    /// The verified state of a retry of the layer's own round trip.
-    pub continuation: Option<&'a Payload>,
+    /// The request, its caller and its verified state, if it is a retry.
+    pub round: interaction::Round<'a>,
     /// What the retry answered.
     pub answered: Option<&'a Answered>,
 }
@@ -344,7 +343,7 @@ impl Invocation<'_> {
     /// `Deny`: a URL approval round trip or a held task where they apply, otherwise the
     /// denial rendered.
     async fn denied(&self, remediation: Remediation) -> Judged<Action> {
-        let development = self.settings.continuation.development_mode;
+        let development = self.round.settings.continuation.development_mode;
         if let Err(problem) = interaction::check_remediation(&remediation, development) {
             return self.refuse(Refusal::UnusableRemediation(problem));
         }
@@ -361,7 +360,11 @@ impl Invocation<'_> {
             return judged;
         }
         if let Remediation::Task { message } = &remediation
-            && tasks::can_hold(self.request, self.protocol, self.settings.denial.revision)
+            && tasks::can_hold(
+                self.round.request,
+                self.round.protocol,
+                self.round.settings.denial.revision,
+            )
         {
             return self.hold(message).await;
         }
@@ -375,15 +378,8 @@ impl Invocation<'_> {
         input: interaction::InputRequest,
         decision: DecisionKind,
     ) -> Option<Judged<Action>> {
-        let round = interaction::Round {
-            settings: self.settings,
-            principal: self.principal,
-            request: self.request,
-            protocol: self.protocol,
-            continuation: self.continuation,
-        };
         let remedy = (input.interaction == Interaction::Url).then_some(RemedyKind::Url);
-        Some(match round.elicit(input)? {
+        Some(match self.round.elicit(input)? {
             Elicited::Asked {
                 context_id,
                 reply,
@@ -401,8 +397,12 @@ impl Invocation<'_> {
 
     /// Holds the call in a durable approval task: said as `task` once the task is stored.
     async fn hold(&self, message: &str) -> Judged<Action> {
-        let (settings, principal, request) = (self.settings, self.principal, self.request);
-        let hold = tasks::hold(settings, principal, request, self.protocol, message);
+        let (settings, principal, request) = (
+            self.round.settings,
+            self.round.principal,
+            self.round.request,
+        );
+        let hold = tasks::hold(settings, principal, request, self.round.protocol, message);
         match Box::pin(hold).await {
             Ok(held) => {
                 let mut told = Said::plain(DecisionKind::Deny)
@@ -421,17 +421,6 @@ impl Invocation<'_> {
         }
     }
 
-    fn context<'c>(&'c self, context_id: &'c str) -> DenialContext<'c> {
-        DenialContext {
-            settings: &self.settings.denial,
-            request: self.request,
-            protocol: self.protocol,
-            resource_metadata: &self.settings.resource.metadata_url,
-            endpoint_scopes: &self.settings.authenticator.required_scopes,
-            context_id,
-        }
-    }
-
     /// The denial rendered, or concealed when conceal mode is on and the denial says nothing
     /// a client could act on.
     fn deny(&self, denial: Denial<'_>, decision: DecisionKind) -> Judged<Action> {
@@ -442,9 +431,9 @@ impl Invocation<'_> {
             Denial::Deny(r) => Some(RemedyKind::of(r)),
             Denial::Ask(_) | Denial::Unconfirmed(_) => None,
         };
-        let rendered = self.context(&context_id).render(denial);
-        let concealed = concealable(self.request).filter(|_| {
-            self.settings.discovery.conceal && rendered.expressed_as.is_plain_refusal()
+        let rendered = self.round.denial_context(&context_id).render(denial);
+        let concealed = concealable(self.round.request).filter(|_| {
+            self.round.settings.discovery.conceal && rendered.expressed_as.is_plain_refusal()
         });
         let (expressed_as, action) = match concealed {
             Some(field) => (Expressed::Concealed, Action::Conceal(field)),
@@ -461,7 +450,7 @@ impl Invocation<'_> {
     fn refuse(&self, refusal: Refusal) -> Judged<Action> {
         said(
             Said::refused(refusal),
-            Action::Reply(internal_error(self.request)),
+            Action::Reply(internal_error(self.round.request)),
         )
     }
 }
