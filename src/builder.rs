@@ -23,13 +23,16 @@ use crate::resource::{
     METADATA_WELL_KNOWN, PlainHttp, ResourceUri, TransportProblem, transport_rule,
 };
 use crate::settings::{
-    ContinuationSettings, DiscoverySettings, Origins, PolicySettings, RequestSettings,
+    AnswerSettings, BodySettings, ContinuationSettings, DiscoverySettings, Origins, PolicySettings,
     ResourceSettings, Settings, TaskSettings,
 };
 use crate::store::IntoShared;
 use crate::store::replay::{MemoryReplayStore, ReplayStore};
 use crate::store::sessions::{MemorySessionStore, SessionStore};
 use crate::store::tasks::{MemoryTaskStore, TaskStore};
+
+/// The largest inner answer the layer reads whole (a list, a probe, a judged result).
+const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// A trusted token issuer and where its verification keys come from.
 ///
@@ -783,7 +786,16 @@ impl GateBuilder {
         let denial = self.denial_settings(revision)?;
         let (authenticator, issuer_ids) = self.authenticator(&uri)?;
         let settings = Settings {
-            requests: self.request_settings(&uri),
+            body: BodySettings {
+                max_bytes: self.max_body_bytes,
+                timeout: self.body_timeout,
+            },
+            origins: self.origins(&uri),
+            sessions: self.built_session_store(),
+            answers: AnswerSettings {
+                max_bytes: MAX_ANSWER_BYTES,
+                read_timeout: self.inner_read_timeout,
+            },
             resource: self.resource_settings(uri, issuer_ids)?,
             authenticator,
             policy,
@@ -911,6 +923,7 @@ impl GateBuilder {
         Ok(PolicySettings {
             policy: self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?,
             evaluate_timeout: self.evaluate_timeout,
+            evaluate_unknown_methods: self.evaluate_unknown_methods,
             tool_annotations: ToolAnnotations::new(10_000),
             observers: crate::judge::Observers::default(),
         })
@@ -1064,31 +1077,25 @@ impl GateBuilder {
         })
     }
 
-    fn request_settings(&self, resource: &ResourceUri) -> RequestSettings {
-        let origins = match &self.allowed_origins {
+    fn origins(&self, resource: &ResourceUri) -> Origins {
+        match &self.allowed_origins {
             None => Origins::Any,
             Some(extra) => {
                 let mut list = vec![resource.origin().to_owned()];
                 list.extend(extra.iter().cloned());
                 Origins::Only(list)
             }
-        };
-        let sessions: Arc<dyn SessionStore> = match &self.session_store {
+        }
+    }
+
+    fn built_session_store(&self) -> Arc<dyn SessionStore> {
+        match &self.session_store {
             Some(slot) => slot.0.clone(),
             None => Arc::new(MemorySessionStore::new(
                 usize::try_from(self.session_capacity).unwrap_or(usize::MAX),
                 usize::try_from(self.sessions_per_owner).unwrap_or(usize::MAX),
                 self.session_idle,
             )),
-        };
-        RequestSettings {
-            max_body_bytes: self.max_body_bytes,
-            body_timeout: self.body_timeout,
-            origins,
-            sessions,
-            evaluate_unknown_methods: self.evaluate_unknown_methods,
-            inner_read_timeout: self.inner_read_timeout,
-            max_answer_bytes: 16 * 1024 * 1024,
         }
     }
 

@@ -26,7 +26,12 @@ use crate::tasks::{TaskStart, TaskStore};
 pub(crate) struct Settings {
     pub resource: ResourceSettings,
     pub authenticator: Authenticator,
-    pub requests: RequestSettings,
+    pub body: BodySettings,
+    /// Which `Origin`s may call the endpoint.
+    pub origins: Origins,
+    /// Legacy session bindings.
+    pub sessions: Arc<dyn SessionStore>,
+    pub answers: AnswerSettings,
     pub policy: PolicySettings,
     pub denial: DenialSettings,
     pub continuation: ContinuationSettings,
@@ -46,27 +51,27 @@ pub(crate) struct ResourceSettings {
     pub endpoint_scope: String,
 }
 
-/// What a request must be to be read at all.
-pub(crate) struct RequestSettings {
-    pub max_body_bytes: usize,
-    pub body_timeout: Duration,
-    /// Which `Origin`s may call the endpoint.
-    pub origins: Origins,
-    /// Legacy session bindings.
-    pub sessions: Arc<dyn SessionStore>,
-    /// Whether methods outside the method table go to `evaluate` instead of `-32601`.
-    pub evaluate_unknown_methods: bool,
-    /// Longest the layer waits for an inner answer it must read whole (a list, a probe, a
-    /// discovery, a side request).
-    pub inner_read_timeout: Duration,
-    /// The largest inner answer the layer reads whole.
-    pub max_answer_bytes: usize,
+/// What a request's body must be to be read at all.
+pub(crate) struct BodySettings {
+    /// The largest body the layer reads.
+    pub max_bytes: usize,
+    /// Longest the client may take to send it.
+    pub timeout: Duration,
 }
 
-impl RequestSettings {
+/// The inner answers the layer reads whole (a list, a probe, a discovery, a side request, a
+/// result it must judge or rewrite).
+pub(crate) struct AnswerSettings {
+    /// The largest inner answer the layer reads whole.
+    pub max_bytes: usize,
+    /// Longest the layer waits for such an answer; tool calls are not timed.
+    pub read_timeout: Duration,
+}
+
+impl AnswerSettings {
     /// The bounds of an inner answer the layer reads whole: its size and its time.
-    pub fn answer_bounds(&self) -> (usize, Option<Duration>) {
-        (self.max_answer_bytes, Some(self.inner_read_timeout))
+    pub fn bounds(&self) -> (usize, Option<Duration>) {
+        (self.max_bytes, Some(self.read_timeout))
     }
 }
 
@@ -83,6 +88,8 @@ pub(crate) enum Origins {
 pub(crate) struct PolicySettings {
     pub policy: Arc<dyn Policy>,
     pub evaluate_timeout: Duration,
+    /// Whether methods outside the method table go to `evaluate` instead of `-32601`.
+    pub evaluate_unknown_methods: bool,
     /// Tool annotations learned from `tools/list` answers, by tool name.
     pub tool_annotations: ToolAnnotations,
     /// Who is told of every decision: the decision log first.

@@ -127,7 +127,7 @@ async fn bodyless<S: Inner>(
         sessions::unbind(settings, session).await;
     }
     if is_get {
-        let bounds = settings.requests.answer_bounds();
+        let bounds = settings.answers.bounds();
         return Ok(Box::pin(answer::watch_get(response, bounds)).await);
     }
     Ok(response.map(GateBody::inner))

@@ -30,15 +30,8 @@ pub(crate) async fn route<S: Inner>(
     principal: Principal,
     session: Option<Box<sessions::BoundSession>>,
 ) -> Result<Routed<S::Res>, S::Error> {
-    let limits = &settings.requests;
-    let bytes = match read_body(
-        &parts.headers,
-        body,
-        limits.max_body_bytes,
-        limits.body_timeout,
-    )
-    .await
-    {
+    let limits = &settings.body;
+    let bytes = match read_body(&parts.headers, body, limits.max_bytes, limits.timeout).await {
         Ok(bytes) => bytes,
         Err(error) => {
             // Too large, too slow or broken: the rest of the body stays unread.
@@ -57,7 +50,7 @@ pub(crate) async fn route<S: Inner>(
         Ok(protocol) => protocol,
         Err(error) => return Ok(Routed::reply(refusal(&error))),
     };
-    let route = Route::of(&request, limits.evaluate_unknown_methods);
+    let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
     let call = Call {
         settings,
         principal,

@@ -59,11 +59,11 @@ pub(crate) fn is_private(request: &McpRequest, protocol: &ProtocolContext) -> bo
 
 /// The size and time bounds for reading the answer to `request` whole.
 pub(crate) fn bounds(settings: &Settings, request: &McpRequest) -> (usize, Option<Duration>) {
-    let limits = &settings.requests;
+    let limits = &settings.answers;
     if request.method == "tools/call" {
-        (limits.max_answer_bytes, None)
+        (limits.max_bytes, None)
     } else {
-        limits.answer_bounds()
+        limits.bounds()
     }
 }
 

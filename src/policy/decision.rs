@@ -281,12 +281,6 @@ impl From<CredentialRemedy> for Remediation {
     }
 }
 
-impl From<CredentialRemedy> for Decision {
-    fn from(remedy: CredentialRemedy) -> Self {
-        Decision::Deny(remedy.into())
-    }
-}
-
 /// A URL approval remedy being built ([`Remediation::url`]): its one modifier,
 /// [`input_key`](Self::input_key), exists only here. Becomes a [`Remediation::Url`] (or a
 /// [`Decision`] denying with it) through `.into()`.
@@ -316,11 +310,18 @@ impl From<UrlRemedy> for Remediation {
     }
 }
 
-impl From<UrlRemedy> for Decision {
-    fn from(remedy: UrlRemedy) -> Self {
-        Decision::Deny(remedy.into())
-    }
+/// A remedy being built denies with it: `Remediation::url(..).into()` is a [`Decision`].
+macro_rules! denies_with {
+    ($($remedy:ty),+) => {$(
+        impl From<$remedy> for Decision {
+            fn from(remedy: $remedy) -> Self {
+                Decision::Deny(remedy.into())
+            }
+        }
+    )+};
 }
+
+denies_with!(CredentialRemedy, UrlRemedy);
 
 #[cfg(test)]
 mod tests {

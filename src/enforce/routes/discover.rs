@@ -52,7 +52,7 @@ pub(crate) async fn discover<S: Inner>(
     body: Bytes,
     request: &McpRequest,
 ) -> Result<Response<GateBody<S::Res>>, S::Error> {
-    let limits = &settings.requests;
+    let limits = &settings.answers;
     let call = inner.call(Request::from_parts(parts, S::Req::from(body)));
     let refuse = |problem| {
         Ok(replied(answer::refusal(
@@ -61,7 +61,7 @@ pub(crate) async fn discover<S: Inner>(
             "server/discover",
         )))
     };
-    let mut read = match answer::fetch(call, limits.answer_bounds(), &request.id).await? {
+    let mut read = match answer::fetch(call, limits.bounds(), &request.id).await? {
         Ok(read) => read,
         Err(problem) => return refuse(problem),
     };
@@ -161,8 +161,8 @@ pub(crate) async fn side_request<S: Inner>(
     {
         return None;
     }
-    let limits = &settings.requests;
-    let read = answer::fetch(caller.call(side), limits.answer_bounds(), id);
+    let limits = &settings.answers;
+    let read = answer::fetch(caller.call(side), limits.bounds(), id);
     match read.await {
         Ok(Ok(Read::Answered(answer))) => match answer.into_response_message() {
             Value::Object(mut response) => match response.remove("result") {

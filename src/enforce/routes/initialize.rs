@@ -58,7 +58,7 @@ pub(crate) async fn bound_session(
         // Two ids, or one that is not text: no session can be bound to that.
         Err(()) => return Err(not_found()),
     };
-    match settings.requests.sessions.get(id).await {
+    match settings.sessions.get(id).await {
         Ok(Some(record)) if record.owner.is(principal) => Ok(Some(BoundSession {
             id: id.to_owned(),
             record,
@@ -96,7 +96,7 @@ pub(crate) async fn bind(
     if let Some(version) = initialize.param("protocolVersion").and_then(Value::as_str) {
         record = record.protocol_version(version);
     }
-    match settings.requests.sessions.bind(id, record).await {
+    match settings.sessions.bind(id, record).await {
         Ok(()) => Ok(()),
         Err(error) => {
             tracing::warn!(target: "mcp_gate::request", error = %error, "new session refused");
@@ -108,7 +108,6 @@ pub(crate) async fn bind(
 /// Forgets a session its owner ended.
 pub(crate) async fn unbind(settings: &Settings, session: &BoundSession) {
     if let Err(error) = settings
-        .requests
         .sessions
         .unbind(&session.id, &session.record.owner)
         .await

@@ -82,9 +82,9 @@ impl ListRequest<'_> {
             }
             Err(error) => return Ok(protocol_error(&error.with_id(Some(&self.request.id)))),
         };
-        let limits = &settings.requests;
+        let limits = &settings.answers;
         let call = start(inner, parts, S::Req::from(body));
-        let fetched = answer::fetch(call, limits.answer_bounds(), &self.request.id);
+        let fetched = answer::fetch(call, limits.bounds(), &self.request.id);
         let mut read = match fetched.await? {
             Ok(read) => read,
             Err(problem) => return Ok(replied(answer::refusal(self.request, problem, "list"))),

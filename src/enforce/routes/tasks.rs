@@ -392,7 +392,7 @@ pub(crate) async fn run<S: Inner>(
     let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
         return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
-    let max = settings.requests.max_answer_bytes;
+    let max = settings.answers.max_bytes;
     // The call and the recording of its outcome outlive this poll: a client that disconnects
     // now does not leave a call that ran without a recorded result.
     let execution = tokio::spawn(async move {
