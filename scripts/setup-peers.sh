@@ -23,7 +23,7 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 # ---- System packages ---------------------------------------------------------------------------
-# tests/task_store_redis.rs and the other Redis tests start `redis-server` themselves;
+# tests/suite/task_store_redis.rs and the other Redis tests start `redis-server` themselves;
 # tests/conformance.rs runs its servers inside a private network namespace (`unshare` from
 # util-linux, `ip` from iproute2). Each missing one is installed with apt-get. Without root or
 # password-less sudo (or without apt-get) this says so and goes on: those tests then skip

@@ -7,8 +7,9 @@
 //! already include `crypto-rust`).
 #![cfg(all(feature = "crypto-rust", feature = "crypto-aws-lc"))]
 
-#[path = "common/tokens.rs"]
-mod tokens;
+mod common;
+
+use common::tokens;
 
 use http::{HeaderMap, HeaderValue, Uri, header};
 use jsonwebtoken::crypto::CryptoProvider;

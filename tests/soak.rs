@@ -298,7 +298,7 @@ async fn soak_mixed_load_through_an_issuer_outage_and_key_rotation() {
                     .task_ttl(Duration::from_secs(2))
                     .task_poll_interval(Duration::from_millis(100))
                     // One client holds thousands of calls here: the load, not the per-owner
-                    // quota (tests/quotas.rs), is what this run measures.
+                    // quota (tests/suite/quotas.rs), is what this run measures.
                     .tasks_per_owner(100_000)
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),

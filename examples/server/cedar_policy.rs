@@ -12,7 +12,7 @@
 //! | `approval_url` | `share_folder`, not approved | `<origin>/approve/<id>` of the pending approval ([`Approvals::request`]) |
 //!
 //! Outside a call of its tool (other tools, lists) an attribute holds its default: `false`,
-//! `false`, `""`. `tests/cedar_equivalence.rs` proves the two policies answer alike.
+//! `false`, `""`. `tests/cedar/equivalence.rs` proves the two policies answer alike.
 
 use std::path::Path;
 

@@ -18,12 +18,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, StatusCode, Uri, header};
-use jsonwebtoken::jwk::{Jwk, JwkSet};
-use jsonwebtoken::{Algorithm, EncodingKey};
 use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::{AuthError, Gate, Issuer, Principal, StaticKeys};
-use p256::ecdsa::signature::Signer;
-use p256::pkcs8::EncodePrivateKey;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -44,38 +40,16 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
+/// Key minting, shared with the integration tests.
+#[path = "../../tests/common/tokens.rs"]
+mod tokens;
+
 /// The trusted ES256 key.
-pub struct Key {
-    signing: p256::ecdsa::SigningKey,
-    pub jwk: Jwk,
-}
+pub type Key = tokens::TestKey;
 
-impl Key {
-    fn new() -> Self {
-        // A fixed key: crashes replay the same way in every process.
-        let secret = p256::SecretKey::from_slice(&[0x42; 32]).expect("a valid scalar");
-        let der = secret.to_pkcs8_der().expect("pkcs8");
-        let encoding = EncodingKey::from_ec_der(der.as_bytes());
-        let mut jwk = Jwk::from_encoding_key(&encoding, Algorithm::ES256).expect("jwk");
-        jwk.common.key_id = Some(KID.to_owned());
-        Self {
-            signing: p256::ecdsa::SigningKey::from(&secret),
-            jwk,
-        }
-    }
-
-    /// The base64url ES256 signature of a JWS signing input.
-    pub fn signature(&self, input: &str) -> String {
-        let signature: p256::ecdsa::Signature = self.signing.sign(input.as_bytes());
-        b64(signature.to_bytes())
-    }
-
-    /// A compact JWS over encoded segments.
-    pub fn sign_segments(&self, header: &str, payload: &str) -> String {
-        let input = format!("{header}.{payload}");
-        let signature = self.signature(&input);
-        format!("{input}.{signature}")
-    }
+/// The trusted key: a fixed one, so that crashes replay the same way in every process.
+fn trusted_key() -> Key {
+    Key::es256_fixed(KID, [0x42; 32])
 }
 
 pub fn standard_header() -> String {
@@ -165,11 +139,8 @@ impl Harness {
             .enable_time()
             .build()
             .expect("runtime");
-        let key = Key::new();
-        let keys = StaticKeys::from_jwk_set(&JwkSet {
-            keys: vec![key.jwk.clone()],
-        })
-        .expect("keys");
+        let key = trusted_key();
+        let keys = StaticKeys::from_jwk_set(&key.jwk_set()).expect("keys");
         let gate = Gate::builder()
             .resource(RESOURCE)
             .issuer(Issuer::with_keys(ISSUER, keys))

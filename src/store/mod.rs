@@ -156,7 +156,8 @@ pub enum StoreError {
 impl StoreError {
     /// The store's configuration cannot be used, said as each store has always said it: the
     /// task store as [`Config`](Self::Config), the session and replay stores as
-    /// [`Unavailable`](Self::Unavailable).
+    /// [`Unavailable`](Self::Unavailable). Only the Redis stores have a configuration to refuse.
+    #[cfg(feature = "redis")]
     pub(crate) fn unusable(store: StoreKind, reason: impl Into<String>) -> Self {
         let reason = reason.into();
         match store {
@@ -315,6 +316,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "redis")]
     #[test]
     fn an_unusable_configuration_is_said_as_each_store_said_it() {
         assert_eq!(

@@ -1,7 +1,9 @@
 //! Shared harness for the integration tests: real peers and token helpers.
 #![allow(dead_code)]
 
+pub mod clients;
 pub mod confirm;
+pub mod fixtures;
 pub mod modern;
 pub mod normalize;
 pub mod paging;
@@ -22,3 +24,7 @@ pub mod approvals;
 
 #[path = "../../examples/server/policy.rs"]
 pub mod policy;
+
+#[cfg(feature = "cedar")]
+#[path = "../../examples/server/cedar_policy.rs"]
+pub mod cedar_policy;

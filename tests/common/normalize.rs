@@ -1,6 +1,6 @@
 //! The golden fixtures' normalisation: what varies from run to run (continuation states,
 //! context ids, task ids, timestamps) replaced with fixed placeholders, and nothing else, so
-//! that a malformed value still fails a comparison. Shared by `tests/golden.rs` and the
+//! that a malformed value still fails a comparison. Shared by `tests/suite/golden.rs` and the
 //! Cedar equivalence suite.
 #![allow(dead_code)]
 

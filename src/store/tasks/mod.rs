@@ -236,7 +236,7 @@ impl Default for TaskQuery<'_> {
 /// Where durable tasks live. Object safe: hold one as `Arc<dyn TaskStore>`.
 ///
 /// Every store gives the same guarantees, checked by one conformance suite
-/// (`tests/task_store_redis.rs`):
+/// (`tests/suite/task_store_redis.rs`):
 /// - a created record can be read back at once, by this and (for shared stores) every other
 ///   instance;
 /// - an expired record is never returned and never transitioned;

@@ -1,0 +1,2 @@
+//! Shared fixtures of the hostile-input, refusal and golden suites.
+#![allow(dead_code)]
