@@ -224,8 +224,9 @@ mod tests {
             .body(Full::new(Bytes::from_static(b"{}")))
             .expect("request")
             .into_parts();
+        let settings = gate.layer().settings.clone();
         let future = after_authentication(
-            gate.inner.clone(),
+            settings,
             InnerService::new(inner),
             Box::new(parts),
             body,

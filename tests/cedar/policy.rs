@@ -8,7 +8,6 @@
 //! cargo test --features cedar --test cedar policy::
 //! ```
 
-
 use crate::common;
 
 use std::path::{Path, PathBuf};

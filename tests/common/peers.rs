@@ -10,12 +10,19 @@ use std::sync::Once;
 use std::time::Duration;
 
 use axum::Router;
-use mcp_gate::{Gate, GateBuilder};
+use mcp_gate::{Gate, GateBuilder, Issuer, StaticKeys};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+use super::modern::ModernRequest;
+use super::tokens::TestKey;
 use super::tools;
+
+/// The `client_credentials` client `oidc-provider` registers for the tests (HTTP Basic).
+pub const CLIENT: &str = "mcp-client";
+/// The secret of [`CLIENT`] (and of every other client tests/peers/as.mjs registers).
+pub const SECRET: &str = "mcp-client-secret";
 
 /// `tests/peers`.
 pub fn peers_dir() -> PathBuf {
@@ -132,6 +139,12 @@ impl AuthServer {
             .to_owned()
     }
 
+    /// A token of [`CLIENT`] for `resource` holding `scope`.
+    pub async fn client_token(&self, scope: &str, resource: &str) -> String {
+        self.token(CLIENT, SECRET, Some(scope), Some(resource))
+            .await
+    }
+
     /// The server's counters (`jwks_fetches`, `token_requests`, `introspections`).
     pub async fn stats(&self) -> Value {
         reqwest::get(format!("{}/__stats", self.issuer))
@@ -181,6 +194,18 @@ impl GatedServer {
     /// approval pages (outside the layer), in development mode for loopback approval URLs.
     /// `configure` adds issuers and options.
     pub async fn start_demo(configure: impl FnOnce(GateBuilder) -> GateBuilder) -> Self {
+        Self::start_demo_serving(
+            Router::new().nest_service("/mcp", tools::mcp_service()),
+            configure,
+        )
+        .await
+    }
+
+    /// Like [`GatedServer::start_demo`], with any router serving `/mcp`.
+    pub async fn start_demo_serving(
+        mcp: Router,
+        configure: impl FnOnce(GateBuilder) -> GateBuilder,
+    ) -> Self {
         let approvals = super::approvals::Approvals::default();
         let pages = approvals.clone();
         Self::start_full(
@@ -192,10 +217,23 @@ impl GatedServer {
                         .development_mode(),
                 )
             },
-            Router::new().nest_service("/mcp", tools::mcp_service()),
+            mcp,
             move |gate| pages.router(gate.clone()),
         )
         .await
+    }
+
+    /// Like [`GatedServer::start_with`], the gate trusting `issuer` with `key` as its only
+    /// signing key (a static key set: no discovery, no fetches); `configure` adds the rest.
+    pub async fn start_trusting(
+        issuer: &str,
+        key: &TestKey,
+        configure: impl FnOnce(GateBuilder) -> GateBuilder,
+        mcp: Router,
+    ) -> Self {
+        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("a test key's JWKS reads");
+        let issuer = Issuer::with_keys(issuer, keys);
+        Self::start_with(move |_| configure(Gate::builder().issuer(issuer)), mcp).await
     }
 
     /// Serves `mcp` behind the gate, plus the metadata and `extra` routes outside it.
@@ -261,6 +299,23 @@ impl GatedServer {
             request = request.bearer_auth(token);
         }
         Reply::from(request.send().await.expect("post")).await
+    }
+
+    /// POSTs `request` (built by `common::modern::modern`) with the headers that mirror it;
+    /// without `with_name`, all but `Mcp-Name` (a request that names nothing sends none).
+    pub async fn post_modern(
+        &self,
+        token: &str,
+        request: &ModernRequest,
+        with_name: bool,
+    ) -> Reply {
+        let (body, headers) = request;
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .filter(|(header, _)| with_name || *header != "mcp-name")
+            .map(|(header, value)| (*header, value.as_str()))
+            .collect();
+        self.post(Some(token), &headers, body).await
     }
 
     /// Sends a `tools/call` with an optional bearer token; returns status, headers and body.
@@ -348,6 +403,14 @@ impl ClientRun {
         })
     }
 
+    /// The first step line of `kind` (`connect`, `step-up`, `list`, ...).
+    pub fn step(&self, kind: &str) -> &Value {
+        self.steps
+            .iter()
+            .find(|s| s["step"] == kind)
+            .unwrap_or_else(|| panic!("no {kind} step: {self:#?}"))
+    }
+
     /// The step line for a tool call.
     pub fn call(&self, name: &str) -> &Value {
         self.steps
@@ -379,16 +442,11 @@ where
 {
     use tokio::io::AsyncWriteExt;
 
-    ensure_peers();
-    let mut command = client_command(sdk);
+    let mut command = client_command(sdk, url, args);
     command
-        .arg(url)
-        .args(args)
-        .args(["--timeout-ms", "30000"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .stderr(Stdio::piped());
     let mut child = command.spawn().expect("client starts");
     let mut stdin = child.stdin.take().expect("stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
@@ -430,8 +488,11 @@ where
     }
 }
 
-fn client_command(sdk: Sdk) -> Command {
-    match sdk {
+/// The command that runs `sdk`'s client against `url` with `args` and a 30 s timeout of its
+/// own, killed when dropped (the peers installed first).
+fn client_command(sdk: Sdk, url: &str, args: &[&str]) -> Command {
+    ensure_peers();
+    let mut command = match sdk {
         Sdk::TypeScript => {
             let mut c = Command::new("node");
             c.arg(peers_dir().join("ts-client.mjs"));
@@ -442,18 +503,18 @@ fn client_command(sdk: Sdk) -> Command {
             c.arg(peers_dir().join("py_client.py"));
             c
         }
-    }
-}
-
-/// Runs an SDK client against `url` with the given arguments (`--client-id`, `--call`, ...).
-pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
-    ensure_peers();
-    let mut command = client_command(sdk);
+    };
     command
         .arg(url)
         .args(args)
         .args(["--timeout-ms", "30000"])
         .kill_on_drop(true);
+    command
+}
+
+/// Runs an SDK client against `url` with the given arguments (`--client-id`, `--call`, ...).
+pub async fn run_client(sdk: Sdk, url: &str, args: &[&str]) -> ClientRun {
+    let mut command = client_command(sdk, url, args);
     let output = tokio::time::timeout(Duration::from_secs(60), command.output())
         .await
         .expect("client finished within 60 s")

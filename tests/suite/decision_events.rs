@@ -5,7 +5,7 @@
 //! The events are counted by a tracing subscriber installed for this test's thread only: the
 //! test runs on a current-thread runtime, so the server task that writes them runs there too.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use crate::common;
 use common::peers::GatedServer;
@@ -17,6 +17,14 @@ use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context, SubscriberExt};
 
 const ISSUER: &str = "https://as.example";
+
+/// A dispatcher that lives as long as the test binary, so that this test's is never the only
+/// one registered. With exactly one, tracing-core 0.1.36 settles a callsite's interest from the
+/// thread that first reaches it (tokio-rs/tracing#3611): a gate callsite first reached by
+/// another test's thread, which has no subscriber, would be cached as never enabled, and this
+/// test would miss its events. With two, every callsite asks every registered dispatcher.
+static SECOND_DISPATCH: LazyLock<tracing::Dispatch> =
+    LazyLock::new(|| tracing::Dispatch::new(tracing_subscriber::registry()));
 
 /// The fields of one decision event this test reads.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -90,6 +98,7 @@ fn call(tool: &str, arguments: Value) -> String {
 #[tokio::test]
 async fn every_judged_request_and_listed_entry_writes_one_decision_event() {
     let events = Events::default();
+    LazyLock::force(&SECOND_DISPATCH);
     let _subscriber =
         tracing::subscriber::set_default(tracing_subscriber::registry().with(events.clone()));
     let key = TestKey::es256("events");
@@ -120,7 +129,10 @@ async fn every_judged_request_and_listed_entry_writes_one_decision_event() {
         "undisclosed",
         "{denied:?}"
     );
-    assert_eq!(events.take(), [seen("invocation", "tools/call", "deny", "")]);
+    assert_eq!(
+        events.take(),
+        [seen("invocation", "tools/call", "deny", "")]
+    );
 
     let failed = server
         .post(Some(&token), &legacy, &call("add", json!({"a": 1, "b": 2})))

@@ -5,21 +5,12 @@
 
 use crate::common;
 
-use common::peers::{AuthServer, GatedServer, Sdk, assert_credential_challenge, run_client};
+use common::clients::{
+    EVERY_DECISION, assert_echo_allowed, calling, credentials_args, demo_server, read_scope_args,
+};
+use common::peers::{AuthServer, Sdk, assert_credential_challenge, run_client};
 use mcp_gate::denial::ENVELOPE_KEY;
 use serde_json::Value;
-
-const TRANSFER: &str = r#"transfer={"amount":"40.00","currency":"EUR","iban":"DE00TEST"}"#;
-
-async fn demo_server(auth: &AuthServer) -> GatedServer {
-    let issuer = auth.issuer.clone();
-    GatedServer::start_demo(|builder| {
-        builder
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
-    })
-    .await
-}
 
 fn envelope(step: &Value) -> &Value {
     &step["result"]["_meta"][ENVELOPE_KEY]
@@ -29,56 +20,23 @@ fn envelope(step: &Value) -> &Value {
 async fn typescript_sdk_legacy_client_sees_every_decision() {
     let auth = AuthServer::start(&[]).await;
     let server = demo_server(&auth).await;
+    let args = read_scope_args(&auth, &["--step-up", "--no-list"]);
     let run = run_client(
         Sdk::TypeScript,
         &server.url,
-        &[
-            "--client-id",
-            "mcp-client",
-            "--client-secret",
-            "mcp-client-secret",
-            "--scope",
-            "mcp:read",
-            "--issuer",
-            &auth.issuer,
-            "--step-up",
-            "--no-list",
-            "--call",
-            r#"echo={"text":"allowed"}"#,
-            "--call",
-            "admin_report",
-            "--call",
-            "delete_everything",
-            "--call",
-            "secret_sauce",
-            "--call",
-            TRANSFER,
-        ],
+        &calling(args, &EVERY_DECISION),
     )
     .await;
-    let connect = run
-        .steps
-        .iter()
-        .find(|s| s["step"] == "connect")
-        .expect("connect step");
-    assert_eq!(connect["ok"], true, "{run:#?}");
+    assert_eq!(run.step("connect")["ok"], true, "{run:#?}");
 
     // Allowed.
-    assert_eq!(
-        run.calls("echo")[0]["result"]["content"][0]["text"],
-        "allowed"
-    );
+    assert_echo_allowed(&run);
 
     // Scope step-up: a 403 naming every scope the call needs, then, with the wider token, success.
     let admin = run.calls("admin_report");
     assert_eq!(admin[0]["ok"], false);
     assert_eq!(admin[0]["error"]["http_status"], 403);
-    let step_up = run
-        .steps
-        .iter()
-        .find(|s| s["step"] == "step-up")
-        .expect("step-up");
-    assert_eq!(step_up["scope"], "mcp:read mcp:admin");
+    assert_eq!(run.step("step-up")["scope"], "mcp:read mcp:admin");
     assert_eq!(admin[1]["ok"], true, "{run:#?}");
     assert_eq!(
         admin[1]["result"]["content"][0]["text"],
@@ -122,45 +80,16 @@ async fn typescript_sdk_legacy_client_sees_every_decision() {
 async fn python_sdk_modern_client_sees_every_decision() {
     let auth = AuthServer::start(&[]).await;
     let server = demo_server(&auth).await;
-    let run = run_client(
-        Sdk::Python,
-        &server.url,
-        &[
-            "--client-id",
-            "mcp-client",
-            "--client-secret",
-            "mcp-client-secret",
-            "--issuer",
-            &auth.issuer,
-            "--no-list",
-            "--call",
-            r#"echo={"text":"allowed"}"#,
-            "--call",
-            "admin_report",
-            "--call",
-            "delete_everything",
-            "--call",
-            "secret_sauce",
-            "--call",
-            TRANSFER,
-        ],
-    )
-    .await;
-    let connect = run
-        .steps
-        .iter()
-        .find(|s| s["step"] == "connect")
-        .expect("connect step");
+    let args = credentials_args(&auth, &["--no-list"]);
+    let run = run_client(Sdk::Python, &server.url, &calling(args, &EVERY_DECISION)).await;
+    let connect = run.step("connect");
     assert_eq!(connect["ok"], true, "{run:#?}");
     assert_eq!(
         connect["protocol_version"], "2026-07-28",
         "the Python SDK speaks modern MCP"
     );
 
-    assert_eq!(
-        run.calls("echo")[0]["result"]["content"][0]["text"],
-        "allowed"
-    );
+    assert_echo_allowed(&run);
 
     // Scope step-up, completed by the SDK itself: 403, a token for the union, then success.
     let admin = run.calls("admin_report")[0];
