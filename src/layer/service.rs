@@ -192,18 +192,16 @@ mod tests {
     use crate::{Gate, Issuer, Principal, StaticKeys};
 
     /// The rule `docs/ARCHITECTURE.md` states: a request's future, boxed once per request,
-    /// stays within glibc's per-thread cache of about 1 KB. That holds for optimised builds;
-    /// a debug build keeps more of each level's locals across its awaits (1,816 bytes when
-    /// the rule was written down), and gets its own bound so that growth fails `cargo test`
-    /// too.
-    const MAX_REQUEST_FUTURE_BYTES: usize = if cfg!(debug_assertions) { 2048 } else { 1024 };
+    /// stays under 1.5 KB, in debug and optimised builds alike. Growth past it fails here
+    /// first; move the new part into a box of its own where it is rare, or shrink it.
+    const MAX_REQUEST_FUTURE_BYTES: usize = 1536;
 
     const JWKS: &str = r#"{"keys":[{"kty":"EC","crv":"P-256","kid":"k1",
         "x":"MKBCTNIcKUSDii11ySs3526iDZ8AiTo7Tu6KPAqv7D4",
         "y":"4Etl6SRW2YiLUrN5vfvVHuhp7x8PxltmWWlbbM4IFyM"}]}"#;
 
     #[test]
-    fn a_requests_future_stays_under_a_kilobyte() {
+    fn a_requests_future_stays_under_1536_bytes() {
         let keys = StaticKeys::from_jwks_json(JWKS).expect("test keys");
         let gate = Gate::builder()
             .evaluate(crate::policy::allow_all())
@@ -234,6 +232,7 @@ mod tests {
             Carries::Message,
         );
         let size = std::mem::size_of_val(&future);
+        println!("a request's future: {size} bytes (bound {MAX_REQUEST_FUTURE_BYTES})");
         assert!(
             size <= MAX_REQUEST_FUTURE_BYTES,
             "a request's future is {size} bytes, over {MAX_REQUEST_FUTURE_BYTES}"

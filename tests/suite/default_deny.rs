@@ -15,8 +15,8 @@ use common::modern::modern;
 use common::peers::{GatedServer, Reply, Sdk, run_client};
 use common::surface::{DIRECTORY, PAYROLL, PUBLIC, PUBLIC_SKILL, SECRET, SECRET_SKILL, Surface};
 use common::tokens::{TestKey, claims};
+use mcp_gate::GateBuilder;
 use mcp_gate::policy::{Decision, Evaluation};
-use mcp_gate::{Gate, GateBuilder, Issuer, StaticKeys};
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://as.example";
@@ -63,13 +63,12 @@ impl Setup {
         configure: impl FnOnce(GateBuilder) -> GateBuilder,
     ) -> Self {
         let key = TestKey::es256("k1");
-        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
-        let server = GatedServer::start_with(
-            move |_| {
+        let server = GatedServer::start_trusting(
+            ISSUER,
+            &key,
+            |builder| {
                 configure(
-                    Gate::builder()
-                        .issuer(Issuer::with_keys(ISSUER, keys))
-                        .evaluate(|e: Evaluation| async move { Ok::<_, Infallible>(judge(&e)) }),
+                    builder.evaluate(|e: Evaluation| async move { Ok::<_, Infallible>(judge(&e)) }),
                 )
             },
             router,
@@ -97,13 +96,10 @@ impl Setup {
     /// A 2026-07-28 request: version and capabilities in `_meta`, the `Mcp-*` headers
     /// mirroring the body (`Mcp-Name` only when the method names something).
     async fn modern(&self, token: &str, method: &str, params: Value, name: Option<&str>) -> Reply {
-        let (body, headers) = modern(7, method, params, name.unwrap_or(""), json!({}));
-        let headers: Vec<(&str, &str)> = headers
-            .iter()
-            .filter(|(header, _)| name.is_some() || *header != "mcp-name")
-            .map(|(header, value)| (*header, value.as_str()))
-            .collect();
-        self.server.post(Some(token), &headers, &body).await
+        let request = modern(7, method, params, name.unwrap_or(""), json!({}));
+        self.server
+            .post_modern(token, &request, name.is_some())
+            .await
     }
 
     /// A legacy `initialize` (no session yet).

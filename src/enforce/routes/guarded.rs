@@ -71,7 +71,10 @@ pub(crate) async fn guard<S: Inner>(
         },
         answered: answered.as_ref(),
     };
-    let action = call.settings.policy.judge().judge(case, invocation).await;
+    // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
+    // largest part of a guarded call; inline, it would take every request's future past the
+    // allocator's small-object cache.
+    let action = Box::pin(call.settings.policy.judge().judge(case, invocation)).await;
     act(call, inner, action, continuation).await
 }
 
