@@ -1,7 +1,6 @@
 //! Shared steps of the suites that drive SDK clients and real peers.
 #![allow(dead_code)]
 
-use axum::body::Bytes;
 use mcp_gate::GateBuilder;
 
 use super::peers::{AuthServer, CLIENT, ClientRun, GatedServer, SECRET};
@@ -70,21 +69,83 @@ pub fn assert_echo_allowed(run: &ClientRun) {
     );
 }
 
-/// The upstream request of a test's reverse proxy: `upstream` with every end-to-end header
-/// of `headers` (an `Authorization` header, had the gate let one through, included) and
-/// `body` when there is one.
-pub fn forwarding(
-    mut upstream: reqwest::RequestBuilder,
-    headers: &http::HeaderMap,
-    body: Bytes,
-) -> reqwest::RequestBuilder {
-    for (name, value) in headers {
-        if !super::proxy::is_hop_by_hop(name) {
-            upstream = upstream.header(name, value);
-        }
+/// The gate allowing everything, trusting `auth` (by discovery), in front of the example's
+/// tools; `configure` adds options.
+pub async fn start_allowing(
+    auth: &AuthServer,
+    configure: impl FnOnce(GateBuilder) -> GateBuilder,
+) -> GatedServer {
+    let issuer = auth.issuer.clone();
+    GatedServer::start(move |_| {
+        configure(
+            mcp_gate::Gate::builder()
+                .evaluate(mcp_gate::policy::allow_all())
+                .issuer(issuer.as_str()),
+        )
+    })
+    .await
+}
+
+/// `times` concurrent authentications of `token` against `gate` (a request to `/mcp`); each
+/// must be accepted. Returns the principals.
+pub async fn authenticate_concurrently(
+    gate: &mcp_gate::Gate,
+    token: &str,
+    times: usize,
+) -> Vec<mcp_gate::Principal> {
+    let uri: http::Uri = "/mcp".parse().expect("a path is a URI");
+    let mut headers = http::HeaderMap::new();
+    let bearer = format!("Bearer {token}")
+        .parse()
+        .expect("a token is a header value");
+    headers.insert(http::header::AUTHORIZATION, bearer);
+    let tasks: Vec<_> = (0..times)
+        .map(|_| {
+            let (gate, headers, uri) = (gate.clone(), headers.clone(), uri.clone());
+            tokio::spawn(async move { gate.authenticate(&headers, &uri).await })
+        })
+        .collect();
+    let mut principals = Vec::with_capacity(times);
+    for task in tasks {
+        principals.push(task.await.expect("task").expect("token accepted"));
     }
-    if !body.is_empty() {
-        upstream = upstream.body(body);
-    }
-    upstream
+    principals
+}
+
+/// The status of an `echo` of `text` through `server` with `token`.
+pub async fn echo_status(server: &GatedServer, token: &str, text: &str) -> u16 {
+    let arguments = serde_json::json!({ "text": text });
+    server
+        .call_tool(Some(token), "echo", arguments)
+        .await
+        .status
+}
+
+/// A visit of an approval page: its URL, then the status the page gave another subject and
+/// the one it gave the approval's own subject.
+pub type Visit = (String, u16, u16);
+
+/// The one approval page `run` was sent to, as recorded in `visits`; the run succeeded.
+pub fn the_one_visit(visits: &std::sync::Mutex<Vec<Visit>>, run: &ClientRun) -> Visit {
+    assert!(run.success, "{run:#?}");
+    let visits = visits.lock().expect("visits").clone();
+    assert_eq!(visits.len(), 1, "one URL elicitation: {run:#?}");
+    visits.into_iter().next().expect("one visit")
+}
+
+/// The demo's `admin_report`, called again after the scope step-up, answered in full.
+pub fn assert_admin_report(step: &serde_json::Value, run: &ClientRun) {
+    assert_eq!(step["ok"], true, "{run:#?}");
+    assert_eq!(
+        step["result"]["content"][0]["text"],
+        "admin report: all systems nominal"
+    );
+}
+
+/// A gate with the example's policy for the deployment at `resource` (its approval pages at
+/// the resource's origin) and nothing else yet.
+pub fn demo_gate(resource: &str) -> GateBuilder {
+    let origin = resource.trim_end_matches("/mcp").to_owned();
+    let approvals = super::approvals::Approvals::default();
+    mcp_gate::Gate::builder().evaluate(super::policy::DemoPolicy::new(approvals, origin))
 }

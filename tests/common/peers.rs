@@ -364,6 +364,17 @@ impl Reply {
         }
     }
 
+    /// The JSON-RPC answer (a result or an error) among the `data:` lines of an event-stream
+    /// body; panics when there is none.
+    pub fn streamed_answer(&self) -> Value {
+        self.text
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
+            .find(|m| m.get("result").is_some() || m.get("error").is_some())
+            .unwrap_or_else(|| panic!("no JSON-RPC answer in {self:?}"))
+    }
+
     /// The text of the first content item of a tool result.
     pub fn tool_text(&self) -> &str {
         self.body["result"]["content"][0]["text"]

@@ -43,3 +43,22 @@ pub fn streamed(answer: reqwest::Response) -> Response {
         .body(Body::from_stream(chunks))
         .unwrap_or_else(|_| StatusCode::BAD_GATEWAY.into_response())
 }
+
+/// The upstream request of a test's reverse proxy: `upstream` with every end-to-end header
+/// of `headers` (an `Authorization` header, had the gate let one through, included) and
+/// `body` when there is one.
+pub fn forwarding(
+    mut upstream: reqwest::RequestBuilder,
+    headers: &http::HeaderMap,
+    body: axum::body::Bytes,
+) -> reqwest::RequestBuilder {
+    for (name, value) in headers {
+        if !is_hop_by_hop(name) {
+            upstream = upstream.header(name, value);
+        }
+    }
+    if !body.is_empty() {
+        upstream = upstream.body(body);
+    }
+    upstream
+}

@@ -73,11 +73,28 @@ pub struct SurfaceServer {
     deletions: Arc<AtomicU64>,
 }
 
-fn object(value: Value) -> JsonObject {
+/// `value` as a JSON object (a tool's input schema); panics on anything else.
+pub fn object(value: Value) -> JsonObject {
     match value {
         Value::Object(map) => map,
         other => panic!("not a JSON object: {other}"),
     }
+}
+
+/// The string argument `text` of a tool call, when it has one.
+pub fn text_argument(call: &CallToolRequestParams) -> Option<&str> {
+    let arguments = call.arguments.as_ref()?;
+    arguments.get("text").and_then(Value::as_str)
+}
+
+/// What an rmcp server answers for a tool it does not have.
+pub fn no_such_tool(name: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("no tool named {name}"), None)
+}
+
+/// A tool result holding one text block.
+pub fn text_answer(text: String) -> CallToolResponse {
+    CallToolResult::success(vec![ContentBlock::text(text)]).into()
 }
 
 fn resources() -> Vec<Resource> {
@@ -140,25 +157,16 @@ impl ServerHandler for SurfaceServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let text = match &*request.name {
-            "echo" => request
-                .arguments
-                .as_ref()
-                .and_then(|arguments| arguments.get("text"))
-                .and_then(Value::as_str)
+            "echo" => text_argument(&request)
                 .ok_or_else(|| ErrorData::invalid_params("echo needs a string `text`", None))?
                 .to_owned(),
             "delete_everything" => {
                 let runs = self.deletions.fetch_add(1, Ordering::SeqCst) + 1;
                 format!("everything deleted (run {runs})")
             }
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!("no tool named {other}"),
-                    None,
-                ));
-            }
+            other => return Err(no_such_tool(other)),
         };
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+        Ok(text_answer(text))
     }
 
     async fn list_resources(

@@ -74,6 +74,18 @@ impl Local {
     }
 }
 
+/// An allowed `echo` through `app` reaches the inner handler as its first hit: without the
+/// token, with the caller's subject.
+async fn assert_echo_reaches_inner(app: &Router, local: &Local, inner: &Inner) {
+    let ok = send(app, tools_call("/mcp", Some(&local.token()), "echo")).await;
+    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
+    assert_eq!(
+        ok.seen(),
+        json!({"tool": "echo", "authorization": false, "subject": "user-1"})
+    );
+    assert_eq!(inner.hits.load(Ordering::SeqCst), 1);
+}
+
 /// What the inner handler saw.
 #[derive(Clone, Default)]
 struct Inner {
@@ -213,13 +225,7 @@ async fn router_layer_guards_the_router_and_leaves_merged_routes_public() {
     let unknown = send(&app, tools_call("/nope", None, "echo")).await;
     assert_eq!(unknown.status, StatusCode::NOT_FOUND);
 
-    let ok = send(&app, tools_call("/mcp", Some(&local.token()), "echo")).await;
-    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
-    assert_eq!(
-        ok.seen(),
-        json!({"tool": "echo", "authorization": false, "subject": "user-1"})
-    );
-    assert_eq!(inner.hits.load(Ordering::SeqCst), 1);
+    assert_echo_reaches_inner(&app, &local, &inner).await;
 
     // The metadata router was merged after the layer: public, no token needed.
     for path in local.gate.metadata_paths() {
@@ -555,13 +561,7 @@ async fn service_builder_with_trace_cors_and_timeout() {
     assert_eq!(inner.hits.load(Ordering::SeqCst), 0);
 
     // A real call goes through the whole stack.
-    let ok = send(&app, tools_call("/mcp", Some(&local.token()), "echo")).await;
-    assert_eq!(ok.status, StatusCode::OK, "{}", ok.body);
-    assert_eq!(
-        ok.seen(),
-        json!({"tool": "echo", "authorization": false, "subject": "user-1"})
-    );
-    assert_eq!(inner.hits.load(Ordering::SeqCst), 1);
+    assert_echo_reaches_inner(&app, &local, &inner).await;
 
     // A slow handler, behind an authorized call, is cut by the timeout.
     let started = Instant::now();
@@ -667,15 +667,8 @@ async fn reverse_proxy(State(proxy): State<Proxy>, request: Request) -> Response
         authorization: parts.headers.contains_key(header::AUTHORIZATION),
     });
 
-    let mut upstream = proxy.client.request(parts.method, &proxy.upstream);
-    for (name, value) in &parts.headers {
-        if !common::proxy::is_hop_by_hop(name) {
-            upstream = upstream.header(name, value);
-        }
-    }
-    if !body.is_empty() {
-        upstream = upstream.body(body);
-    }
+    let upstream = proxy.client.request(parts.method, &proxy.upstream);
+    let upstream = common::proxy::forwarding(upstream, &parts.headers, body);
     let answer = match upstream.send().await {
         Ok(answer) => answer,
         Err(_) => return StatusCode::BAD_GATEWAY.into_response(),
@@ -712,27 +705,13 @@ async fn typescript_sdk_server_behind_a_reverse_proxy() {
     )
     .await;
 
-    let run = run_client(
-        Sdk::TypeScript,
-        &server.url,
-        &[
-            "--client-id",
-            "mcp-client",
-            "--client-secret",
-            "mcp-client-secret",
-            "--scope",
-            "mcp:read",
-            "--issuer",
-            &auth.issuer,
-            "--call",
-            r#"echo={"text":"through the proxy"}"#,
-            "--call",
-            "seen_headers",
-            "--call",
-            "forbidden",
-        ],
-    )
-    .await;
+    let calls = [
+        r#"echo={"text":"through the proxy"}"#,
+        "seen_headers",
+        "forbidden",
+    ];
+    let args = common::clients::calling(common::clients::read_scope_args(&auth, &[]), &calls);
+    let run = run_client(Sdk::TypeScript, &server.url, &args).await;
     assert!(run.success, "{run:#?}");
 
     // Discovery: a 401 challenge, the metadata document, a token, then success.
@@ -832,14 +811,7 @@ async fn typescript_sdk_server_behind_a_reverse_proxy() {
     );
 
     // DELETE ends a session through the same stack; without a token it never gets there.
-    let token = auth
-        .token(
-            "mcp-client",
-            "mcp-client-secret",
-            Some("mcp:read"),
-            Some(&server.url),
-        )
-        .await;
+    let token = auth.client_token("mcp:read", &server.url).await;
     let initialize = json!({
         "jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {

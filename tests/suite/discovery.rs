@@ -44,22 +44,8 @@ async fn principals_with_different_scopes_see_different_tool_lists() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     let server = GatedServer::start_demo(|b| b.issuer(issuer.as_str())).await;
-    let reader = auth
-        .token(
-            "mcp-client",
-            "mcp-client-secret",
-            Some("mcp:read"),
-            Some(&server.url),
-        )
-        .await;
-    let admin = auth
-        .token(
-            "mcp-client",
-            "mcp-client-secret",
-            Some("mcp:read mcp:admin"),
-            Some(&server.url),
-        )
-        .await;
+    let reader = auth.client_token("mcp:read", &server.url).await;
+    let admin = auth.client_token("mcp:read mcp:admin", &server.url).await;
     let seen = |token: String| {
         let server = &server;
         async move {
@@ -330,14 +316,7 @@ async fn sdk_clients_list_only_the_tools_their_token_permits() {
             .map(|t| t.as_str().unwrap().to_owned())
             .collect()
     };
-    let base = [
-        "--client-id",
-        "mcp-client",
-        "--client-secret",
-        "mcp-client-secret",
-        "--issuer",
-        &auth.issuer,
-    ];
+    let base = common::clients::credentials_args(&auth, &[]);
     let ts_narrow = run_client(
         Sdk::TypeScript,
         &narrow.url,

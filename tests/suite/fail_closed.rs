@@ -26,7 +26,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
 use common::modern::{envelope, modern};
 use common::peers::{GatedServer, Reply};
-use common::surface::{Reached, Surface};
+use common::surface::{Reached, Surface, no_such_tool, object, text_answer, text_argument};
 use common::tokens::{TestKey, claims};
 use common::tools::{DeployCount, mcp_service_counting};
 use mcp_gate::policy::{Decision, Evaluation, Policy};
@@ -98,12 +98,7 @@ struct Gated {
 impl Gated {
     async fn start(mcp: Router, configure: impl FnOnce(GateBuilder) -> GateBuilder) -> Self {
         let key = TestKey::es256("k1");
-        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
-        let server = GatedServer::start_with(
-            move |_| configure(Gate::builder().issuer(Issuer::with_keys(ISSUER, keys))),
-            mcp,
-        )
-        .await;
+        let server = GatedServer::start_trusting(ISSUER, &key, configure, mcp).await;
         Self { server, key }
     }
 
@@ -118,6 +113,17 @@ impl Gated {
     async fn legacy(&self, token: &str, method: &str, params: Value) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         self.server.post(Some(token), &[], &body.to_string()).await
+    }
+
+    /// [`Gated::modern`] from a client that declares no capabilities.
+    async fn modern_plain(
+        &self,
+        token: &str,
+        method: &str,
+        params: Value,
+        name: Option<&str>,
+    ) -> Reply {
+        self.modern(token, method, params, name, json!({})).await
     }
 
     /// A 2026-07-28 request: version and capabilities in `_meta`, the `Mcp-*` headers
@@ -146,13 +152,7 @@ fn answer(reply: &Reply) -> Value {
     if reply.body.is_object() {
         return reply.body.clone();
     }
-    reply
-        .text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|m| m.get("result").is_some() || m.get("error").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC answer in {reply:?}"))
+    reply.streamed_answer()
 }
 
 /// Two answers are the same answer, but for the name each was about: same status, same
@@ -206,13 +206,6 @@ const PROMPTS: [(&str, &[&str]); 2] = [
     (HIDDEN_PROMPT, &["abort sequence", "arming codes"]),
 ];
 
-fn object(value: Value) -> JsonObject {
-    match value {
-        Value::Object(map) => map,
-        other => panic!("not a JSON object: {other}"),
-    }
-}
-
 impl ServerHandler for ProbeServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
@@ -227,7 +220,7 @@ impl ServerHandler for ProbeServer {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        _page: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let schema = object(json!({"type": "object", "properties": {"text": {"type": "string"}}}));
@@ -239,29 +232,18 @@ impl ServerHandler for ProbeServer {
 
     async fn call_tool(
         &self,
-        request: CallToolRequestParams,
+        call: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let text = match &*request.name {
-            "echo" => request
-                .arguments
-                .as_ref()
-                .and_then(|arguments| arguments.get("text"))
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned(),
+        let text = match &*call.name {
+            "echo" => text_argument(&call).unwrap_or_default().to_owned(),
             CAFE => {
                 let run = self.cafe_runs.fetch_add(1, Ordering::SeqCst) + 1;
                 format!("{CAFE} served (run {run})")
             }
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!("no tool named {other}"),
-                    None,
-                ));
-            }
+            other => return Err(no_such_tool(other)),
         };
-        Ok(CallToolResult::success(vec![ContentBlock::text(text)]).into())
+        Ok(text_answer(text))
     }
 
     /// Routed by scheme: `demo://<x>` is looked up (`-32002` when there is no such `x`); any
@@ -384,22 +366,10 @@ async fn concealed_resource_is_answered_exactly_as_a_missing_one_on_its_route() 
     assert_same_answer(&hidden, SECRET, &missing, MISSING);
 
     let hidden = gated
-        .modern(
-            &alice,
-            "resources/read",
-            read(SECRET),
-            Some(SECRET),
-            json!({}),
-        )
+        .modern_plain(&alice, "resources/read", read(SECRET), Some(SECRET))
         .await;
     let missing = gated
-        .modern(
-            &alice,
-            "resources/read",
-            read(MISSING),
-            Some(MISSING),
-            json!({}),
-        )
+        .modern_plain(&alice, "resources/read", read(MISSING), Some(MISSING))
         .await;
     // rmcp answers a 2026-07-28 peer's missing resource -32602, with its own message.
     assert_eq!(
@@ -416,6 +386,15 @@ async fn concealed_resource_is_answered_exactly_as_a_missing_one_on_its_route() 
     // A's hidden reads never named the secret to the server.
     let bodies = reached.bodies.lock().unwrap()[before..].to_vec();
     assert!(!bodies.iter().any(|b| b.contains(SECRET)), "{bodies:?}");
+}
+
+/// `missing` is the server's own answer to a completion of [`MISSING_PROMPT`].
+fn assert_unknown_prompt(missing: &Reply) {
+    assert_eq!(
+        answer(missing)["error"]["message"],
+        format!("unknown prompt {MISSING_PROMPT}"),
+        "{missing:?}"
+    );
 }
 
 /// 2. Conceal mode covers `completion/complete`: a hidden prompt's completion is answered as
@@ -455,36 +434,21 @@ async fn concealed_prompt_completion_is_answered_exactly_as_a_missing_one() {
     let missing = gated
         .legacy(&alice, "completion/complete", complete(MISSING_PROMPT))
         .await;
-    assert_eq!(
-        answer(&missing)["error"]["message"],
-        format!("unknown prompt {MISSING_PROMPT}"),
-        "{missing:?}"
-    );
+    assert_unknown_prompt(&missing);
     assert_same_answer(&hidden, HIDDEN_PROMPT, &missing, MISSING_PROMPT);
 
     let hidden = gated
-        .modern(
-            &alice,
-            "completion/complete",
-            complete(HIDDEN_PROMPT),
-            None,
-            json!({}),
-        )
+        .modern_plain(&alice, "completion/complete", complete(HIDDEN_PROMPT), None)
         .await;
     let missing = gated
-        .modern(
+        .modern_plain(
             &alice,
             "completion/complete",
             complete(MISSING_PROMPT),
             None,
-            json!({}),
         )
         .await;
-    assert_eq!(
-        answer(&missing)["error"]["message"],
-        format!("unknown prompt {MISSING_PROMPT}"),
-        "{missing:?}"
-    );
+    assert_unknown_prompt(&missing);
     assert_same_answer(&hidden, HIDDEN_PROMPT, &missing, MISSING_PROMPT);
 
     let bodies = reached.bodies.lock().unwrap()[before..].to_vec();
@@ -965,13 +929,7 @@ async fn the_layers_input_keys_never_reach_the_inner_service() {
     let gated = Gated::start(surface.router(), |b| b.evaluate(policy(judge))).await;
     let token = gated.token(ALICE);
     let reply = gated
-        .modern(
-            &token,
-            "tools/call",
-            params.clone(),
-            Some("echo"),
-            json!({}),
-        )
+        .modern_plain(&token, "tools/call", params.clone(), Some("echo"))
         .await;
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(
@@ -1065,7 +1023,7 @@ async fn a_large_credential_remedy_never_goes_in_the_header() {
     assert_eq!(remediation_details(encoded), details(&large));
 
     let modern = gated
-        .modern(&token, "tools/call", call(&large), Some("echo"), json!({}))
+        .modern_plain(&token, "tools/call", call(&large), Some("echo"))
         .await;
     assert_eq!(modern.status, 200, "{:.300}", modern.text);
     assert!(modern.www_authenticate.is_none());
@@ -1079,7 +1037,7 @@ async fn a_large_credential_remedy_never_goes_in_the_header() {
     let small = "small blob";
     let legacy = gated.legacy(&token, "tools/call", call(small)).await;
     let modern = gated
-        .modern(&token, "tools/call", call(small), Some("echo"), json!({}))
+        .modern_plain(&token, "tools/call", call(small), Some("echo"))
         .await;
     for reply in [legacy, modern] {
         assert_eq!(reply.status, 401, "{reply:?}");
@@ -1101,13 +1059,7 @@ async fn mcp_name_is_compared_as_the_server_reads_it() {
     let call = |name: &str| json!({"name": name, "arguments": {"text": "x"}});
 
     let reply = gated
-        .modern(
-            &token,
-            "tools/call",
-            call(CAFE),
-            Some(CAFE_WRAPPED),
-            json!({}),
-        )
+        .modern_plain(&token, "tools/call", call(CAFE), Some(CAFE_WRAPPED))
         .await;
     assert_eq!(reply.status, 200, "{reply:?}");
     assert_eq!(
@@ -1119,13 +1071,7 @@ async fn mcp_name_is_compared_as_the_server_reads_it() {
 
     let literal = "=?base64?ZWNobw==?=";
     let reply = gated
-        .modern(
-            &token,
-            "tools/call",
-            call(literal),
-            Some(literal),
-            json!({}),
-        )
+        .modern_plain(&token, "tools/call", call(literal), Some(literal))
         .await;
     assert_eq!(reply.status, 400, "{reply:?}");
     assert_eq!(reply.body["error"]["code"], HEADER_MISMATCH, "{reply:?}");

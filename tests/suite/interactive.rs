@@ -8,25 +8,17 @@ use crate::common;
 use std::sync::{Arc, Mutex};
 
 use axum::Router;
-use common::peers::{AuthServer, ClientRun, GatedServer, Sdk, run_client, run_client_visiting};
+use common::clients::{
+    Visit, calling, credentials_args, demo_server, read_scope_args, the_one_visit,
+};
+use common::peers::{
+    AuthServer, ClientRun, GatedServer, SECRET, Sdk, run_client, run_client_visiting,
+};
 use common::tokens::{TestKey, claims};
 use mcp_gate::denial::ENVELOPE_KEY;
 use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::{Gate, Issuer, StaticKeys};
 use serde_json::{Value, json};
-
-const CLIENT: &str = "mcp-client";
-const SECRET: &str = "mcp-client-secret";
-
-async fn demo(auth: &AuthServer) -> GatedServer {
-    let issuer = auth.issuer.clone();
-    GatedServer::start_demo(|builder| {
-        builder
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
-    })
-    .await
-}
 
 fn call<'a>(run: &'a ClientRun, name: &str) -> &'a Value {
     run.steps
@@ -36,17 +28,9 @@ fn call<'a>(run: &'a ClientRun, name: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no call step for {name}: {run:#?}"))
 }
 
+/// The Python client's arguments: no listing, URL and form elicitation declared, then `extra`.
 fn python_args<'a>(auth: &'a AuthServer, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "--client-id",
-        CLIENT,
-        "--client-secret",
-        SECRET,
-        "--issuer",
-        &auth.issuer,
-        "--no-list",
-        "--elicit",
-    ];
+    let mut args = credentials_args(auth, &["--no-list", "--elicit"]);
     args.extend_from_slice(extra);
     args
 }
@@ -54,10 +38,8 @@ fn python_args<'a>(auth: &'a AuthServer, extra: &[&'a str]) -> Vec<&'a str> {
 #[tokio::test]
 async fn python_sdk_completes_a_url_approval_visited_by_the_same_subject() {
     let auth = AuthServer::start(&[]).await;
-    let server = demo(&auth).await;
-    let own = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
+    let server = demo_server(&auth).await;
+    let own = auth.client_token("mcp:read", &server.url).await;
     let stranger = auth
         .token(
             "mcp-client-post",
@@ -66,7 +48,7 @@ async fn python_sdk_completes_a_url_approval_visited_by_the_same_subject() {
             Some(&server.url),
         )
         .await;
-    let visits: Arc<Mutex<Vec<(String, u16, u16)>>> = Arc::default();
+    let visits: Arc<Mutex<Vec<Visit>>> = Arc::default();
     let record = visits.clone();
     let run = run_client_visiting(
         Sdk::Python,
@@ -105,16 +87,13 @@ async fn python_sdk_completes_a_url_approval_visited_by_the_same_subject() {
         },
     )
     .await;
-    assert!(run.success, "{run:#?}");
-    let visits = visits.lock().unwrap();
-    assert_eq!(visits.len(), 1, "one URL elicitation: {run:#?}");
-    let (url, theirs, mine) = &visits[0];
+    let (url, theirs, mine) = the_one_visit(&visits, &run);
     assert!(
         url.starts_with(server.url.trim_end_matches("/mcp")),
         "{url}"
     );
     assert_eq!(
-        (*theirs, *mine),
+        (theirs, mine),
         (403, 200),
         "only the same subject may approve"
     );
@@ -126,7 +105,7 @@ async fn python_sdk_completes_a_url_approval_visited_by_the_same_subject() {
 #[tokio::test]
 async fn python_sdk_url_accept_without_a_visit_is_not_an_approval() {
     let auth = AuthServer::start(&[]).await;
-    let server = demo(&auth).await;
+    let server = demo_server(&auth).await;
     // The client says "accept" at once but nobody approves: the policy's own record decides,
     // so the layer asks again until its round limit, then answers undisclosed.
     let run = run_client(
@@ -156,7 +135,7 @@ async fn python_sdk_url_accept_without_a_visit_is_not_an_approval() {
 #[tokio::test]
 async fn python_sdk_confirms_an_ask_and_gets_the_result() {
     let auth = AuthServer::start(&[]).await;
-    let server = demo(&auth).await;
+    let server = demo_server(&auth).await;
     let run = run_client(
         Sdk::Python,
         &server.url,
@@ -187,7 +166,7 @@ async fn python_sdk_confirms_an_ask_and_gets_the_result() {
 #[tokio::test]
 async fn python_sdk_declining_or_not_approving_gets_a_denial() {
     let auth = AuthServer::start(&[]).await;
-    let server = demo(&auth).await;
+    let server = demo_server(&auth).await;
     for answer in [
         &["--form-action", "decline"][..],
         &["--form-action", "cancel"],
@@ -214,27 +193,13 @@ async fn python_sdk_declining_or_not_approving_gets_a_denial() {
 #[tokio::test]
 async fn typescript_sdk_legacy_client_gets_undisclosed_for_both_never_input_required() {
     let auth = AuthServer::start(&[]).await;
-    let server = demo(&auth).await;
-    let run = run_client(
-        Sdk::TypeScript,
-        &server.url,
-        &[
-            "--client-id",
-            CLIENT,
-            "--client-secret",
-            SECRET,
-            "--scope",
-            "mcp:read",
-            "--issuer",
-            &auth.issuer,
-            "--no-list",
-            "--call",
-            r#"share_folder={"folder":"team-docs"}"#,
-            "--call",
-            r#"delete_file={"path":"notes.txt"}"#,
-        ],
-    )
-    .await;
+    let server = demo_server(&auth).await;
+    let calls = [
+        r#"share_folder={"folder":"team-docs"}"#,
+        r#"delete_file={"path":"notes.txt"}"#,
+    ];
+    let args = calling(read_scope_args(&auth, &["--no-list"]), &calls);
+    let run = run_client(Sdk::TypeScript, &server.url, &args).await;
     for (tool, hint) in [
         ("share_folder", "approval page: http://"),
         ("delete_file", "needs your confirmation"),

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use common::clients::demo_gate;
 use common::modern::{ModernRequest, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
@@ -29,17 +30,7 @@ impl Rig {
         let key = TestKey::es256("k1");
         let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
         let server = GatedServer::start_with(
-            |resource| {
-                let origin = resource.trim_end_matches("/mcp").to_owned();
-                configure(
-                    mcp_gate::Gate::builder()
-                        .evaluate(common::policy::DemoPolicy::new(
-                            common::approvals::Approvals::default(),
-                            origin,
-                        ))
-                        .issuer(Issuer::with_keys(ISSUER, keys)),
-                )
-            },
+            |resource| configure(demo_gate(resource).issuer(Issuer::with_keys(ISSUER, keys))),
             Router::new().nest_service("/mcp", mcp_service_counting(DeployCount::default())),
         )
         .await;

@@ -5,14 +5,14 @@ use crate::common;
 
 use std::time::Duration;
 
-use common::peers::{AuthServer, GatedServer, Sdk, run_client};
+use common::clients::{
+    authenticate_concurrently, calling, credentials_args, echo_status, read_scope_args,
+    start_allowing,
+};
+use common::peers::{AuthServer, CLIENT, GatedServer, Sdk, run_client};
 use common::tokens::{TestKey, claims};
-use mcp_gate::policy::allow_all;
-use mcp_gate::{Gate, KeyRefresh};
+use mcp_gate::KeyRefresh;
 use serde_json::{Value, json};
-
-const CLIENT: &str = "mcp-client";
-const SECRET: &str = "mcp-client-secret";
 
 fn temp_path(name: &str) -> String {
     let nanos = std::time::SystemTime::now()
@@ -77,33 +77,10 @@ fn whoami(step: &Value) -> Value {
 #[tokio::test]
 async fn typescript_sdk_client_discovers_and_calls_echo() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
-    })
-    .await;
-    let run = run_client(
-        Sdk::TypeScript,
-        &server.url,
-        &[
-            "--client-id",
-            CLIENT,
-            "--client-secret",
-            SECRET,
-            "--scope",
-            "mcp:read",
-            "--issuer",
-            &auth.issuer,
-            "--call",
-            r#"echo={"text":"hello from typescript"}"#,
-            "--call",
-            "whoami",
-        ],
-    )
-    .await;
+    let server = start_allowing(&auth, |b| b.required_scopes(["mcp:read"])).await;
+    let calls = [r#"echo={"text":"hello from typescript"}"#, "whoami"];
+    let args = calling(read_scope_args(&auth, &[]), &calls);
+    let run = run_client(Sdk::TypeScript, &server.url, &args).await;
     assert!(run.success, "{run:#?}");
     assert_eq!(
         run.call("echo")["result"]["content"][0]["text"],
@@ -122,31 +99,10 @@ async fn typescript_sdk_client_discovers_and_calls_echo() {
 #[tokio::test]
 async fn python_sdk_client_discovers_and_calls_echo() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
-    })
-    .await;
-    let run = run_client(
-        Sdk::Python,
-        &server.url,
-        &[
-            "--client-id",
-            CLIENT,
-            "--client-secret",
-            SECRET,
-            "--issuer",
-            &auth.issuer,
-            "--call",
-            r#"echo={"text":"hello from python"}"#,
-            "--call",
-            "whoami",
-        ],
-    )
-    .await;
+    let server = start_allowing(&auth, |b| b.required_scopes(["mcp:read"])).await;
+    let calls = [r#"echo={"text":"hello from python"}"#, "whoami"];
+    let args = calling(credentials_args(&auth, &[]), &calls);
+    let run = run_client(Sdk::Python, &server.url, &args).await;
     assert!(run.success, "{run:#?}");
     assert_eq!(
         run.call("echo")["result"]["content"][0]["text"],
@@ -162,20 +118,9 @@ async fn python_sdk_client_discovers_and_calls_echo() {
 #[tokio::test]
 async fn token_for_another_audience_is_refused_with_401() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-    })
-    .await;
+    let server = start_allowing(&auth, |b| b).await;
     let foreign = auth
-        .token(
-            CLIENT,
-            SECRET,
-            Some("mcp:read"),
-            Some("http://127.0.0.1:1/other-mcp"),
-        )
+        .client_token("mcp:read", "http://127.0.0.1:1/other-mcp")
         .await;
     let reply = server
         .call_tool(Some(&foreign), "echo", json!({"text": "x"}))
@@ -208,17 +153,8 @@ async fn token_for_another_audience_is_refused_with_401() {
 #[tokio::test]
 async fn token_lacking_a_required_scope_gets_403_with_the_full_scope_set() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read", "mcp:write"])
-    })
-    .await;
-    let narrow = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
+    let server = start_allowing(&auth, |b| b.required_scopes(["mcp:read", "mcp:write"])).await;
+    let narrow = auth.client_token("mcp:read", &server.url).await;
     let reply = server
         .call_tool(Some(&narrow), "echo", json!({"text": "x"}))
         .await;
@@ -236,23 +172,8 @@ async fn token_lacking_a_required_scope_gets_403_with_the_full_scope_set() {
 
     // TypeScript SDK (client_credentials asks only for its configured scope): it sees the 403,
     // retries once, and gives up with the 403 surfaced.
-    let run = run_client(
-        Sdk::TypeScript,
-        &server.url,
-        &[
-            "--client-id",
-            CLIENT,
-            "--client-secret",
-            SECRET,
-            "--scope",
-            "mcp:read",
-            "--issuer",
-            &auth.issuer,
-            "--call",
-            "echo={\"text\":\"x\"}",
-        ],
-    )
-    .await;
+    let args = read_scope_args(&auth, &["--call", "echo={\"text\":\"x\"}"]);
+    let run = run_client(Sdk::TypeScript, &server.url, &args).await;
     assert!(!run.success);
     assert!(
         run.http.iter().any(|h| h["status"] == 403
@@ -263,21 +184,8 @@ async fn token_lacking_a_required_scope_gets_403_with_the_full_scope_set() {
     );
 
     // Python SDK: the 401 challenge already names the full set, so it asks for both and succeeds.
-    let run = run_client(
-        Sdk::Python,
-        &server.url,
-        &[
-            "--client-id",
-            CLIENT,
-            "--client-secret",
-            SECRET,
-            "--issuer",
-            &auth.issuer,
-            "--call",
-            "whoami",
-        ],
-    )
-    .await;
+    let args = credentials_args(&auth, &["--call", "whoami"]);
+    let run = run_client(Sdk::Python, &server.url, &args).await;
     assert!(run.success, "{run:#?}");
     assert_eq!(
         whoami(run.call("whoami"))["scopes"],
@@ -289,28 +197,11 @@ async fn token_lacking_a_required_scope_gets_403_with_the_full_scope_set() {
 async fn rotated_key_is_picked_up_after_exactly_one_jwks_fetch() {
     let keys_file = temp_path("rotation-keys");
     let first = AuthServer::start(&[("AS_KEYS_FILE", &keys_file)]).await;
-    let (issuer, port, old_kid) = (
-        first.issuer.clone(),
-        first.port.to_string(),
-        first.kid.clone(),
-    );
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-            .key_refresh(KeyRefresh::default().cooldown(Duration::from_millis(300)))
-    })
-    .await;
-    let old_token = first
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
-    assert_eq!(
-        server
-            .call_tool(Some(&old_token), "echo", json!({"text": "a"}))
-            .await
-            .status,
-        200
-    );
+    let (port, old_kid) = (first.port.to_string(), first.kid.clone());
+    let cooldown = KeyRefresh::default().cooldown(Duration::from_millis(300));
+    let server = start_allowing(&first, |b| b.key_refresh(cooldown)).await;
+    let old_token = first.client_token("mcp:read", &server.url).await;
+    assert_eq!(echo_status(&server, &old_token, "a").await, 200);
     assert_eq!(first.stats().await["jwks_fetches"], 1);
     first.stop().await;
 
@@ -323,25 +214,10 @@ async fn rotated_key_is_picked_up_after_exactly_one_jwks_fetch() {
     .await;
     assert_ne!(second.kid, old_kid);
     tokio::time::sleep(Duration::from_millis(400)).await; // past the unknown-kid cooldown
-    let new_token = second
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
+    let new_token = second.client_token("mcp:read", &server.url).await;
 
     // 1,000 concurrent verifications of the new-kid token: one fetch between them.
-    let uri: http::Uri = "/mcp".parse().unwrap();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::AUTHORIZATION,
-        format!("Bearer {new_token}").parse().unwrap(),
-    );
-    let tasks: Vec<_> = (0..1000)
-        .map(|_| {
-            let (gate, headers, uri) = (server.gate.clone(), headers.clone(), uri.clone());
-            tokio::spawn(async move { gate.authenticate(&headers, &uri).await })
-        })
-        .collect();
-    for task in tasks {
-        let principal = task.await.expect("task").expect("new-kid token accepted");
+    for principal in authenticate_concurrently(&server.gate, &new_token, 1000).await {
         assert_eq!(principal.client_id(), Some(CLIENT));
     }
     assert_eq!(
@@ -364,27 +240,11 @@ async fn known_keys_keep_working_while_the_issuer_is_down() {
     let auth = AuthServer::start(&[]).await;
     let issuer = auth.issuer.clone();
     // No token cache: every request below really verifies against the key set.
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-            .token_cache_capacity(0)
-            .key_refresh(KeyRefresh::default().cooldown(Duration::from_millis(100)))
-    })
-    .await;
-    let used = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
-    let unused = auth
-        .token(CLIENT, SECRET, Some("mcp:write"), Some(&server.url))
-        .await;
-    assert_eq!(
-        server
-            .call_tool(Some(&used), "echo", json!({"text": "a"}))
-            .await
-            .status,
-        200
-    );
+    let cooldown = KeyRefresh::default().cooldown(Duration::from_millis(100));
+    let server = start_allowing(&auth, |b| b.token_cache_capacity(0).key_refresh(cooldown)).await;
+    let used = auth.client_token("mcp:read", &server.url).await;
+    let unused = auth.client_token("mcp:write", &server.url).await;
+    assert_eq!(echo_status(&server, &used, "a").await, 200);
     auth.stop().await;
 
     for token in [&used, &unused, &used] {
@@ -409,43 +269,15 @@ async fn known_keys_keep_working_while_the_issuer_is_down() {
             .unwrap()
             .contains("signed with an unknown key")
     );
-    assert_eq!(
-        server
-            .call_tool(Some(&used), "echo", json!({"text": "a"}))
-            .await
-            .status,
-        200
-    );
+    assert_eq!(echo_status(&server, &used, "a").await, 200);
 }
 
 #[tokio::test]
 async fn thousand_concurrent_first_requests_cause_one_jwks_fetch() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-    })
-    .await;
-    let token = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
-    let uri: http::Uri = "/mcp".parse().unwrap();
-    let mut headers = http::HeaderMap::new();
-    headers.insert(
-        http::header::AUTHORIZATION,
-        format!("Bearer {token}").parse().unwrap(),
-    );
-    let tasks: Vec<_> = (0..1000)
-        .map(|_| {
-            let (gate, headers, uri) = (server.gate.clone(), headers.clone(), uri.clone());
-            tokio::spawn(async move { gate.authenticate(&headers, &uri).await })
-        })
-        .collect();
-    for task in tasks {
-        task.await.expect("task").expect("accepted");
-    }
+    let server = start_allowing(&auth, |b| b).await;
+    let token = auth.client_token("mcp:read", &server.url).await;
+    authenticate_concurrently(&server.gate, &token, 1000).await;
     assert_eq!(auth.stats().await["jwks_fetches"], 1);
     assert_eq!(server.gate.jwks_fetch_count(), 1);
 }
@@ -453,16 +285,8 @@ async fn thousand_concurrent_first_requests_cause_one_jwks_fetch() {
 #[tokio::test]
 async fn rs256_tokens_from_oidc_provider_verify() {
     let auth = AuthServer::start(&[("AS_ALG", "RS256")]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-    })
-    .await;
-    let token = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
-        .await;
+    let server = start_allowing(&auth, |b| b).await;
+    let token = auth.client_token("mcp:read", &server.url).await;
     let reply = server
         .call_tool(Some(&token), "echo", json!({"text": "rsa"}))
         .await;
@@ -475,30 +299,22 @@ async fn explicit_jwks_uri_is_used_without_discovery() {
     let auth = AuthServer::start(&[]).await;
     let (issuer, jwks_uri) = (auth.issuer.clone(), auth.jwks_uri.clone());
     let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
+        mcp_gate::Gate::builder()
+            .evaluate(mcp_gate::policy::allow_all())
             .issuer(mcp_gate::Issuer::with_jwks_uri(issuer, jwks_uri))
     })
     .await;
-    let token = auth.token(CLIENT, SECRET, None, Some(&server.url)).await;
-    assert_eq!(
-        server
-            .call_tool(Some(&token), "echo", json!({"text": "k"}))
-            .await
-            .status,
-        200
-    );
+    let token = auth
+        .token(CLIENT, common::peers::SECRET, None, Some(&server.url))
+        .await;
+    assert_eq!(echo_status(&server, &token, "k").await, 200);
 }
 
 #[tokio::test]
 async fn metadata_is_served_at_both_paths_with_cors() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let server = GatedServer::start(|_| {
-        Gate::builder()
-            .evaluate(allow_all())
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
+    let server = start_allowing(&auth, |b| {
+        b.required_scopes(["mcp:read"])
             .resource_name("test server")
             .authorization_details_types(["mcp_tool"])
     })

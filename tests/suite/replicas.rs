@@ -25,6 +25,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use common::approvals::Approvals;
+use common::clients::{Visit, the_one_visit};
 use common::modern::{envelope, modern, tasks_capabilities};
 use common::peers::{Reply, Sdk, run_client, run_client_visiting};
 use common::policy::DemoPolicy;
@@ -246,15 +247,8 @@ async fn forward(State(front): State<Arc<FrontState>>, request: Request) -> Resp
             .map(|p| p.as_str())
             .unwrap_or("/")
     );
-    let mut upstream = front.http.request(parts.method.clone(), target);
-    for (name, value) in &parts.headers {
-        if !common::proxy::is_hop_by_hop(name) {
-            upstream = upstream.header(name, value);
-        }
-    }
-    if !body.is_empty() {
-        upstream = upstream.body(body);
-    }
+    let upstream = front.http.request(parts.method.clone(), target);
+    let upstream = common::proxy::forwarding(upstream, &parts.headers, body);
     let answer = match upstream.send().await {
         Ok(answer) => answer,
         Err(e) => return (StatusCode::BAD_GATEWAY, format!("front: {e}")).into_response(),
@@ -612,7 +606,7 @@ async fn a_url_approval_started_on_one_replica_completes_on_the_other() {
     };
     bounded("the URL approval", async {
         let (own, stranger) = (deployment.token("alice"), deployment.token("mallory"));
-        let visits: Arc<Mutex<Vec<(String, u16, u16)>>> = Arc::default();
+        let visits: Arc<Mutex<Vec<Visit>>> = Arc::default();
         let record = visits.clone();
         let http = deployment.http.clone();
         let run = run_client_visiting(
@@ -651,19 +645,12 @@ async fn a_url_approval_started_on_one_replica_completes_on_the_other() {
             },
         )
         .await;
-        assert!(run.success, "{run:#?}");
-        let visits = visits.lock().unwrap().clone();
-        assert_eq!(visits.len(), 1, "one URL elicitation: {run:#?}");
-        let (url, theirs, mine) = &visits[0];
+        let (url, theirs, mine) = the_one_visit(&visits, &run);
         assert!(
             url.starts_with(&format!("{}/approve/", deployment.front.origin)),
             "the approval page is the deployment's, behind the front: {url}"
         );
-        assert_eq!(
-            (*theirs, *mine),
-            (403, 200),
-            "only the same subject approves"
-        );
+        assert_eq!((theirs, mine), (403, 200), "only the same subject approves");
         let result = &step(&run, "share_folder")["result"];
         assert_eq!(result["content"][0]["text"], "shared folder team-docs");
         assert_eq!(result["isError"], false);

@@ -6,7 +6,8 @@
 use crate::common;
 
 use common::clients::{
-    EVERY_DECISION, assert_echo_allowed, calling, credentials_args, demo_server, read_scope_args,
+    EVERY_DECISION, assert_admin_report, assert_echo_allowed, calling, credentials_args,
+    demo_server, read_scope_args,
 };
 use common::peers::{AuthServer, Sdk, assert_credential_challenge, run_client};
 use mcp_gate::denial::ENVELOPE_KEY;
@@ -93,11 +94,7 @@ async fn python_sdk_modern_client_sees_every_decision() {
 
     // Scope step-up, completed by the SDK itself: 403, a token for the union, then success.
     let admin = run.calls("admin_report")[0];
-    assert_eq!(admin["ok"], true, "{run:#?}");
-    assert_eq!(
-        admin["result"]["content"][0]["text"],
-        "admin report: all systems nominal"
-    );
+    assert_admin_report(admin, &run);
     let forbidden = run
         .http
         .iter()

@@ -17,6 +17,9 @@ use crate::common;
 use std::sync::Arc;
 
 use axum::Router;
+use common::clients::{
+    EVERY_DECISION, assert_admin_report, assert_echo_allowed, calling, credentials_args,
+};
 use common::peers::{
     AuthServer, ClientRun, GatedServer, Sdk, assert_credential_challenge, run_client,
 };
@@ -25,7 +28,6 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::{Value, json};
 
 const REVISION: &str = "1c5b0cec97691cb9db3d880474a71d604d6addee";
-const TRANSFER: &str = r#"transfer={"amount":"40.00","currency":"EUR","iban":"DE00TEST"}"#;
 const SHARE: &str = r#"share_folder={"folder":"reports"}"#;
 /// The demo policy's message for `share_folder {"folder":"reports"}`.
 const SHARE_MESSAGE: &str = "Approve sharing folder reports, then try again.";
@@ -77,17 +79,59 @@ async fn demo_server_with_sessions(auth: &AuthServer) -> GatedServer {
 
 /// client_credentials through discovery, no `tools/list`, then `extra`.
 fn client_args<'a>(auth: &'a AuthServer, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "--client-id",
-        "mcp-client",
-        "--client-secret",
-        "mcp-client-secret",
-        "--issuer",
-        &auth.issuer,
-        "--no-list",
-    ];
+    let mut args = credentials_args(auth, &["--no-list"]);
     args.extend_from_slice(extra);
     args
+}
+
+/// The demo policy's two refusals without a remedy, with their messages.
+const REFUSED_OUTRIGHT: [(&str, &str); 2] = [
+    ("delete_everything", "Deleting everything is never allowed."),
+    ("secret_sauce", "You cannot use this tool."),
+];
+
+/// The first call of `tool` in `run`, which failed with an error and no result.
+fn failed_call<'a>(run: &'a ClientRun, tool: &str) -> &'a Value {
+    let step = run.calls(tool)[0];
+    assert_eq!(step["ok"], false, "{step}");
+    assert!(step.get("result").is_none(), "{step}");
+    step
+}
+
+/// The `data` of a `-32042`: the envelope with its url hint, beside the elicitations, which
+/// point at `server`'s approval pages.
+async fn assert_url_required_data(data: &Value, server: &GatedServer) {
+    assert_eq!(
+        sorted_keys(data),
+        ["authorization", "elicitations"],
+        "{data}"
+    );
+    let context_id = assert_envelope(&data["authorization"], Some(json!([{"type": "url"}])));
+    assert_url_elicitations(&data["elicitations"], &context_id, server).await;
+}
+
+/// The layer asked for nothing over the session: no `elicitation/create` reached the client.
+fn assert_nothing_elicited(run: &ClientRun) {
+    assert!(
+        run.steps.iter().all(|s| s.get("elicit").is_none()),
+        "{run:#?}"
+    );
+}
+
+/// `run`'s `share_folder` step in a legacy session, which failed.
+fn legacy_share_failed(run: &ClientRun) -> &Value {
+    assert_connected(run, "2025-11-25");
+    let step = run.calls("share_folder")[0];
+    assert_eq!(step["ok"], false, "{run:#?}");
+    step
+}
+
+/// The error of `run`'s `share_folder` in a legacy session: a `-32042` raised as `class`.
+fn url_elicitation_error<'a>(run: &'a ClientRun, class: &str) -> &'a Value {
+    let error = &legacy_share_failed(run)["error"];
+    assert_eq!(error["class"], class, "{error}");
+    assert_eq!(error["code"], URL_ELICITATION_REQUIRED);
+    error
 }
 
 fn assert_connected(run: &ClientRun, protocol_version: &str) {
@@ -242,31 +286,13 @@ fn assert_plain_url_denial(error: &Value, class: &str, prefix: &str, server: &Ga
 async fn typescript_sdk_legacy_client_surfaces_error_based_denials() {
     let auth = AuthServer::start(&[]).await;
     let server = demo_server(&auth).await;
-    let args = client_args(
-        &auth,
-        &[
-            "--scope",
-            "mcp:read",
-            "--step-up",
-            "--call",
-            r#"echo={"text":"allowed"}"#,
-            "--call",
-            "admin_report",
-            "--call",
-            "delete_everything",
-            "--call",
-            "secret_sauce",
-            "--call",
-            TRANSFER,
-        ],
+    let args = calling(
+        client_args(&auth, &["--scope", "mcp:read", "--step-up"]),
+        &EVERY_DECISION,
     );
     let run = run_client(Sdk::TypeScript, &server.url, &args).await;
     assert_connected(&run, "2025-11-25");
-
-    assert_eq!(
-        run.calls("echo")[0]["result"]["content"][0]["text"],
-        "allowed"
-    );
+    assert_echo_allowed(&run);
 
     // Scope: the SDK acts on the 403 status and challenge, never on the JSON-RPC body; the
     // application steps up to the union the challenge names and the retry succeeds.
@@ -283,21 +309,12 @@ async fn typescript_sdk_legacy_client_surfaces_error_based_denials() {
         .expect("step-up");
     assert_eq!(step_up["ok"], true, "{run:#?}");
     assert_eq!(step_up["scope"], "mcp:read mcp:admin");
-    assert_eq!(admin[1]["ok"], true, "{run:#?}");
-    assert_eq!(
-        admin[1]["result"]["content"][0]["text"],
-        "admin report: all systems nominal"
-    );
+    assert_admin_report(admin[1], &run);
 
     // unavailable and undisclosed: an McpError carrying the JSON-RPC error's data as sent
     // (no CallToolResult, no `remediation`: the two cannot be told apart on the wire).
-    for (tool, text) in [
-        ("delete_everything", "Deleting everything is never allowed."),
-        ("secret_sauce", "You cannot use this tool."),
-    ] {
-        let step = run.calls(tool)[0];
-        assert_eq!(step["ok"], false, "{step}");
-        assert!(step.get("result").is_none(), "{step}");
+    for (tool, text) in REFUSED_OUTRIGHT {
+        let step = failed_call(&run, tool);
         assert_denial_error(&step["error"], "McpError", &ts_message(DENIAL, text));
         assert_eq!(step["error"]["http_status"], 200);
     }
@@ -331,12 +348,7 @@ async fn typescript_sdk_with_url_elicitation_gets_url_elicitation_required() {
 
     // A session whose initialize declared elicitation.url: the SDK's own
     // UrlElicitationRequiredError (-32042).
-    assert_connected(&run, "2025-11-25");
-    let step = run.calls("share_folder")[0];
-    assert_eq!(step["ok"], false, "{run:#?}");
-    let error = &step["error"];
-    assert_eq!(error["class"], "UrlElicitationRequiredError", "{error}");
-    assert_eq!(error["code"], URL_ELICITATION_REQUIRED);
+    let error = url_elicitation_error(&run, "UrlElicitationRequiredError");
     assert_eq!(
         error["message"],
         ts_message(URL_ELICITATION_REQUIRED, SHARE_MESSAGE)
@@ -352,25 +364,14 @@ async fn typescript_sdk_with_url_elicitation_gets_url_elicitation_required() {
     assert_eq!(wire["error"]["code"], URL_ELICITATION_REQUIRED);
     assert_eq!(wire["error"]["message"], SHARE_MESSAGE);
     let data = &wire["error"]["data"];
-    assert_eq!(
-        sorted_keys(data),
-        ["authorization", "elicitations"],
-        "{data}"
-    );
-    let context_id = assert_envelope(&data["authorization"], Some(json!([{"type": "url"}])));
-    assert_url_elicitations(&data["elicitations"], &context_id, &sessions).await;
+    assert_url_required_data(data, &sessions).await;
     assert_eq!(error["data"]["elicitations"], data["elicitations"]);
     // The layer asks for nothing over the session: no elicitation/create reached the handler.
-    assert!(
-        run.steps.iter().all(|s| s.get("elicit").is_none()),
-        "{run:#?}"
-    );
+    assert_nothing_elicited(&run);
 
     // The same session without elicitation.url: the plain error, the URL in the message (and,
     // without the flag, the client reports no raw `wire`).
-    assert_connected(&without_capability, "2025-11-25");
-    let step = without_capability.calls("share_folder")[0];
-    assert_eq!(step["ok"], false);
+    let step = legacy_share_failed(&without_capability);
     assert!(step["error"].get("wire").is_none(), "{step}");
     assert_plain_url_denial(
         &step["error"],
@@ -400,39 +401,16 @@ async fn typescript_sdk_with_url_elicitation_gets_url_elicitation_required() {
 async fn python_sdk_modern_client_surfaces_error_based_denials() {
     let auth = AuthServer::start(&[]).await;
     let server = demo_server(&auth).await;
-    let args = client_args(
-        &auth,
-        &[
-            "--call",
-            r#"echo={"text":"allowed"}"#,
-            "--call",
-            "admin_report",
-            "--call",
-            "delete_everything",
-            "--call",
-            "secret_sauce",
-            "--call",
-            TRANSFER,
-            "--call",
-            SHARE,
-        ],
-    );
+    let args = calling(client_args(&auth, &[]), &EVERY_DECISION);
+    let args = calling(args, &[SHARE]);
     let run = run_client(Sdk::Python, &server.url, &args).await;
     assert_connected(&run, "2026-07-28");
-
-    assert_eq!(
-        run.calls("echo")[0]["result"]["content"][0]["text"],
-        "allowed"
-    );
+    assert_echo_allowed(&run);
 
     // Scope step-up, completed by the SDK itself from the challenge (the body is a JSON-RPC
     // error now): 403, a token for the union, then success.
     let admin = run.calls("admin_report")[0];
-    assert_eq!(admin["ok"], true, "{run:#?}");
-    assert_eq!(
-        admin["result"]["content"][0]["text"],
-        "admin report: all systems nominal"
-    );
+    assert_admin_report(admin, &run);
     assert_scope_challenge(&run);
     let stepped_up = run.asked_for_scopes(&auth.token_endpoint, &["mcp:admin", "mcp:read"]);
     assert!(
@@ -441,13 +419,8 @@ async fn python_sdk_modern_client_surfaces_error_based_denials() {
     );
 
     // unavailable and undisclosed: an MCPError with the data as sent, never a result.
-    for (tool, text) in [
-        ("delete_everything", "Deleting everything is never allowed."),
-        ("secret_sauce", "You cannot use this tool."),
-    ] {
-        let step = run.calls(tool)[0];
-        assert_eq!(step["ok"], false, "{step}");
-        assert!(step.get("result").is_none(), "{step}");
+    for (tool, text) in REFUSED_OUTRIGHT {
+        let step = failed_call(&run, tool);
         assert_denial_error(&step["error"], "MCPError", text);
         assert_eq!(step["error"]["http_status"], 200);
     }
@@ -489,30 +462,13 @@ async fn python_sdk_legacy_session_with_elicitation_gets_url_elicitation_require
 
     // The SDK raises its generic MCPError for -32042 (not its UrlElicitationRequiredError),
     // keeping `data` whole: the envelope with the url hint beside the elicitations.
-    assert_connected(&run, "2025-11-25");
-    let step = run.calls("share_folder")[0];
-    assert_eq!(step["ok"], false, "{run:#?}");
-    let error = &step["error"];
-    assert_eq!(error["class"], "MCPError", "{error}");
-    assert_eq!(error["code"], URL_ELICITATION_REQUIRED);
+    let error = url_elicitation_error(&run, "MCPError");
     assert_eq!(error["message"], SHARE_MESSAGE);
     assert_eq!(error["http_status"], 200);
-    let data = &error["data"];
-    assert_eq!(
-        sorted_keys(data),
-        ["authorization", "elicitations"],
-        "{data}"
-    );
-    let context_id = assert_envelope(&data["authorization"], Some(json!([{"type": "url"}])));
-    assert_url_elicitations(&data["elicitations"], &context_id, &sessions).await;
-    assert!(
-        run.steps.iter().all(|s| s.get("elicit").is_none()),
-        "{run:#?}"
-    );
+    assert_url_required_data(&error["data"], &sessions).await;
+    assert_nothing_elicited(&run);
 
     // Without --elicit the session declared no elicitation: the plain error.
-    assert_connected(&without_capability, "2025-11-25");
-    let step = without_capability.calls("share_folder")[0];
-    assert_eq!(step["ok"], false);
+    let step = legacy_share_failed(&without_capability);
     assert_plain_url_denial(&step["error"], "MCPError", "", &sessions);
 }

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Router;
+use common::clients::demo_gate;
 use common::modern::{ModernRequest, envelope, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims};
@@ -39,16 +40,9 @@ impl Deployment {
         let deploys = DeployCount::default();
         let server = GatedServer::start_with(
             |resource| {
-                let origin = resource.trim_end_matches("/mcp").to_owned();
-                configure(
-                    mcp_gate::Gate::builder()
-                        .evaluate(common::policy::DemoPolicy::new(
-                            common::approvals::Approvals::default(),
-                            origin,
-                        ))
-                        .issuer(Issuer::with_keys(ISSUER, keys))
-                        .task_poll_interval(Duration::from_millis(50)),
-                )
+                let poll = Duration::from_millis(50);
+                let gate = demo_gate(resource).issuer(Issuer::with_keys(ISSUER, keys));
+                configure(gate.task_poll_interval(poll))
             },
             Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
         )

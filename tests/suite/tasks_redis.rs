@@ -13,17 +13,16 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use axum::Router;
+use common::clients::credentials_args;
 use common::modern::{ModernRequest, envelope, modern, tasks_capabilities};
-use common::peers::{AuthServer, GatedServer, Reply, Sdk, run_client_visiting};
+use common::peers::{AuthServer, GatedServer, Reply, SECRET, Sdk, run_client_visiting};
 use common::redis_server::RedisServer;
 use common::tools::{DeployCount, mcp_service_counting};
 use mcp_gate::tasks::{Approvals, DecideError, TaskStore};
 use mcp_gate::{Gate, GateBuilder};
 use serde_json::{Value, json};
 
-const CLIENT: &str = "mcp-client";
 const STRANGER: &str = "mcp-client-post";
-const SECRET: &str = "mcp-client-secret";
 
 /// A replica of the example deployment whose resource is `resource` (`None`: its own URL),
 /// trusting `auth`, keeping tasks in `store` and counting `deploy` runs in `deploys`.
@@ -86,19 +85,25 @@ async fn get_task(server: &GatedServer, token: &str, id: &str) -> Reply {
     .await
 }
 
-fn python_args<'a>(auth: &'a AuthServer, extra: &[&'a str]) -> Vec<&'a str> {
-    let mut args = vec![
-        "--client-id",
-        CLIENT,
-        "--client-secret",
-        SECRET,
-        "--issuer",
-        &auth.issuer,
-        "--no-list",
-        "--tasks",
-    ];
-    args.extend_from_slice(extra);
-    args
+/// The Python client's arguments to call `deploy` in prod, declaring the Tasks extension.
+fn deploy_args(auth: &AuthServer) -> Vec<&str> {
+    credentials_args(auth, &["--no-list", "--tasks", "--call", DEPLOY_PROD])
+}
+
+/// The `deploy` call every SDK run here makes.
+const DEPLOY_PROD: &str = r#"deploy={"env":"prod"}"#;
+
+/// Two replicas on one Redis task store (under `prefix`): the second's resource is the
+/// first's, as behind one load balancer.
+async fn replica_pair(
+    auth: &AuthServer,
+    redis: &RedisServer,
+    prefix: &str,
+    deploys: &DeployCount,
+) -> (GatedServer, GatedServer) {
+    let a = replica(auth, None, redis.store(prefix).await, deploys).await;
+    let b = replica(auth, Some(&a.url), redis.store(prefix).await, deploys).await;
+    (a, b)
 }
 
 #[tokio::test]
@@ -108,25 +113,19 @@ async fn python_sdk_task_is_approved_on_a_second_replica_and_runs_once() {
     };
     let auth = AuthServer::start(&[]).await;
     let deploys = DeployCount::default();
-    let a = replica(&auth, None, redis.store("sdk").await, &deploys).await;
-    let b = replica(&auth, Some(&a.url), redis.store("sdk").await, &deploys).await;
+    let (a, b) = replica_pair(&auth, &redis, "sdk", &deploys).await;
     let approver = b.gate.tasks();
-    let run = run_client_visiting(
-        Sdk::Python,
-        &a.url,
-        &python_args(&auth, &["--call", r#"deploy={"env":"prod"}"#]),
-        |task_id| {
-            let approver = approver.clone();
-            async move {
-                // The client polls meanwhile; the task is in Redis, so the other replica
-                // sees it waiting.
-                tokio::time::sleep(Duration::from_millis(400)).await;
-                let pending = approver.pending(10).await.unwrap();
-                assert!(pending.iter().any(|t| t.id.as_str() == task_id));
-                approver.approve(&task_id, "release-manager").await.unwrap();
-            }
-        },
-    )
+    let run = run_client_visiting(Sdk::Python, &a.url, &deploy_args(&auth), |task_id| {
+        let approver = approver.clone();
+        async move {
+            // The client polls meanwhile; the task is in Redis, so the other replica
+            // sees it waiting.
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let pending = approver.pending(10).await.unwrap();
+            assert!(pending.iter().any(|t| t.id.as_str() == task_id));
+            approver.approve(&task_id, "release-manager").await.unwrap();
+        }
+    })
     .await;
     assert!(run.success, "{run:#?}");
     let task = run
@@ -171,20 +170,14 @@ async fn python_sdk_task_refused_on_a_second_replica_completes_unavailable() {
     };
     let auth = AuthServer::start(&[]).await;
     let deploys = DeployCount::default();
-    let a = replica(&auth, None, redis.store("refuse").await, &deploys).await;
-    let b = replica(&auth, Some(&a.url), redis.store("refuse").await, &deploys).await;
+    let (a, b) = replica_pair(&auth, &redis, "refuse", &deploys).await;
     let approver = b.gate.tasks();
-    let run = run_client_visiting(
-        Sdk::Python,
-        &a.url,
-        &python_args(&auth, &["--call", r#"deploy={"env":"prod"}"#]),
-        |task_id| {
-            let approver = approver.clone();
-            async move {
-                approver.refuse(&task_id, "change freeze").await.unwrap();
-            }
-        },
-    )
+    let run = run_client_visiting(Sdk::Python, &a.url, &deploy_args(&auth), |task_id| {
+        let approver = approver.clone();
+        async move {
+            approver.refuse(&task_id, "change freeze").await.unwrap();
+        }
+    })
     .await;
     assert!(run.success, "{run:#?}");
     let task = run.steps.iter().find_map(|s| s.get("task")).unwrap();
@@ -209,9 +202,7 @@ async fn a_restarted_server_runs_the_held_call_once_and_strangers_still_see_noth
     let (before, after) = (DeployCount::default(), DeployCount::default());
     let first = replica(&auth, None, redis.store("restart").await, &before).await;
     let resource = first.url.clone();
-    let owner = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&resource))
-        .await;
+    let owner = auth.client_token("mcp:read", &resource).await;
     let stranger = auth
         .token(STRANGER, SECRET, Some("mcp:read"), Some(&resource))
         .await;
@@ -264,9 +255,7 @@ async fn two_replicas_approving_and_polling_at_once_run_each_call_once() {
     let deploys = DeployCount::default();
     let a = Arc::new(replica(&auth, None, redis.store("race").await, &deploys).await);
     let b = Arc::new(replica(&auth, Some(&a.url), redis.store("race").await, &deploys).await);
-    let owner = auth
-        .token(CLIENT, SECRET, Some("mcp:read"), Some(&a.url))
-        .await;
+    let owner = auth.client_token("mcp:read", &a.url).await;
     const TASKS: u64 = 12;
     const POLLERS_PER_REPLICA: usize = 3;
     const MAX_POLLS: usize = 200;

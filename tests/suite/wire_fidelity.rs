@@ -29,7 +29,7 @@ use common::tokens::{TestKey, claims};
 use mcp_gate::denial::EXTENSION_ID as DENIALS_EXTENSION;
 use mcp_gate::mcp::SERVER_INFO_META;
 use mcp_gate::policy::{Decision, Evaluation, Remediation};
-use mcp_gate::{Gate, GateBuilder, Issuer, StaticKeys};
+use mcp_gate::{Gate, GateBuilder};
 use serde_json::{Value, json};
 
 const ISSUER: &str = "https://as.example";
@@ -76,20 +76,15 @@ impl Stack {
     /// `mcp` (a router serving `/mcp`) behind the gate; `configure` adds options.
     async fn start(mcp: Router, configure: impl FnOnce(GateBuilder) -> GateBuilder) -> Self {
         let key = TestKey::es256("k1");
-        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
-        let server = GatedServer::start_with(
-            move |_| {
-                configure(
-                    Gate::builder()
-                        .issuer(Issuer::with_keys(ISSUER, keys))
-                        .required_scopes(["mcp:read"])
-                        .task_poll_interval(Duration::from_millis(50))
-                        .evaluate(|e: Evaluation| async move { Ok::<_, Infallible>(judge(&e)) }),
-                )
-            },
-            mcp,
-        )
-        .await;
+        let policy = |e: Evaluation| async move { Ok::<_, Infallible>(judge(&e)) };
+        let configure = |builder: GateBuilder| {
+            let poll = Duration::from_millis(50);
+            let builder = builder
+                .required_scopes(["mcp:read"])
+                .task_poll_interval(poll);
+            configure(builder.evaluate(policy))
+        };
+        let server = GatedServer::start_trusting(ISSUER, &key, configure, mcp).await;
         Self { server, key }
     }
 
@@ -194,13 +189,7 @@ fn answer(reply: &Reply) -> Value {
     if let Ok(message) = serde_json::from_str::<Value>(&reply.text) {
         return message;
     }
-    reply
-        .text
-        .lines()
-        .filter_map(|line| line.strip_prefix("data:"))
-        .filter_map(|data| serde_json::from_str::<Value>(data.trim()).ok())
-        .find(|m| m.get("result").is_some() || m.get("error").is_some())
-        .unwrap_or_else(|| panic!("no JSON-RPC answer in {reply:?}"))
+    reply.streamed_answer()
 }
 
 /// The `result` of a reply that must be a success.
@@ -1018,24 +1007,9 @@ async fn the_typescript_sdk_follows_the_real_metadata_after_the_smuggling_challe
         surface.router(),
     )
     .await;
-    let run = run_client(
-        Sdk::TypeScript,
-        &server.url,
-        &[
-            "--client-id",
-            "mcp-client",
-            "--client-secret",
-            "mcp-client-secret",
-            "--scope",
-            "mcp:read",
-            "--issuer",
-            &auth.issuer,
-            "--no-list",
-            "--call",
-            "transfer={}",
-        ],
-    )
-    .await;
+    let args = ["--no-list", "--call", "transfer={}"];
+    let args = common::clients::read_scope_args(&auth, &args);
+    let run = run_client(Sdk::TypeScript, &server.url, &args).await;
     let transfer = run.call("transfer");
     assert_eq!(transfer["ok"], false, "{run:#?}");
     assert_eq!(transfer["error"]["http_status"], 401, "{run:#?}");
