@@ -115,6 +115,31 @@ fn refused(built: Result<CedarPolicy, ConfigError>) -> CedarError {
     }
 }
 
+/// The diagnostics of a parse error; panics on any other error.
+fn parse_diagnostics(error: &CedarError) -> &[Diagnostic] {
+    match error {
+        CedarError::Parse(diagnostics) => diagnostics,
+        other => panic!("expected CedarError::Parse, got {other:?}"),
+    }
+}
+
+/// The diagnostics of a validation error; panics on any other error.
+fn validation_diagnostics(error: &CedarError) -> &[Diagnostic] {
+    match error {
+        CedarError::Validation(diagnostics) => diagnostics,
+        other => panic!("expected CedarError::Validation, got {other:?}"),
+    }
+}
+
+/// The refusals of the same sources given file by file (`by_file`) and as the folder `dir`.
+fn refused_by_file_and_by_dir(
+    by_file: Result<CedarPolicy, ConfigError>,
+    dir: &Path,
+) -> [CedarError; 2] {
+    let by_dir = CedarPolicy::builder().directory(dir).build();
+    [refused(by_file), refused(by_dir)]
+}
+
 fn only(diagnostics: &[Diagnostic]) -> &Diagnostic {
     assert_eq!(diagnostics.len(), 1, "{diagnostics:#?}");
     &diagnostics[0]
@@ -159,11 +184,8 @@ fn a_parse_error_names_the_file_and_line() {
         .schema_file(&schema)
         .policies_file(&file)
         .build();
-    let by_dir = CedarPolicy::builder().directory(&dir).build();
-    for error in [refused(by_file), refused(by_dir)] {
-        let CedarError::Parse(diagnostics) = &error else {
-            panic!("expected CedarError::Parse, got {error:?}");
-        };
+    for error in refused_by_file_and_by_dir(by_file, &dir) {
+        let diagnostics = parse_diagnostics(&error);
         let diagnostic = only(diagnostics);
         assert_eq!(diagnostic.file, shown(&file));
         assert_eq!(diagnostic.line, Some(3), "{diagnostic}");
@@ -189,11 +211,8 @@ fn a_validation_error_names_the_file_line_and_policy() {
         .policies_file(dir.join("a_good.cedar"))
         .policies_file(&file)
         .build();
-    let by_dir = CedarPolicy::builder().directory(&dir).build();
-    for error in [refused(by_file), refused(by_dir)] {
-        let CedarError::Validation(diagnostics) = &error else {
-            panic!("expected CedarError::Validation, got {error:?}");
-        };
+    for error in refused_by_file_and_by_dir(by_file, &dir) {
+        let diagnostics = validation_diagnostics(&error);
         let diagnostic = only(diagnostics);
         assert_eq!(
             diagnostic.file,
@@ -237,9 +256,7 @@ fn every_broken_file_is_reported() {
             .policies_file(&second)
             .build(),
     );
-    let CedarError::Parse(diagnostics) = &error else {
-        panic!("expected CedarError::Parse, got {error:?}");
-    };
+    let diagnostics = parse_diagnostics(&error);
     let places: Vec<(String, Option<usize>)> = diagnostics
         .iter()
         .map(|d| (d.file.clone(), d.line))
@@ -257,9 +274,7 @@ fn every_broken_file_is_reported() {
             .policies_text("inline.cedar", ATTRIBUTE_TYPO)
             .build(),
     );
-    let CedarError::Validation(diagnostics) = &error else {
-        panic!("expected CedarError::Validation, got {error:?}");
-    };
+    let diagnostics = validation_diagnostics(&error);
     let diagnostic = only(diagnostics);
     assert_eq!(
         (diagnostic.file.as_str(), diagnostic.line),
@@ -279,9 +294,7 @@ fn duplicate_ids_and_templates_are_refused() {
             )
             .build(),
     );
-    let CedarError::Parse(diagnostics) = &error else {
-        panic!("expected CedarError::Parse, got {error:?}");
-    };
+    let diagnostics = parse_diagnostics(&error);
     let diagnostic = only(diagnostics);
     assert_eq!(diagnostic.file, "ids.cedar");
     assert_eq!(diagnostic.policy.as_deref(), Some("same"));
@@ -295,9 +308,7 @@ fn duplicate_ids_and_templates_are_refused() {
             )
             .build(),
     );
-    let CedarError::Parse(diagnostics) = &error else {
-        panic!("expected CedarError::Parse, got {error:?}");
-    };
+    let diagnostics = parse_diagnostics(&error);
     assert!(
         only(diagnostics).message.contains("policy templates"),
         "{error}"
@@ -1078,6 +1089,12 @@ enum Tool {
     Ghost,
 }
 
+/// The plain production deploy (`force` off).
+const PROD_DEPLOY: Tool = Tool::Deploy {
+    env: "prod",
+    force: false,
+};
+
 impl Tool {
     fn name(&self) -> &'static str {
         match self {
@@ -1097,14 +1114,14 @@ impl Tool {
                 amount,
                 currency,
                 urgent,
-                memo,
-            } => {
-                let mut args = json!({"amount": amount, "currency": currency, "urgent": urgent});
-                if let Some(memo) = memo {
-                    args["memo"] = json!(memo);
-                }
-                args
-            }
+                memo: None,
+            } => json!({"amount": amount, "currency": currency, "urgent": urgent}),
+            Tool::Transfer {
+                amount,
+                currency,
+                urgent,
+                memo: Some(memo),
+            } => json!({"amount": amount, "currency": currency, "urgent": urgent, "memo": memo}),
             Tool::Deploy { env, force } => json!({"env": env, "force": force}),
             Tool::DeleteFile { path } => json!({"path": path}),
         };
@@ -1760,10 +1777,7 @@ async fn model_examples() {
         ),
         (
             Case {
-                tool: Tool::Deploy {
-                    env: "prod",
-                    force: false,
-                },
+                tool: PROD_DEPLOY,
                 listed: Listed::Drifted,
                 ..base.clone()
             },
@@ -1771,10 +1785,7 @@ async fn model_examples() {
         ),
         (
             Case {
-                tool: Tool::Deploy {
-                    env: "prod",
-                    force: false,
-                },
+                tool: PROD_DEPLOY,
                 shape: Shape::Extra,
                 ..base.clone()
             },

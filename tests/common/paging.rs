@@ -18,14 +18,21 @@ pub fn paginating_inner() -> Router {
                     .expect("the inner cursor comes back"),
                 None => 0,
             };
-            let tools: Vec<Value> = (start..(start + 3).min(10))
-                .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
-                .collect();
-            let mut result = json!({"tools": tools});
-            if start + 3 < 10 {
-                result["nextCursor"] = json!(format!("page-{}", start + 3));
-            }
+            let result = page_from(start);
             axum::Json(json!({"jsonrpc": "2.0", "id": message["id"], "result": result}))
         }),
     )
+}
+
+/// The `tools/list` result of the page that starts at tool `start`: three tools at most, and
+/// the cursor of the next page while there is one.
+pub fn page_from(start: usize) -> Value {
+    let tools: Vec<Value> = (start..(start + 3).min(10))
+        .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
+        .collect();
+    let mut result = json!({"tools": tools});
+    if start + 3 < 10 {
+        result["nextCursor"] = json!(format!("page-{}", start + 3));
+    }
+    result
 }

@@ -42,7 +42,6 @@ use mcp_gate::{ConfigError, CredentialDelivery, Gate, GateBuilder, Issuer, Revis
 use normalize::*;
 use serde_json::{Map, Value, json};
 use tokens::{TestKey, claims};
-use tower::ServiceExt;
 
 // ---------------------------------------------------------------------------------------------
 // Fixed harness settings (documented in spec/README.md)
@@ -434,10 +433,7 @@ fn bless_if_asked<F: std::future::Future<Output = ()> + 'static>(bless: fn() -> 
         return;
     }
     std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let runtime = crate::common::fixtures::runtime();
         runtime.block_on(bless());
     })
     .join()
@@ -662,12 +658,7 @@ impl Harness {
             .header(http::header::CONTENT_LENGTH, body.len())
             .body(Body::from(body))
             .expect("request");
-        let response = self
-            .app
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router is infallible");
+        let response = crate::common::fixtures::through(&self.app, request).await;
         let status = response.status().as_u16();
         let mut headers = BTreeMap::new();
         for name in PINNED_HEADERS {
@@ -1101,6 +1092,29 @@ fn case(
     }
 }
 
+/// One kind of decision the table asks for: the remedy's name, what it is, and the decision.
+struct Kind {
+    remedy: &'static str,
+    what: &'static str,
+    decision: Value,
+}
+
+impl Kind {
+    fn new(remedy: &'static str, what: &'static str, decision: &Value) -> Self {
+        let decision = decision.clone();
+        Self {
+            remedy,
+            what,
+            decision,
+        }
+    }
+
+    /// The case of this decision for `op` in `era`, with request id `id`.
+    fn at(&self, era: EraSpec, op: Op, id: impl Into<Value>) -> CaseBuilder {
+        case(self.remedy, self.what, self.decision.clone(), era, op, id)
+    }
+}
+
 impl CaseBuilder {
     fn config(mut self, label: impl Into<String>, config: Value) -> Self {
         self.config_label = Some(label.into());
@@ -1241,32 +1255,22 @@ fn cases() -> Vec<Case> {
     let task_what = "A denial whose remedy is an out-of-band decision held as a task";
     let ask_what = "An ask decision (the user must confirm the call)";
 
+    let scope_kind = Kind::new("scope", scope_what, &scope);
+    let derived_kind = Kind::new("credential-derived", derived_what, &derived);
+    let fixed_kind = Kind::new("credential-fixed", fixed_what, &fixed);
+    let single_use_kind = Kind::new("credential-single-use", single_what, &single_use);
+    let unavailable_kind = Kind::new("unavailable", unavailable_what, &unavailable);
+    let undisclosed_kind = Kind::new("undisclosed", undisclosed_what, &undisclosed);
+    let url_kind = Kind::new("url", url_what, &url);
+    let url_http_kind = Kind::new("url-http", url_http_what, &url_http);
+    let task_kind = Kind::new("task", task_what, &task);
+    let ask_kind = Kind::new("ask", ask_what, &ask);
+
     let mut list = vec![
         // Scope: a 403 challenge, whatever the era or method.
-        case(
-            "scope",
-            scope_what,
-            scope.clone(),
-            legacy(),
-            admin_report(),
-            1,
-        ),
-        case(
-            "scope",
-            scope_what,
-            scope.clone(),
-            modern_nocaps(),
-            admin_report(),
-            2,
-        ),
-        case(
-            "scope",
-            scope_what,
-            scope,
-            modern_allcaps(),
-            read_resource(),
-            3,
-        ),
+        scope_kind.at(legacy(), admin_report(), 1),
+        scope_kind.at(modern_nocaps(), admin_report(), 2),
+        scope_kind.at(modern_allcaps(), read_resource(), 3),
         // Credential by challenge (the default delivery).
         case(
             "credential-derived",
@@ -1277,274 +1281,81 @@ fn cases() -> Vec<Case> {
             10,
         )
         .config("challenge", json!({})),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            modern_allcaps(),
-            pay(),
-            11,
-        )
-        .config("challenge", json!({})),
-        case(
-            "credential-fixed",
-            fixed_what,
-            fixed.clone(),
-            modern_allcaps(),
-            pay(),
-            12,
-        )
-        .config("challenge", json!({})),
-        case(
-            "credential-single-use",
-            single_what,
-            single_use.clone(),
-            modern_allcaps(),
-            pay(),
-            13,
-        )
-        .config("challenge", json!({})),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            modern_allcaps(),
-            pay(),
-            14,
-        )
-        .config("challenge-403", json!({"credential_status": 403})),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            modern_allcaps(),
-            read_resource(),
-            15,
-        )
-        .config("challenge", json!({})),
+        derived_kind
+            .at(modern_allcaps(), pay(), 11)
+            .config("challenge", json!({})),
+        fixed_kind
+            .at(modern_allcaps(), pay(), 12)
+            .config("challenge", json!({})),
+        single_use_kind
+            .at(modern_allcaps(), pay(), 13)
+            .config("challenge", json!({})),
+        derived_kind
+            .at(modern_allcaps(), pay(), 14)
+            .config("challenge-403", json!({"credential_status": 403})),
+        derived_kind
+            .at(modern_allcaps(), read_resource(), 15)
+            .config("challenge", json!({})),
         // Credential as a result (or, off tools/call, a JSON-RPC error).
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            legacy(),
-            pay(),
-            20,
-        )
-        .config("result", result()),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            modern_allcaps(),
-            pay(),
-            21,
-        )
-        .config("result", result()),
-        case(
-            "credential-fixed",
-            fixed_what,
-            fixed,
-            modern_nocaps(),
-            pay(),
-            22,
-        )
-        .config("result", result()),
-        case(
-            "credential-single-use",
-            single_what,
-            single_use.clone(),
-            modern_allcaps(),
-            pay(),
-            23,
-        )
-        .config("result", result()),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            legacy(),
-            read_resource(),
-            24,
-        )
-        .config("result", result()),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            modern_allcaps(),
-            read_resource(),
-            25,
-        )
-        .config("result", result()),
+        derived_kind
+            .at(legacy(), pay(), 20)
+            .config("result", result()),
+        derived_kind
+            .at(modern_allcaps(), pay(), 21)
+            .config("result", result()),
+        fixed_kind
+            .at(modern_nocaps(), pay(), 22)
+            .config("result", result()),
+        single_use_kind
+            .at(modern_allcaps(), pay(), 23)
+            .config("result", result()),
+        derived_kind
+            .at(legacy(), read_resource(), 24)
+            .config("result", result()),
+        derived_kind
+            .at(modern_allcaps(), read_resource(), 25)
+            .config("result", result()),
         // Credential by challenge and result together: only where the revision allows it.
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            legacy(),
-            pay(),
-            30,
-        )
-        .config("both", both())
-        .only(&[REV_CURRENT]),
-        case(
-            "credential-derived",
-            derived_what,
-            derived.clone(),
-            modern_allcaps(),
-            pay(),
-            31,
-        )
-        .config("both", both())
-        .only(&[REV_CURRENT]),
-        case(
-            "credential-single-use",
-            single_what,
-            single_use,
-            modern_allcaps(),
-            pay(),
-            32,
-        )
-        .config("both", both())
-        .only(&[REV_CURRENT]),
-        case(
-            "credential-derived",
-            derived_what,
-            derived,
-            modern_allcaps(),
-            read_resource(),
-            33,
-        )
-        .config("both", both())
-        .only(&[REV_CURRENT]),
+        derived_kind
+            .at(legacy(), pay(), 30)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        derived_kind
+            .at(modern_allcaps(), pay(), 31)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        single_use_kind
+            .at(modern_allcaps(), pay(), 32)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
+        derived_kind
+            .at(modern_allcaps(), read_resource(), 33)
+            .config("both", both())
+            .only(&[REV_CURRENT]),
         // Unavailable and undisclosed on tools/call, per era.
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            legacy(),
-            delete_workspace(),
-            40,
-        ),
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            modern_nocaps(),
-            delete_workspace(),
-            41,
-        ),
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            modern_allcaps(),
-            delete_workspace(),
-            42,
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed.clone(),
-            legacy(),
-            delete_workspace(),
-            43,
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed.clone(),
-            modern_nocaps(),
-            delete_workspace(),
-            "req-44",
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed.clone(),
-            modern_allcaps(),
-            delete_workspace(),
-            45,
-        ),
+        unavailable_kind.at(legacy(), delete_workspace(), 40),
+        unavailable_kind.at(modern_nocaps(), delete_workspace(), 41),
+        unavailable_kind.at(modern_allcaps(), delete_workspace(), 42),
+        undisclosed_kind.at(legacy(), delete_workspace(), 43),
+        undisclosed_kind.at(modern_nocaps(), delete_workspace(), "req-44"),
+        undisclosed_kind.at(modern_allcaps(), delete_workspace(), 45),
         // ... and on the other guarded methods, where they are JSON-RPC errors.
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            legacy(),
-            read_resource(),
-            50,
-        ),
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            modern_allcaps(),
-            read_resource(),
-            51,
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed.clone(),
-            modern_nocaps(),
-            read_resource(),
-            52,
-        ),
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            modern_allcaps(),
-            get_prompt(),
-            53,
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed.clone(),
-            legacy(),
-            get_prompt(),
-            54,
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed.clone(),
-            modern_allcaps(),
-            get_prompt(),
-            55,
-        ),
-        case(
-            "undisclosed",
-            undisclosed_what,
-            undisclosed,
-            modern_nocaps(),
-            complete(),
-            56,
-        ),
+        unavailable_kind.at(legacy(), read_resource(), 50),
+        unavailable_kind.at(modern_allcaps(), read_resource(), 51),
+        undisclosed_kind.at(modern_nocaps(), read_resource(), 52),
+        unavailable_kind.at(modern_allcaps(), get_prompt(), 53),
+        undisclosed_kind.at(legacy(), get_prompt(), 54),
+        undisclosed_kind.at(modern_allcaps(), get_prompt(), 55),
+        undisclosed_kind.at(modern_nocaps(), complete(), 56),
         // The configurable error code: used by errors only.
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable.clone(),
-            modern_allcaps(),
-            read_resource(),
-            57,
-        )
-        .config("code-4030", json!({"denial_error_code": 4030})),
-        case(
-            "unavailable",
-            unavailable_what,
-            unavailable,
-            modern_allcaps(),
-            delete_workspace(),
-            58,
-        )
-        .config("code-4030", json!({"denial_error_code": 4030})),
+        unavailable_kind
+            .at(modern_allcaps(), read_resource(), 57)
+            .config("code-4030", json!({"denial_error_code": 4030})),
+        unavailable_kind
+            .at(modern_allcaps(), delete_workspace(), 58)
+            .config("code-4030", json!({"denial_error_code": 4030})),
         // URL remedies.
-        case("url", url_what, url.clone(), legacy(), list_folder(), 60),
+        url_kind.at(legacy(), list_folder(), 60),
         case(
             "url",
             url_what,
@@ -1553,86 +1364,32 @@ fn cases() -> Vec<Case> {
             list_folder(),
             61,
         ),
-        case(
-            "url",
-            url_what,
-            url.clone(),
-            modern_nocaps(),
-            list_folder(),
-            62,
-        ),
-        case(
-            "url",
-            url_what,
-            url.clone(),
-            modern_form_empty(),
-            list_folder(),
-            63,
-        ),
+        url_kind.at(modern_nocaps(), list_folder(), 62),
+        url_kind.at(modern_form_empty(), list_folder(), 63),
         // ... the layer's own round trip where the request, method and revision allow it.
-        case(
-            "url",
-            url_what,
-            url.clone(),
-            modern_url(),
-            list_folder(),
-            64,
-        )
-        .elicits(),
-        case(
-            "url",
-            url_what,
-            url.clone(),
-            modern_url(),
-            read_resource(),
-            65,
-        )
-        .elicits(),
-        case("url", url_what, url.clone(), modern_url(), get_prompt(), 66).elicits(),
-        case(
-            "url",
-            url_what,
-            url.clone(),
-            modern_allcaps(),
-            list_folder(),
-            67,
-        )
-        .elicits(),
-        case("url", url_what, url, modern_url(), complete(), 68).note(NOT_A_ROUND_TRIP_METHOD),
+        url_kind.at(modern_url(), list_folder(), 64).elicits(),
+        url_kind.at(modern_url(), read_resource(), 65).elicits(),
+        url_kind.at(modern_url(), get_prompt(), 66).elicits(),
+        url_kind.at(modern_allcaps(), list_folder(), 67).elicits(),
+        url_kind
+            .at(modern_url(), complete(), 68)
+            .note(NOT_A_ROUND_TRIP_METHOD),
         // An approval URL the layer will not send: plain http, on loopback, accepted only in
         // development mode.
-        case(
-            "url-http",
-            url_http_what,
-            url_http.clone(),
-            modern_url(),
-            list_folder(),
-            90,
-        )
-        .internal_error(),
-        case(
-            "url-http",
-            url_http_what,
-            url_http.clone(),
-            legacy(),
-            list_folder(),
-            91,
-        )
-        .internal_error(),
-        case(
-            "url-http",
-            url_http_what,
-            url_http,
-            modern_url(),
-            list_folder(),
-            92,
-        )
-        .config("development", json!({"development_mode": true}))
-        .elicits(),
+        url_http_kind
+            .at(modern_url(), list_folder(), 90)
+            .internal_error(),
+        url_http_kind
+            .at(legacy(), list_folder(), 91)
+            .internal_error(),
+        url_http_kind
+            .at(modern_url(), list_folder(), 92)
+            .config("development", json!({"development_mode": true}))
+            .elicits(),
         // Task remedies.
-        case("task", task_what, task.clone(), legacy(), pay(), 70),
-        case("task", task_what, task.clone(), modern_nocaps(), pay(), 71),
-        case("task", task_what, task.clone(), modern_tasks(), pay(), 72).holds(),
+        task_kind.at(legacy(), pay(), 70),
+        task_kind.at(modern_nocaps(), pay(), 71),
+        task_kind.at(modern_tasks(), pay(), 72).holds(),
         case(
             "task",
             format!("{task_what} (tasks only wrap tools/call, so this stays undisclosed)"),
@@ -1642,14 +1399,7 @@ fn cases() -> Vec<Case> {
             73,
         ),
         // Ask.
-        case(
-            "ask",
-            ask_what,
-            ask.clone(),
-            legacy(),
-            delete_workspace(),
-            80,
-        ),
+        ask_kind.at(legacy(), delete_workspace(), 80),
         case(
             "ask",
             ask_what,
@@ -1658,50 +1408,16 @@ fn cases() -> Vec<Case> {
             delete_workspace(),
             81,
         ),
-        case(
-            "ask",
-            ask_what,
-            ask.clone(),
-            modern_nocaps(),
-            delete_workspace(),
-            82,
-        ),
-        case(
-            "ask",
-            ask_what,
-            ask.clone(),
-            modern_url(),
-            delete_workspace(),
-            83,
-        ),
-        case(
-            "ask",
-            ask_what,
-            ask.clone(),
-            modern_form(),
-            delete_workspace(),
-            84,
-        )
-        .elicits(),
-        case(
-            "ask",
-            ask_what,
-            ask.clone(),
-            modern_form_empty(),
-            delete_workspace(),
-            85,
-        )
-        .elicits(),
-        case(
-            "ask",
-            ask_what,
-            ask.clone(),
-            modern_form(),
-            get_prompt(),
-            86,
-        )
-        .elicits(),
-        case("ask", ask_what, ask, modern_form(), complete(), 87).note(NOT_A_ROUND_TRIP_METHOD),
+        ask_kind.at(modern_nocaps(), delete_workspace(), 82),
+        ask_kind.at(modern_url(), delete_workspace(), 83),
+        ask_kind.at(modern_form(), delete_workspace(), 84).elicits(),
+        ask_kind
+            .at(modern_form_empty(), delete_workspace(), 85)
+            .elicits(),
+        ask_kind.at(modern_form(), get_prompt(), 86).elicits(),
+        ask_kind
+            .at(modern_form(), complete(), 87)
+            .note(NOT_A_ROUND_TRIP_METHOD),
     ]
     .into_iter()
     .map(CaseBuilder::build)

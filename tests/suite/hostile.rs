@@ -185,14 +185,7 @@ async fn inner_handler(State(inner): State<Arc<Inner>>, body: Bytes) -> http::Re
             .and_then(|c| c.strip_prefix("page-"))
             .and_then(|n| n.parse().ok())
             .unwrap_or(0);
-        let tools: Vec<Value> = (start..(start + 3).min(10))
-            .map(|i| json!({"name": format!("t{i}"), "inputSchema": {"type": "object"}}))
-            .collect();
-        let mut result = json!({"tools": tools});
-        if start + 3 < 10 {
-            result["nextCursor"] = json!(format!("page-{}", start + 3));
-        }
-        result
+        crate::common::paging::page_from(start)
     } else {
         json!({"content": [{"type": "text", "text": "inner ran"}], "isError": false})
     };
@@ -239,10 +232,7 @@ impl Stack {
     }
 
     fn with(tune: impl FnOnce(GateBuilder) -> GateBuilder) -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
+        let runtime = crate::common::fixtures::runtime();
         let key = Key::es256(KID);
         let gate = tune(builder(&key)).build().expect("gate");
         let inner = Arc::new(Inner::default());
@@ -272,12 +262,7 @@ impl Stack {
 
     fn send(&self, request: Request<Body>) -> Reply {
         self.runtime.block_on(async {
-            let response = self
-                .app
-                .clone()
-                .oneshot(request)
-                .await
-                .expect("the router is infallible");
+            let response = crate::common::fixtures::through(&self.app, request).await;
             let status = response.status();
             let bytes = axum::body::to_bytes(response.into_body(), 1 << 22)
                 .await
@@ -539,10 +524,7 @@ struct Auth {
 
 impl Auth {
     fn new() -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = crate::common::fixtures::runtime();
         let auth = Self {
             runtime,
             stack: Stack::new(),
@@ -3337,10 +3319,7 @@ struct MetadataFixture {
 
 static METADATA: LazyLock<MetadataFixture> = LazyLock::new(|| {
     let stack = Stack::new();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = crate::common::fixtures::runtime();
     MetadataFixture {
         runtime,
         router: stack.gate.metadata_router(),
@@ -3535,6 +3514,14 @@ impl Replay {
         }
     }
 
+    /// [`Replay::check`] of a case sent through the layer: whether it reached the inner
+    /// server, and what came back.
+    fn check_reply(&mut self, case: &Value, ok: bool, reached: bool, reply: &Reply) {
+        self.check(case, ok, || {
+            format!("reached {reached}, got {}", reply.describe())
+        });
+    }
+
     fn finish(self) {
         assert!(self.ran > 0);
         assert!(
@@ -3546,6 +3533,23 @@ impl Replay {
             self.failures.join("\n")
         );
     }
+}
+
+/// Whether an authentication `result` is the corpus case's `expect`: `admit`, or the reason
+/// code of the refusal.
+fn outcome_matches<T>(result: &Result<T, AuthError>, expect: &str) -> bool {
+    match (result, expect) {
+        (Ok(_), "admit") => true,
+        (Err(error), reason) => error.reason() == reason,
+        _ => false,
+    }
+}
+
+/// `reply` is the layer's own `-32602` with `message`, and nothing reached the inner server.
+fn invalid_params_refusal(reply: &Reply, reached: bool, message: &str) -> bool {
+    !reached
+        && reply.status == StatusCode::BAD_REQUEST
+        && reply.rpc_error() == Some((-32602, message))
 }
 
 /// `expect` is a string naming an outcome, or `{"status", "code"[, "message"]}` of a refusal.
@@ -3585,11 +3589,7 @@ fn corpus_bearer_header() {
             None => "/mcp".parse().unwrap(),
         };
         let result = auth.authenticate(&headers, &uri);
-        let ok = match (&result, case["expect"].as_str().unwrap()) {
-            (Ok(_), "admit") => true,
-            (Err(error), reason) => error.reason() == reason,
-            _ => false,
-        };
+        let ok = outcome_matches(&result, case["expect"].as_str().unwrap());
         replay.check(&case, ok, || format!("got {result:?}"));
     }
     replay.finish();
@@ -3648,11 +3648,7 @@ fn corpus_jwt_claims() {
             format!("{header}.{segment}.{original}")
         };
         let result = auth.token(&token);
-        let ok = match (&result, case["expect"].as_str().unwrap()) {
-            (Ok(_), "admit") => true,
-            (Err(error), reason) => error.reason() == reason,
-            _ => false,
-        };
+        let ok = outcome_matches(&result, case["expect"].as_str().unwrap());
         replay.check(&case, ok, || format!("got {result:?}"));
     }
     replay.finish();
@@ -3679,9 +3675,7 @@ fn corpus_jsonrpc() {
             Some("answered") => !reached && reply.status == StatusCode::OK,
             _ => refusal_matches(expect, &reply, reached),
         };
-        replay.check(&case, ok, || {
-            format!("reached {reached}, got {}", reply.describe())
-        });
+        replay.check_reply(&case, ok, reached, &reply);
     }
     replay.finish();
 }
@@ -3787,15 +3781,9 @@ fn corpus_continuation_state() {
                     && result_type != "input_required"
             }
             "reask" => !reached && result_type == "input_required",
-            message => {
-                !reached
-                    && reply.status == StatusCode::BAD_REQUEST
-                    && reply.rpc_error() == Some((-32602, message))
-            }
+            message => invalid_params_refusal(&reply, reached, message),
         };
-        replay.check(&case, ok, || {
-            format!("reached {reached}, got {}", reply.describe())
-        });
+        replay.check_reply(&case, ok, reached, &reply);
     }
     replay.finish();
 }
@@ -3854,16 +3842,10 @@ fn corpus_signed_cursor() {
         let expect = &case["expect"];
         let ok = match expect.as_str() {
             Some("forwarded") => reached,
-            Some(message) => {
-                !reached
-                    && reply.status == StatusCode::BAD_REQUEST
-                    && reply.rpc_error() == Some((-32602, message))
-            }
+            Some(message) => invalid_params_refusal(&reply, reached, message),
             None => refusal_matches(expect, &reply, reached),
         };
-        replay.check(&case, ok, || {
-            format!("reached {reached}, got {}", reply.describe())
-        });
+        replay.check_reply(&case, ok, reached, &reply);
     }
     replay.finish();
 }
@@ -4008,9 +3990,7 @@ fn corpus_mcp_headers() {
             Some("forwarded") => reached,
             _ => refusal_matches(expect, &reply, reached),
         };
-        replay.check(&case, ok, || {
-            format!("reached {reached}, got {}", reply.describe())
-        });
+        replay.check_reply(&case, ok, reached, &reply);
     }
     replay.finish();
 }

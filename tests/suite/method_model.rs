@@ -393,10 +393,7 @@ fn unknown_method() -> impl Strategy<Value = String> {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime")
+    crate::common::fixtures::runtime()
 }
 
 const GENERATED: u32 = 10_000;

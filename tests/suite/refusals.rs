@@ -108,12 +108,7 @@ impl Harness {
     }
 
     async fn send(&self, request: Request<Body>) -> Reply {
-        let response = self
-            .app
-            .clone()
-            .oneshot(request)
-            .await
-            .expect("the router is infallible");
+        let response = crate::common::fixtures::through(&self.app, request).await;
         let status = response.status();
         let headers = response.headers().clone();
         let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
@@ -904,13 +899,18 @@ async fn refuses_a_token_expired_beyond_the_leeway() {
     .await;
 }
 
+/// A token of `key` that expired ten seconds ago: inside the default leeway.
+fn expired_ten_seconds_ago(key: &TestKey) -> String {
+    key.mint(&claims_with(|c| {
+        c.insert("exp".into(), json!(now() - 10));
+    }))
+}
+
 #[tokio::test]
 async fn accepts_a_token_expired_within_the_default_leeway() {
     let key = TestKey::es256("k1");
     let h = Harness::standard(&key);
-    let token = key.mint(&claims_with(|c| {
-        c.insert("exp".into(), json!(now() - 10));
-    }));
+    let token = expired_ten_seconds_ago(&key);
     h.assert_admitted("exp ten seconds ago, leeway 30 s", bearer(&token))
         .await;
 }
@@ -924,9 +924,7 @@ async fn zero_leeway_refuses_a_token_expired_ten_seconds_ago() {
         .build()
         .unwrap();
     let h = Harness::new(gate, "mcp:read");
-    let token = key.mint(&claims_with(|c| {
-        c.insert("exp".into(), json!(now() - 10));
-    }));
+    let token = expired_ten_seconds_ago(&key);
     h.assert_refused(
         "exp ten seconds ago, no leeway",
         bearer(&token),
@@ -1869,17 +1867,14 @@ fn options_that_would_do_nothing_are_config_errors() {
             .resource(RESOURCE)
             .issuer(Issuer::with_keys(ISSUER, static_keys(&key)))
     };
+    let small_store = || mcp_gate::mcp::MemorySessionStore::new(10, 10, Duration::from_secs(60));
     let field_of = |error: ConfigError| match error {
         ConfigError::InvalidOption { field, .. } => field,
         other => panic!("{other:?}"),
     };
     let sessions = base()
         .legacy_sessions_per_owner(5)
-        .session_store(mcp_gate::mcp::MemorySessionStore::new(
-            10,
-            10,
-            Duration::from_secs(60),
-        ))
+        .session_store(small_store())
         .build()
         .unwrap_err();
     assert!(field_of(sessions).contains("legacy_sessions"));
@@ -1904,11 +1899,7 @@ fn options_that_would_do_nothing_are_config_errors() {
         .expect("bounds alone");
     base().allow_any_origin().build().expect("any origin alone");
     base()
-        .session_store(mcp_gate::mcp::MemorySessionStore::new(
-            10,
-            10,
-            Duration::from_secs(60),
-        ))
+        .session_store(small_store())
         .build()
         .expect("a store alone");
 }
@@ -1962,6 +1953,12 @@ fn symmetric_or_empty_key_sets_are_config_errors() {
     );
 }
 
+/// `error` refuses the option `field`.
+fn assert_invalid_option(error: &ConfigError, field: &str) {
+    let refused = matches!(error, ConfigError::InvalidOption { field: f, .. } if *f == field);
+    assert!(refused, "{error:?}");
+}
+
 #[test]
 fn leeway_and_token_size_are_bounded() {
     let key = TestKey::es256("k1");
@@ -1973,41 +1970,14 @@ fn leeway_and_token_size_are_bounded() {
         .leeway(Duration::from_secs(301))
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            ConfigError::InvalidOption {
-                field: "leeway",
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_invalid_option(&error, "leeway");
     let error = base(&key)
         .leeway(Duration::from_secs(u64::MAX))
         .build()
         .unwrap_err();
-    assert!(
-        matches!(
-            error,
-            ConfigError::InvalidOption {
-                field: "leeway",
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_invalid_option(&error, "leeway");
     let error = base(&key).max_token_bytes(0).build().unwrap_err();
-    assert!(
-        matches!(
-            error,
-            ConfigError::InvalidOption {
-                field: "max_token_bytes",
-                ..
-            }
-        ),
-        "{error:?}"
-    );
+    assert_invalid_option(&error, "max_token_bytes");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -2177,10 +2147,7 @@ struct Fuzz {
 
 impl Fuzz {
     fn new() -> Self {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let runtime = crate::common::fixtures::runtime();
         let key = TestKey::es256("k1");
         let harness = Harness::standard(&key);
         let token = key.mint(&claims_with(|c| {

@@ -287,20 +287,28 @@ fn string_pairs(value: &Value, what: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// The field of `value` at `pointer`; a panic naming `at` (a file, or a leg of one) when it
+/// is missing.
+fn field_at<'v>(value: &'v Value, at: &str, pointer: &str) -> &'v Value {
+    value
+        .pointer(pointer)
+        .unwrap_or_else(|| panic!("{at}: no {pointer}"))
+}
+
+/// The string at `pointer` in `value`; a panic naming `at` when it is missing or not a string.
+fn text_at(value: &Value, at: &str, pointer: &str) -> String {
+    field_at(value, at, pointer)
+        .as_str()
+        .unwrap_or_else(|| panic!("{at}: {pointer} must be a string"))
+        .to_owned()
+}
+
 fn load(path: &Path) -> Fixture {
-    let name = path.display();
+    let name = path.display().to_string();
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{name}: {e}"));
     let file: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let field = |pointer: &str| -> &Value {
-        file.pointer(pointer)
-            .unwrap_or_else(|| panic!("{name}: no {pointer}"))
-    };
-    let text_of = |pointer: &str| -> String {
-        field(pointer)
-            .as_str()
-            .unwrap_or_else(|| panic!("{name}: {pointer} must be a string"))
-            .to_owned()
-    };
+    let field = |pointer: &str| field_at(&file, &name, pointer);
+    let text_of = |pointer: &str| text_at(&file, &name, pointer);
     let fixture = Fixture {
         case: text_of("/case"),
         description: text_of("/description"),
@@ -396,16 +404,8 @@ fn json_files(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn load_leg(leg: &Value, at: &str) -> Leg {
-    let field = |pointer: &str| -> &Value {
-        leg.pointer(pointer)
-            .unwrap_or_else(|| panic!("{at}: no {pointer}"))
-    };
-    let text_of = |pointer: &str| -> String {
-        field(pointer)
-            .as_str()
-            .unwrap_or_else(|| panic!("{at}: {pointer} must be a string"))
-            .to_owned()
-    };
+    let field = |pointer: &str| field_at(leg, at, pointer);
+    let text_of = |pointer: &str| text_at(leg, at, pointer);
     let policy = match field("/policy") {
         Value::Null => None,
         _ => Some((
@@ -505,8 +505,7 @@ fn short(revision: &str) -> String {
 fn reindent(compact: &str) -> String {
     let mut out = String::with_capacity(compact.len() * 2);
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = JsonStrings::default();
     let chars: Vec<char> = compact.chars().collect();
     let newline = |out: &mut String, depth: usize| {
         out.push('\n');
@@ -517,21 +516,10 @@ fn reindent(compact: &str) -> String {
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
-        if in_string {
+        if strings.inside(c) {
             out.push(c);
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
         } else {
             match c {
-                '"' => {
-                    in_string = true;
-                    out.push(c);
-                }
                 '{' | '[' => {
                     let close = if c == '{' { '}' } else { ']' };
                     out.push(c);
@@ -564,26 +552,41 @@ fn reindent(compact: &str) -> String {
 /// Removes whitespace outside JSON strings.
 fn strip_insignificant_whitespace(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
-    let mut in_string = false;
-    let mut escaped = false;
+    let mut strings = JsonStrings::default();
     for c in json.chars() {
-        if in_string {
-            if escaped {
-                escaped = false;
-            } else if c == '\\' {
-                escaped = true;
-            } else if c == '"' {
-                in_string = false;
-            }
-            out.push(c);
-        } else if c == '"' {
-            in_string = true;
-            out.push(c);
-        } else if !c.is_whitespace() {
+        if strings.inside(c) || !c.is_whitespace() {
             out.push(c);
         }
     }
     out
+}
+
+/// Follows a JSON text character by character: which characters stand in a string.
+#[derive(Default)]
+struct JsonStrings {
+    in_string: bool,
+    escaped: bool,
+}
+
+impl JsonStrings {
+    /// Takes the next character; true when it belongs to a string, its quotes included.
+    fn inside(&mut self, c: char) -> bool {
+        if self.in_string {
+            if self.escaped {
+                self.escaped = false;
+            } else if c == '\\' {
+                self.escaped = true;
+            } else if c == '"' {
+                self.in_string = false;
+            }
+            true
+        } else if c == '"' {
+            self.in_string = true;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// The parameters of a `Bearer` challenge, in order (quoted values unescaped).
