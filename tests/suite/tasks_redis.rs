@@ -121,9 +121,15 @@ async fn python_sdk_task_is_approved_on_a_second_replica_and_runs_once() {
             // The client polls meanwhile; the task is in Redis, so the other replica
             // sees it waiting.
             tokio::time::sleep(Duration::from_millis(400)).await;
-            let pending = approver.pending(10).await.unwrap();
+            let pending = approver
+                .pending(10)
+                .await
+                .expect("the shared store lists pending tasks");
             assert!(pending.iter().any(|t| t.id.as_str() == task_id));
-            approver.approve(&task_id, "release-manager").await.unwrap();
+            approver
+                .approve(&task_id, "release-manager")
+                .await
+                .expect("the other replica approves the waiting task");
         }
     })
     .await;
@@ -175,7 +181,10 @@ async fn python_sdk_task_refused_on_a_second_replica_completes_unavailable() {
     let run = run_client_visiting(Sdk::Python, &a.url, &deploy_args(&auth), |task_id| {
         let approver = approver.clone();
         async move {
-            approver.refuse(&task_id, "change freeze").await.unwrap();
+            approver
+                .refuse(&task_id, "change freeze")
+                .await
+                .expect("the other replica refuses the waiting task");
         }
     })
     .await;
