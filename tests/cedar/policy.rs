@@ -1031,9 +1031,10 @@ const NOT_ALLOWED: &str = "You are not allowed to do this.";
 
 /// The model's folder: the schema generated from the stub (namespace `T`, a `dept` claim, an
 /// `app.trusted_client` the hook fills) and `MODEL_TOOLS`, the tool list, the entities and
-/// the policies in two files.
-fn model_policy() -> CedarPolicy {
-    let dir = scratch("model");
+/// the policies in two files, in a scratch folder of `test`'s own: two tests building it at
+/// once in one folder would delete each other's files.
+fn model_policy(test: &str) -> CedarPolicy {
+    let dir = scratch(&format!("model-{test}"));
     let stub = GATE_SCHEMA_STUB
         .replace("namespace Gate", "namespace T")
         .replace("type Claims = {};", "type Claims = { dept?: String };")
@@ -1651,7 +1652,7 @@ const CASES: u32 = 512;
 /// every kind of decision turns up among them.
 #[test]
 fn decisions_match_the_reference() {
-    let policy = model_policy();
+    let policy = model_policy("reference");
     let runtime = tokio::runtime::Builder::new_current_thread()
         .build()
         .expect("runtime");
@@ -1696,7 +1697,7 @@ fn decisions_match_the_reference() {
 /// A few hand-picked cases of the model, to read the reference by example.
 #[tokio::test]
 async fn model_examples() {
-    let policy = model_policy();
+    let policy = model_policy("examples");
     let base = Case {
         subject: Some("alice"),
         client_id: Some("cli-trusted"),
