@@ -44,6 +44,11 @@ pub fn now() -> u64 {
 #[path = "../../tests/common/tokens.rs"]
 mod tokens;
 
+/// JSON with duplicate keys refused, as an independent check of what was forwarded.
+#[path = "../../tests/common/strict_json.rs"]
+mod strict_json;
+pub use strict_json::strict_json;
+
 /// The trusted ES256 key.
 pub type Key = tokens::TestKey;
 
@@ -334,60 +339,4 @@ pub fn splice(base: &str, data: &[u8]) -> String {
         .collect();
     chars.splice(at..at + remove, insert);
     chars.into_iter().collect()
-}
-
-/// JSON with duplicate keys refused, as an independent check of what was forwarded.
-pub fn strict_json(bytes: &[u8]) -> Option<Value> {
-    use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-    struct Strict(Value);
-    struct V;
-    impl<'de> Visitor<'de> for V {
-        type Value = Value;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("JSON")
-        }
-        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-            Ok(v.into())
-        }
-        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-            Ok(v.into())
-        }
-        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-            Ok(v.into())
-        }
-        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
-            serde_json::Number::from_f64(v)
-                .map(Value::Number)
-                .ok_or_else(|| E::custom("nan"))
-        }
-        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-            Ok(v.into())
-        }
-        fn visit_unit<E>(self) -> Result<Value, E> {
-            Ok(Value::Null)
-        }
-        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-            let mut items = Vec::new();
-            while let Some(Strict(item)) = seq.next_element()? {
-                items.push(item);
-            }
-            Ok(Value::Array(items))
-        }
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-            let mut object = serde_json::Map::new();
-            while let Some(key) = map.next_key::<String>()? {
-                let Strict(value) = map.next_value()?;
-                if object.insert(key, value).is_some() {
-                    return Err(serde::de::Error::custom("duplicate key"));
-                }
-            }
-            Ok(Value::Object(object))
-        }
-    }
-    impl<'de> Deserialize<'de> for Strict {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            d.deserialize_any(V).map(Strict)
-        }
-    }
-    serde_json::from_slice::<Strict>(bytes).ok().map(|s| s.0)
 }

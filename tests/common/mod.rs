@@ -10,6 +10,7 @@ pub mod paging;
 pub mod peers;
 pub mod proxy;
 pub mod scripted;
+pub mod strict_json;
 pub mod surface;
 pub mod tokens;
 

@@ -41,7 +41,6 @@ use crate::common::tokens;
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
-use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
@@ -61,8 +60,7 @@ use mcp_gate::{AuthError, Gate, GateBuilder, InvalidRequest, InvalidToken, Issue
 use proptest::prelude::*;
 use proptest::sample::{Index, select};
 use proptest::test_runner::TestCaseError;
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokens::now;
 use tower::ServiceExt;
 
@@ -328,68 +326,9 @@ fn header_text_ok(text: &str) -> bool {
     HeaderValue::from_str(text).is_ok_and(|v| v.to_str().ok() == Some(text))
 }
 
-// ---------------------------------------------------------------------------------------------
-// Strict JSON, written here independently of the crate's reader
-// ---------------------------------------------------------------------------------------------
-
-/// A JSON value read with duplicate object keys refused.
-struct Strict(Value);
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictValue).map(Strict)
-    }
-}
-
-struct StrictValue;
-
-impl<'de> Visitor<'de> for StrictValue {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("JSON")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(v.into())
-    }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(v.into())
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        serde_json::Number::from_f64(v)
-            .map(Value::Number)
-            .ok_or_else(|| E::custom("not a finite number"))
-    }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(v.into())
-    }
-    fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut items = Vec::new();
-        while let Some(Strict(item)) = seq.next_element()? {
-            items.push(item);
-        }
-        Ok(Value::Array(items))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let Strict(value) = map.next_value()?;
-            if object.insert(key, value).is_some() {
-                return Err(de::Error::custom("a key appears twice"));
-            }
-        }
-        Ok(Value::Object(object))
-    }
-}
-
+/// The bytes read as JSON with duplicate object keys refused (tests/common/strict_json.rs).
 fn strict(bytes: &[u8]) -> Option<Value> {
-    serde_json::from_slice::<Strict>(bytes).ok().map(|s| s.0)
+    crate::common::strict_json::strict_json(bytes)
 }
 
 /// A JSON string literal for `text`.
