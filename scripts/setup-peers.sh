@@ -4,9 +4,10 @@
 #   - tests/peers/.venv         (MCP Python SDK client: mcp==2.3.0, pinned by py-constraints.txt)
 #   - tests/conformance/node_modules (the official MCP conformance suite, its reference servers
 #                                and a Node 22 for the suite alone)
-#   - redis-server, iproute2, util-linux (Debian packages, installed only when missing: the Redis
-#                                tests start their own server; the conformance test runs in a
-#                                private network namespace)
+#   - redis-server, iproute2, util-linux, prometheus (Debian packages, installed only when
+#                                missing: the Redis tests start their own server; the
+#                                conformance test runs in a private network namespace;
+#                                tests/prometheus.rs starts a Prometheus that scrapes the gate)
 # Idempotent: each part is skipped when already up to date. Needs node/npm and python3 (with venv).
 set -euo pipefail
 
@@ -32,6 +33,7 @@ missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 if ((${#missing[@]})); then
   as_root=()
   [[ "$(id -u)" -eq 0 ]] || as_root=(sudo -n)

@@ -925,7 +925,7 @@ impl GateBuilder {
             evaluate_timeout: self.evaluate_timeout,
             evaluate_unknown_methods: self.evaluate_unknown_methods,
             tool_annotations: ToolAnnotations::new(10_000),
-            observers: crate::judge::Observers::default(),
+            observers: observers(),
         })
     }
 
@@ -1235,4 +1235,13 @@ struct Conflicts {
 /// A duration in whole milliseconds, saturating.
 fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Who is told of every decision: the decision log, then (feature `metrics`) the counters.
+fn observers() -> crate::judge::Observers {
+    #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+    let mut observers = crate::judge::Observers::default();
+    #[cfg(feature = "metrics")]
+    observers.push(std::sync::Arc::new(crate::telemetry::DecisionMetrics));
+    observers
 }

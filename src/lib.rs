@@ -141,6 +141,7 @@ mod resource;
 mod settings;
 pub mod store;
 pub mod tasks;
+mod telemetry;
 
 #[cfg(feature = "introspection")]
 pub use auth::Introspection;
@@ -187,6 +188,9 @@ mod recipes {
     }
     mod testing {
         #![doc = include_str!("../docs/testing.md")]
+    }
+    mod operations {
+        #![doc = include_str!("../docs/operations.md")]
     }
     mod troubleshooting {
         #![doc = include_str!("../docs/troubleshooting.md")]

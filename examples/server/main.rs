@@ -102,6 +102,8 @@ const KEYS_VARIABLE: &str = "MCP_GATE_CONTINUATION_KEYS";
 #[tokio::main]
 async fn main() -> ExitCode {
     tracing_subscriber::fmt()
+        // Colour codes only on a terminal: a log file or a collector gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,rmcp=warn".into()),
@@ -200,7 +202,8 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         .nest_service("/mcp", tools::mcp_service())
         .layer(gate.layer())
         .merge(gate.metadata_router())
-        .merge(approvals.router(gate.clone()));
+        .merge(approvals.router(gate.clone()))
+        .merge(operations_router()?);
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|error| format!("cannot listen on {} (--listen): {error}", options.listen))?;
@@ -223,6 +226,10 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
 
     println!("mcp-gate example server");
     println!("  MCP endpoint:      http://{address}/mcp");
+    println!("  health:            http://{address}/healthz");
+    if cfg!(feature = "metrics") {
+        println!("  metrics:           http://{address}/metrics");
+    }
     println!("  resource:          {}", gate.resource());
     println!("  metadata:          {}", gate.metadata_url());
     println!("  SEP-2643 revision: {}", gate.revision());
@@ -259,11 +266,52 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     }
     println!("Press Ctrl-C to stop.");
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
+        .with_graceful_shutdown(stop_signal())
         .await?;
+    tracing::info!("stopped");
     Ok(())
+}
+
+/// Ctrl-C, or (on Unix) SIGTERM, which is how a container runtime or an orchestrator stops a
+/// process: requests in flight finish, new connections are refused.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "no SIGTERM handler; Ctrl-C still stops the server");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = tokio::signal::ctrl_c().await;
+    tracing::info!("stopping: requests in flight finish first");
+}
+
+/// `/healthz` (the process serves), and with the feature `metrics`, `/metrics`: the gate's
+/// decision and refusal counters in Prometheus's text format.
+fn operations_router() -> Result<Router, Box<dyn std::error::Error>> {
+    let router = Router::new().route("/healthz", axum::routing::get(|| async { "ok\n" }));
+    #[cfg(feature = "metrics")]
+    let router = {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder)
+            .map_err(|error| format!("cannot install the metrics recorder: {error}"))?;
+        router.route(
+            "/metrics",
+            axum::routing::get(move || async move { handle.render() }),
+        )
+    };
+    Ok(router)
 }
 
 /// The Cedar policy set in `dir`, watched for changes, and how the banner names it.

@@ -35,6 +35,10 @@ pub(crate) fn auth_refusal(
         method = crate::mcp::http_method_label(&request.method),
         "request refused"
     );
+    settings
+        .policy
+        .observers
+        .auth_refused(error.reason(), status);
     let resource = &settings.resource;
     let mut response = error.to_response(&resource.metadata_url, &resource.endpoint_scope);
     close_if_unread(&mut response, request);

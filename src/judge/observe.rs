@@ -11,6 +11,12 @@ use super::event::DecisionEvent;
 pub(crate) trait Observer: Send + Sync + 'static {
     /// One decision.
     fn decided(&self, event: &DecisionEvent<'_>);
+
+    /// A request refused by authentication, before any decision: the failure's reason code
+    /// and the HTTP status of the challenge.
+    fn auth_refused(&self, reason: &'static str, status: u16) {
+        let _ = (reason, status);
+    }
 }
 
 /// The decision log (`mcp_gate::decision`), always the first observer.
@@ -34,7 +40,10 @@ impl Default for Observers {
 
 impl Observers {
     /// One more observer, told after those before it.
-    #[allow(dead_code)] // the seam the operations issues hang metrics and limits on
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "the seam the metrics (feature `metrics`) hang on")
+    )]
     pub fn push(&mut self, observer: Arc<dyn Observer>) {
         self.0.push(observer);
     }
@@ -43,6 +52,13 @@ impl Observers {
     pub fn decided(&self, event: &DecisionEvent<'_>) {
         for observer in &self.0 {
             observer.decided(event);
+        }
+    }
+
+    /// Tells every observer of a request authentication refused.
+    pub fn auth_refused(&self, reason: &'static str, status: u16) {
+        for observer in &self.0 {
+            observer.auth_refused(reason, status);
         }
     }
 }
