@@ -14,6 +14,10 @@
 //! allocations per request (a global allocator that counts, then defers to the system's):
 //! unlike time, that count is the same on every machine, and on a loaded server each
 //! allocation costs more than its instructions suggest.
+//!
+//! With the feature `metrics`, the gate counts every decision; `PIPELINE_METRICS=prometheus`
+//! installs the Prometheus recorder first (without it the counts go to no recorder):
+//! `cargo bench --features metrics --bench pipeline`.
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -152,6 +156,11 @@ fn median(mut values: Vec<f64>) -> f64 {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
+    #[cfg(feature = "metrics")]
+    if std::env::var("PIPELINE_METRICS").as_deref() == Ok("prometheus") {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        metrics::set_global_recorder(recorder).expect("the only recorder");
+    }
     let requests = env_or("PIPELINE_REQUESTS", 20_000u64, 10, 10_000_000);
     let rounds = env_or("PIPELINE_ROUNDS", 3usize, 1, 100);
     let key = tokens::TestKey::es256("bench");
