@@ -16,9 +16,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 pub(crate) use event::DecisionEvent;
-#[allow(
-    unused_imports,
-    reason = "the seam the operations issues add metrics and limits on; used by tests now"
+#[cfg_attr(
+    not(feature = "metrics"),
+    allow(
+        unused_imports,
+        reason = "the seam metrics (feature `metrics`) and limits hang on; tests use it too"
+    )
 )]
 pub(crate) use observe::Observer;
 pub(crate) use observe::Observers;

@@ -1,15 +1,16 @@
 //! Decision and refusal counters through the [`metrics`] facade (feature `metrics`).
 //!
 //! The facade, not an exporter: the application installs the recorder it runs (Prometheus,
-//! OpenTelemetry, StatsD, ...), and with none installed every call here is a check of one
-//! atomic. Names follow OpenTelemetry's MCP conventions where one exists (`mcp.method.name`;
+//! OpenTelemetry, StatsD, ...). With none installed a count costs the label list the macro
+//! builds (one allocation) and a look-up that finds no recorder: `docs/benchmarks.md` has the
+//! figures. Names follow OpenTelemetry's MCP conventions where one exists (`mcp.method.name`;
 //! a Prometheus exporter writes it `mcp_method_name`), the crate's own otherwise.
 //!
 //! | metric | labels |
 //! |---|---|
 //! | `mcp_gate_decisions_total` | `phase`, `decision`, `remediation` (`none` when there is none), `mcp.method.name` |
 //! | `mcp_gate_decision_refusals_total` | `reason`: why the layer refused to decide (`error`, `panic`, `timeout`, `unusable_remediation`, `no_randomness`) |
-//! | `mcp_gate_auth_refusals_total` | `reason`: the authentication failure's reason code; `status` (401 or 403) |
+//! | `mcp_gate_auth_refusals_total` | `reason`: the authentication failure's reason code; `status` (`400`, `401`, `403`, `503`, or `other`) |
 
 use metrics::counter;
 

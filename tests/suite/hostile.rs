@@ -37,6 +37,7 @@
 //! `jsonrpc_guarded_methods_without_an_id_never_reach_the_inner_service`. `fuzz/` has cargo-fuzz
 //! targets for the same parsers.
 
+use crate::common::strict_json::strict_json;
 use crate::common::tokens;
 
 use std::collections::BTreeSet;
@@ -324,11 +325,6 @@ fn mirrored(method: &str, name: Option<&str>) -> HeaderMap {
 /// Whether `text` can travel as a header value that the layer reads back as the same text.
 fn header_text_ok(text: &str) -> bool {
     HeaderValue::from_str(text).is_ok_and(|v| v.to_str().ok() == Some(text))
-}
-
-/// The bytes read as JSON with duplicate object keys refused (tests/common/strict_json.rs).
-fn strict(bytes: &[u8]) -> Option<Value> {
-    crate::common::strict_json::strict_json(bytes)
 }
 
 /// A JSON string literal for `text`.
@@ -1903,7 +1899,7 @@ fn calls_secret(message: &Value) -> bool {
 
 fn check_jsonrpc(stack: &Stack, body: &[u8], headers: &HeaderMap) -> Result<(), TestCaseError> {
     let (reply, reached) = stack.post_counted(&stack.alice, headers, body.to_vec());
-    let read = strict(body);
+    let read = strict_json(body);
     let request_id = read.as_ref().and_then(|m| m.get("id")).cloned();
     let context = || {
         format!(
@@ -1940,7 +1936,7 @@ fn check_jsonrpc(stack: &Stack, body: &[u8], headers: &HeaderMap) -> Result<(), 
                     .unwrap()
                     .remove("inputResponses");
             }
-            let got = forwarded.as_deref().and_then(strict);
+            let got = forwarded.as_deref().and_then(strict_json);
             prop_assert_eq!(
                 got,
                 Some(expected),
@@ -2718,7 +2714,7 @@ proptest! {
                 // The version is read first: a clean record of another version is named as
                 // such; a version is only ever reported as it appears in the record.
                 let version_of = |v: Value| v.get("schema_version").and_then(Value::as_u64);
-                let clean = strict(&text).and_then(version_of).filter(|v| *v != 1);
+                let clean = strict_json(&text).and_then(version_of).filter(|v| *v != 1);
                 match &error {
                     StoreError::UnsupportedSchema { id: got, found, supported } => {
                         prop_assert_eq!(got, &id);
