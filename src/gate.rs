@@ -126,6 +126,30 @@ impl Gate {
         })
     }
 
+    /// Whether this gate can serve now: keys loaded for every issuer with remote keys, each
+    /// store reachable, the policy loaded. An issuer whose keys were never fetched starts a
+    /// fetch (unless one is cooling down), so a probe that asks again finds them. Serve it
+    /// with [`readiness::handler`](crate::readiness::handler).
+    pub async fn readiness(&self) -> crate::readiness::Readiness {
+        crate::readiness::report(&self.inner).await
+    }
+
+    /// The key prefetch before serving: fetches every remote issuer's keys now (each waited
+    /// for, at most twice its request timeout), then reports as
+    /// [`readiness`](Self::readiness) does. Keys are otherwise fetched at the first token.
+    ///
+    /// ```no_run
+    /// # async fn run(gate: mcp_gate::Gate) {
+    /// let report = gate.load_keys().await;
+    /// if !report.is_ready() {
+    ///     eprintln!("starting anyway: {report}");
+    /// }
+    /// # }
+    /// ```
+    pub async fn load_keys(&self) -> crate::readiness::Readiness {
+        crate::readiness::load_keys(&self.inner).await
+    }
+
     /// How many times a JWK set document was requested, over every remote issuer. A figure for
     /// monitoring and tests: unknown-`kid` refreshes are single-flight and rate-limited, so
     /// this grows slowly however many requests carry unknown keys.

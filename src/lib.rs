@@ -137,6 +137,7 @@ pub mod layer;
 pub mod mcp;
 pub mod policy;
 mod random;
+pub mod readiness;
 mod resource;
 mod settings;
 pub mod store;

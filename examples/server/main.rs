@@ -192,6 +192,13 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         ),
         None => None,
     };
+    let keys_source = match (&options.continuation_keys_file, &keys) {
+        (Some(path), _) => format!("file {}", path.display()),
+        (None, Some(_)) => format!("environment variable {KEYS_VARIABLE}"),
+        (None, None) => {
+            "random at start (states do not survive a restart or cross replicas)".to_owned()
+        }
+    };
     if let Some(keys) = keys {
         builder = builder.continuation_keys(keys);
     }
@@ -203,7 +210,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         .layer(gate.layer())
         .merge(gate.metadata_router())
         .merge(approvals.router(gate.clone()))
-        .merge(operations_router()?);
+        .merge(operations_router(gate.clone())?);
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
         .map_err(|error| format!("cannot listen on {} (--listen): {error}", options.listen))?;
@@ -226,7 +233,7 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
 
     println!("mcp-gate example server");
     println!("  MCP endpoint:      http://{address}/mcp");
-    println!("  health:            http://{address}/healthz");
+    println!("  health:            http://{address}/healthz, readiness http://{address}/readyz");
     if cfg!(feature = "metrics") {
         println!("  metrics:           http://{address}/metrics");
     }
@@ -234,6 +241,13 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     println!("  metadata:          {}", gate.metadata_url());
     println!("  SEP-2643 revision: {}", gate.revision());
     println!("  policy:            {policy_name}");
+    println!("  continuation keys: {keys_source}");
+    let stores = if options.redis.is_some() {
+        "sessions, used states and held calls in Redis (shared by replicas)"
+    } else {
+        "sessions, used states and held calls in this process's memory"
+    };
+    println!("  stores:            {stores}");
     println!(
         "  approval console:  http://{console_address}/tasks (held calls: {})",
         if options.redis.is_some() {
@@ -263,6 +277,13 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
             "  curl -s http://{address}/mcp -H \"Authorization: Bearer $TOKEN\" -H 'Content-Type: application/json' \\\n    -H 'Accept: application/json, text/event-stream' \\\n    -d '{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"echo\",\"arguments\":{{\"text\":\"hello\"}}}}}}'"
         );
         println!();
+    }
+    // The key prefetch: a wrong issuer shows here, not as 503s to the first callers.
+    let report = gate.load_keys().await;
+    if report.is_ready() {
+        tracing::info!("ready: keys loaded for every issuer, stores reachable");
+    } else {
+        tracing::warn!(%report, "serving, but not ready yet (/readyz answers 503 until it is)");
     }
     println!("Press Ctrl-C to stop.");
     axum::serve(listener, app)
@@ -296,10 +317,13 @@ async fn stop_signal() {
     tracing::info!("stopping: requests in flight finish first");
 }
 
-/// `/healthz` (the process serves), and with the feature `metrics`, `/metrics`: the gate's
-/// decision and refusal counters in Prometheus's text format.
-fn operations_router() -> Result<Router, Box<dyn std::error::Error>> {
-    let router = Router::new().route("/healthz", axum::routing::get(|| async { "ok\n" }));
+/// `/healthz` (the process serves), `/readyz` (the gate's readiness report: keys, stores,
+/// policy), and with the feature `metrics`, `/metrics`: the gate's decision and refusal
+/// counters in Prometheus's text format.
+fn operations_router(gate: mcp_gate::Gate) -> Result<Router, Box<dyn std::error::Error>> {
+    let router = Router::new()
+        .route("/healthz", axum::routing::get(|| async { "ok\n" }))
+        .route("/readyz", mcp_gate::readiness::handler(gate));
     #[cfg(feature = "metrics")]
     let router = {
         let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();

@@ -95,6 +95,18 @@ struct RefreshState {
     in_flight: bool,
     last_attempt: Option<Instant>,
     discovered: Option<Url>,
+    /// The last refresh's failure, until one succeeds: what a readiness report says.
+    failure: Option<String>,
+}
+
+/// Whether one issuer's keys are loaded, for a readiness report.
+pub(crate) enum KeyState {
+    /// A set of usable keys is held.
+    Loaded,
+    /// No fetch has finished yet.
+    NotFetched,
+    /// No key is held, and the last fetch failed for this reason.
+    Failed(String),
 }
 
 /// The JWK set of one issuer, fetched and refreshed over HTTP.
@@ -141,6 +153,39 @@ impl RemoteJwks {
     /// How many times the JWK set document was requested.
     pub fn jwks_fetches(&self) -> u64 {
         self.jwks_fetches.load(Ordering::Relaxed)
+    }
+
+    /// The issuer these keys belong to.
+    pub fn issuer(&self) -> &str {
+        &self.issuer
+    }
+
+    /// Whether keys are loaded now. A set that has never been fetched is fetched in the
+    /// background (unless a fetch is running or cooling down), so that asking again later
+    /// can find it loaded.
+    pub fn state(self: &Arc<Self>) -> KeyState {
+        if !self.current().is_empty() {
+            return KeyState::Loaded;
+        }
+        let failure = self.lock_state().failure.clone();
+        self.refresh_if_old();
+        match failure {
+            Some(why) => KeyState::Failed(why),
+            None => KeyState::NotFetched,
+        }
+    }
+
+    /// Fetches the set now unless one is held, and waits for the fetch (at most twice the
+    /// request timeout): the key prefetch before serving.
+    pub async fn load(self: &Arc<Self>) -> KeyState {
+        if !self.current().is_empty() {
+            return self.state();
+        }
+        let mut refreshed = self.done.subscribe();
+        self.start_refresh(false);
+        let patience = self.settings.timeout * 2 + Duration::from_millis(500);
+        let _ = tokio::time::timeout(patience, refreshed.changed()).await;
+        self.state()
     }
 
     fn current(&self) -> Arc<KeySet> {
@@ -227,11 +272,18 @@ impl RemoteJwks {
         {
             return;
         }
+        self.start_refresh(true);
+    }
+
+    /// Starts a background refresh unless one is running or (when `cooling_counts`) the last
+    /// attempt is within the cooldown.
+    fn start_refresh(self: &Arc<Self>, cooling_counts: bool) {
         let start = {
             let mut state = self.lock_state();
-            let cooling = state
-                .last_attempt
-                .is_some_and(|at| at.elapsed() < self.settings.cooldown);
+            let cooling = cooling_counts
+                && state
+                    .last_attempt
+                    .is_some_and(|at| at.elapsed() < self.settings.cooldown);
             if state.in_flight || cooling {
                 false
             } else {
@@ -256,10 +308,13 @@ impl RemoteJwks {
                 }
                 self.last_success_ms
                     .store(self.epoch.elapsed().as_millis() as u64, Ordering::Relaxed);
+                self.lock_state().failure = None;
             }
             Err(error) => {
                 tracing::warn!(target: "mcp_gate::keys", issuer = %self.issuer, %error, "key set refresh failed; keeping the last good keys");
-                self.lock_state().discovered = None;
+                let mut state = self.lock_state();
+                state.discovered = None;
+                state.failure = Some(error.to_string());
             }
         }
         self.lock_state().in_flight = false;

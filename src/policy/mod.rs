@@ -73,6 +73,7 @@ mod presets;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::contain::{Contained, contained};
@@ -157,6 +158,13 @@ pub trait Policy: Send + Sync + 'static {
     fn needs_tool_annotations(&self) -> bool {
         false
     }
+
+    /// The version of what this policy decides from, when it has one: a Cedar set's digest,
+    /// say. Readiness reports, audit records and metrics name it, so that an operator can
+    /// tell which rules decided. The same rules give the same version on every replica.
+    fn version(&self) -> Option<Arc<str>> {
+        None
+    }
 }
 
 impl Policy for Box<dyn Policy> {
@@ -170,6 +178,10 @@ impl Policy for Box<dyn Policy> {
 
     fn needs_tool_annotations(&self) -> bool {
         (**self).needs_tool_annotations()
+    }
+
+    fn version(&self) -> Option<Arc<str>> {
+        (**self).version()
     }
 }
 

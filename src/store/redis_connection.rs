@@ -166,6 +166,17 @@ impl RedisConnection {
         Ok(connection)
     }
 
+    /// One `PING`, for a readiness report: [`StoreError::Unavailable`] naming `store` when
+    /// the server does not answer it within the bounds.
+    pub(crate) async fn ping(&self, store: super::StoreKind) -> Result<(), super::StoreError> {
+        let mut connection = self.clone();
+        let _: String = redis::cmd("PING")
+            .query_async(&mut connection)
+            .await
+            .map_err(|e| super::StoreError::unavailable(store, format_args!("redis: {e}")))?;
+        Ok(())
+    }
+
     /// Sends `cmd` once, within the bound if there is one.
     async fn send_once(&mut self, cmd: &Cmd) -> Result<Value, RedisError> {
         let Some(bound) = self.bound else {

@@ -29,6 +29,7 @@ mod interactive;
 mod introspection;
 mod method_model;
 mod quotas;
+mod readiness;
 mod real_peers;
 mod redis_outage;
 mod redis_recovery;

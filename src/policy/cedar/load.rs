@@ -137,6 +137,24 @@ pub(super) struct Loaded {
     /// The files' content when they were read (taken before reading them, so a change made
     /// while loading is seen by the next check).
     pub fingerprint: Vec<(PathBuf, Option<[u8; 32]>)>,
+    /// The set's version: the first 12 hex digits of a SHA-256 over the files' hashes, in
+    /// order (the same files give the same version on every replica).
+    pub version: Arc<str>,
+}
+
+/// The version of a set read from files with these hashes.
+fn version_of(fingerprint: &[(PathBuf, Option<[u8; 32]>)]) -> Arc<str> {
+    use sha2::Digest;
+    let mut digest = sha2::Sha256::new();
+    for (_, hash) in fingerprint {
+        match hash {
+            Some(hash) => digest.update(hash),
+            None => digest.update([0u8]),
+        }
+    }
+    let digest = digest.finalize();
+    let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+    Arc::from(hex)
 }
 
 /// Line and column (from 1) of byte `offset` in `text`.
@@ -370,6 +388,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
         tools,
         actions,
         principals: quick_cache::sync::Cache::new(cached),
+        version: version_of(&fingerprint),
         fingerprint,
     })
 }

@@ -323,8 +323,10 @@ impl CedarPolicy {
         match load_checked(&self.settings.sources, self.settings.hook.is_some()) {
             Ok(loaded) => {
                 let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
+                let version = Arc::clone(&loaded.version);
+                let policies = loaded.policies.policies().count();
                 *current = Arc::new(loaded);
-                tracing::info!(target: "mcp_gate::cedar", "Cedar policy set reloaded");
+                tracing::info!(target: "mcp_gate::cedar", %version, policies, "Cedar policy set reloaded");
                 Ok(())
             }
             Err(error) => {
@@ -379,6 +381,10 @@ impl Policy for CedarPolicy {
     fn needs_tool_annotations(&self) -> bool {
         // The drift check compares the listed input schema.
         self.current().tools.is_some()
+    }
+
+    fn version(&self) -> Option<Arc<str>> {
+        Some(Arc::clone(&self.current().version))
     }
 }
 

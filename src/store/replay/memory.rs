@@ -123,6 +123,10 @@ impl MemoryReplayStore {
 }
 
 impl ReplayStore for MemoryReplayStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     fn first_use<'a>(&'a self, state: StateUse<'a>) -> ReplayFuture<'a> {
         Box::pin(std::future::ready(self.record(state)))
     }

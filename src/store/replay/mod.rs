@@ -109,6 +109,20 @@ pub trait ReplayStore: Send + Sync + 'static {
     /// Records the use of a state until it expires, and says whether it was the first. A
     /// store whose memory began after the state was issued answers [`FirstUse::Unknowable`].
     fn first_use<'a>(&'a self, state: StateUse<'a>) -> ReplayFuture<'a>;
+
+    /// What backs the store, for start-up lines and readiness reports: `memory`, `redis`,
+    /// or `custom` (this default) for a store of the application's own.
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
+
+    /// Whether the store answers now, for a readiness report
+    /// ([`Gate::readiness`](crate::Gate::readiness)): a memory store always does, a shared
+    /// one sends one round trip. This default answers yes; a store of your own that can be
+    /// unreachable should say so.
+    fn reachable(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 into_shared!(ReplayStore);

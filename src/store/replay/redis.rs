@@ -156,6 +156,14 @@ fn unavailable(e: redis::RedisError) -> StoreError {
 }
 
 impl ReplayStore for RedisReplayStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    fn reachable(&self) -> crate::store::StoreFuture<'_, ()> {
+        Box::pin(self.connection.ping(StoreKind::Replay))
+    }
+
     fn first_use<'a>(&'a self, state: StateUse<'a>) -> ReplayFuture<'a> {
         Box::pin(async move {
             let millis = |at: SystemTime| {

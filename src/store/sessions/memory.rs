@@ -161,6 +161,10 @@ impl MemorySessionStore {
 }
 
 impl SessionStore for MemorySessionStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     fn bind<'a>(&'a self, session_id: &'a str, record: SessionRecord) -> SessionFuture<'a, ()> {
         Box::pin(std::future::ready(self.bind_now(session_id, record)))
     }

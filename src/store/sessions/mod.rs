@@ -106,6 +106,20 @@ pub trait SessionStore: Send + Sync + 'static {
 
     /// Removes the binding of `session_id` if `owner` holds it.
     fn unbind<'a>(&'a self, session_id: &'a str, owner: &'a Owner) -> SessionFuture<'a, ()>;
+
+    /// What backs the store, for start-up lines and readiness reports: `memory`, `redis`,
+    /// or `custom` (this default) for a store of the application's own.
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
+
+    /// Whether the store answers now, for a readiness report
+    /// ([`Gate::readiness`](crate::Gate::readiness)): a memory store always does, a shared
+    /// one sends one round trip. This default answers yes; a store of your own that can be
+    /// unreachable should say so.
+    fn reachable(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 into_shared!(SessionStore);

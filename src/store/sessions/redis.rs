@@ -169,6 +169,14 @@ fn owner_json(owner: &Owner) -> Result<String, StoreError> {
 }
 
 impl SessionStore for RedisSessionStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    fn reachable(&self) -> crate::store::StoreFuture<'_, ()> {
+        Box::pin(self.connection.ping(StoreKind::Sessions))
+    }
+
     fn bind<'a>(&'a self, session_id: &'a str, record: SessionRecord) -> SessionFuture<'a, ()> {
         Box::pin(async move {
             let owner = owner_json(&record.owner)?;

@@ -238,6 +238,10 @@ impl std::fmt::Debug for MemoryTaskStore {
 }
 
 impl TaskStore for MemoryTaskStore {
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+
     fn create(&self, record: TaskRecord) -> TaskFuture<'_, ()> {
         let done = self.create_now(record, now_ms(), None);
         Box::pin(async move { done })

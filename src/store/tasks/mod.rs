@@ -288,6 +288,20 @@ pub trait TaskStore: Send + Sync + 'static {
     /// The live tasks `query` asks for, those expiring soonest first. Meant for an approval
     /// page; a snapshot, not a consistent read.
     fn list<'a>(&'a self, query: TaskQuery<'a>) -> TaskFuture<'a, Vec<TaskRecord>>;
+
+    /// What backs the store, for start-up lines and readiness reports: `memory`, `redis`,
+    /// or `custom` (this default) for a store of the application's own.
+    fn backend(&self) -> &'static str {
+        "custom"
+    }
+
+    /// Whether the store answers now, for a readiness report
+    /// ([`Gate::readiness`](crate::Gate::readiness)): a memory store always does, a shared
+    /// one sends one round trip. This default answers yes; a store of your own that can be
+    /// unreachable should say so.
+    fn reachable(&self) -> StoreFuture<'_, ()> {
+        Box::pin(std::future::ready(Ok(())))
+    }
 }
 
 /// Checks a record offered to [`TaskStore::create`] at `now`.

@@ -547,6 +547,14 @@ fn script_answer(answer: Value) -> Option<(i64, Option<Vec<u8>>)> {
 }
 
 impl TaskStore for RedisTaskStore {
+    fn backend(&self) -> &'static str {
+        "redis"
+    }
+
+    fn reachable(&self) -> crate::store::StoreFuture<'_, ()> {
+        Box::pin(self.connection.ping(StoreKind::Tasks))
+    }
+
     fn create(&self, record: TaskRecord) -> TaskFuture<'_, ()> {
         Box::pin(self.create_record(record, None))
     }
