@@ -131,7 +131,7 @@ impl Gate {
     /// fetch (unless one is cooling down), so a probe that asks again finds them. Serve it
     /// with [`readiness::handler`](crate::readiness::handler).
     pub async fn readiness(&self) -> crate::readiness::Readiness {
-        crate::readiness::report(&self.inner).await
+        crate::readiness::report(&self.inner, false).await
     }
 
     /// The key prefetch before serving: fetches every remote issuer's keys now (each waited
@@ -147,7 +147,7 @@ impl Gate {
     /// # }
     /// ```
     pub async fn load_keys(&self) -> crate::readiness::Readiness {
-        crate::readiness::load_keys(&self.inner).await
+        crate::readiness::report(&self.inner, true).await
     }
 
     /// How many times a JWK set document was requested, over every remote issuer. A figure for

@@ -165,18 +165,11 @@ impl fmt::Display for NotReadyReason {
     }
 }
 
-/// The report for `settings`: issuers as they stand (a set never fetched starts fetching),
-/// each store asked once, all at the same time.
-pub(crate) async fn report(settings: &Arc<Settings>) -> Readiness {
-    let mut checks = issuer_checks(settings, false).await;
-    checks.extend(store_checks(settings).await);
-    checks.push(policy_check(settings));
-    Readiness { checks }
-}
-
-/// Every remote issuer's keys fetched now unless held, waited for: then the report.
-pub(crate) async fn load_keys(settings: &Arc<Settings>) -> Readiness {
-    let mut checks = issuer_checks(settings, true).await;
+/// The report for `settings`, each store asked once and the stores at the same time. With
+/// `load`, every remote issuer's keys are fetched now unless held, and waited for (the
+/// prefetch); without, issuers are taken as they stand (a set never fetched starts fetching).
+pub(crate) async fn report(settings: &Arc<Settings>, load: bool) -> Readiness {
+    let mut checks = issuer_checks(settings, load).await;
     checks.extend(store_checks(settings).await);
     checks.push(policy_check(settings));
     Readiness { checks }
