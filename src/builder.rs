@@ -6,6 +6,7 @@ use std::time::Duration;
 use http::StatusCode;
 use url::Url;
 
+use crate::audit::{AuditObserver, AuditSink};
 use crate::auth::authenticator::Authenticator;
 use crate::auth::jwt::{JwtVerifier, TrustedIssuer, TypPolicy};
 use crate::auth::keys::{KeySource, StaticKeys};
@@ -97,6 +98,16 @@ impl From<&str> for Issuer {
 impl From<String> for Issuer {
     fn from(id: String) -> Self {
         Issuer::discover(id)
+    }
+}
+
+/// The audit sinks, counted in `Debug` output.
+#[derive(Clone, Default)]
+struct AuditSinks(Vec<Arc<dyn AuditSink>>);
+
+impl std::fmt::Debug for AuditSinks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} audit sink(s)", self.0.len())
     }
 }
 
@@ -201,6 +212,8 @@ pub struct GateBuilder {
     authorization_servers: Option<Vec<String>>,
     allow_insecure_http: bool,
     policy: PolicySlot,
+    shadow: PolicySlot,
+    audit: AuditSinks,
     evaluate_timeout: Duration,
     revision: Result<Revision, ConfigError>,
     denial_error_code: i64,
@@ -259,6 +272,8 @@ impl Default for GateBuilder {
             authorization_servers: None,
             allow_insecure_http: false,
             policy: PolicySlot::default(),
+            shadow: PolicySlot::default(),
+            audit: AuditSinks::default(),
             evaluate_timeout: Duration::from_secs(5),
             revision: Ok(Revision::current()),
             denial_error_code: DEFAULT_DENIAL_CODE,
@@ -432,6 +447,27 @@ impl GateBuilder {
     /// [`crate::policy::allow_all`] makes an open server, on purpose.
     pub fn evaluate(mut self, policy: impl Policy) -> Self {
         self.policy = PolicySlot(Some(Arc::new(policy)));
+        self
+    }
+
+    /// A candidate policy, asked every question the live one is asked and never acted on:
+    /// where its ruling differs from the live one (the decision, or the remedy's kind), the
+    /// decision log says so (`shadow_differs`), the audit record keeps both, and with feature
+    /// `metrics` `mcp_gate_shadow_decisions_total` counts it. Every answer stays the live
+    /// policy's. Try a rule change on live traffic before turning it on: for Cedar, a second
+    /// `CedarPolicy` from the changed files.
+    ///
+    /// Both are asked at once, each in its own containment with the same timeout, so a
+    /// request waits for the slower of the two.
+    pub fn shadow_policy(mut self, policy: impl Policy) -> Self {
+        self.shadow = PolicySlot(Some(Arc::new(policy)));
+        self
+    }
+
+    /// Writes an audit record for every decision, and for every request authentication
+    /// refused, to `sink` (see [`crate::audit`]). Repeatable: each sink gets every record.
+    pub fn audit(mut self, sink: impl AuditSink) -> Self {
+        self.audit.0.push(Arc::new(sink));
         self
     }
 
@@ -781,7 +817,7 @@ impl GateBuilder {
         self.check_limits()?;
         self.check_conflicts()?;
         let uri = self.resource_uri()?;
-        let policy = self.policy_settings()?;
+        let policy = self.policy_settings(&uri)?;
         let revision = std::mem::replace(&mut self.revision, Ok(Revision::current()))?;
         let denial = self.denial_settings(revision)?;
         let (authenticator, issuer_ids) = self.authenticator(&uri)?;
@@ -919,13 +955,14 @@ impl GateBuilder {
         Ok(resource)
     }
 
-    fn policy_settings(&self) -> Result<PolicySettings, ConfigError> {
+    fn policy_settings(&self, resource: &ResourceUri) -> Result<PolicySettings, ConfigError> {
         Ok(PolicySettings {
             policy: self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?,
+            shadow: self.shadow.0.clone(),
             evaluate_timeout: self.evaluate_timeout,
             evaluate_unknown_methods: self.evaluate_unknown_methods,
             tool_annotations: ToolAnnotations::new(10_000),
-            observers: observers(),
+            observers: observers(resource, &self.audit.0),
         })
     }
 
@@ -1237,10 +1274,14 @@ fn duration_ms(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Who is told of every decision: the decision log, then (feature `metrics`) the counters.
-fn observers() -> crate::judge::Observers {
-    #[cfg_attr(not(feature = "metrics"), allow(unused_mut))]
+/// Who is told of every decision: the decision log, then the audit sinks, then (feature
+/// `metrics`) the counters.
+fn observers(resource: &ResourceUri, audit: &[Arc<dyn AuditSink>]) -> crate::judge::Observers {
     let mut observers = crate::judge::Observers::default();
+    if !audit.is_empty() {
+        let sinks = audit.to_vec();
+        observers.push(Arc::new(AuditObserver::new(resource.as_str(), sinks)));
+    }
     #[cfg(feature = "metrics")]
     observers.push(std::sync::Arc::new(crate::telemetry::DecisionMetrics));
     observers

@@ -32,6 +32,14 @@ pub fn rfc3339(ms: u64) -> String {
     )
 }
 
+/// Renders milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds:
+/// `2026-09-01T10:00:00.250Z` (audit records, which order events within a second).
+pub(crate) fn rfc3339_ms(ms: u64) -> String {
+    let whole = rfc3339(ms);
+    let stem = whole.strip_suffix('Z').unwrap_or(&whole);
+    format!("{stem}.{:03}Z", ms % 1000)
+}
+
 /// The proleptic Gregorian date `days` days after 1970-01-01.
 ///
 /// Counts in a calendar whose year starts on 1 March, so the leap day is the last day of its

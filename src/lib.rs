@@ -116,6 +116,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod auth;
 #[doc = include_str!("../docs/guide.md")]
 pub mod guide {}

@@ -14,7 +14,7 @@ use crate::auth::authenticator::Authenticator;
 use crate::auth::metadata::ProtectedResourceMetadata;
 use crate::continuation::StateCodec;
 use crate::denial::render::DenialSettings;
-use crate::judge::{Judge, Observers};
+use crate::judge::{Judge, Observers, RequestId};
 use crate::mcp::SessionStore;
 use crate::mcp::annotations::ToolAnnotations;
 use crate::mcp::identity::ServerIdentity;
@@ -87,6 +87,8 @@ pub(crate) enum Origins {
 /// The application's policy and what it may read.
 pub(crate) struct PolicySettings {
     pub policy: Arc<dyn Policy>,
+    /// A candidate asked beside the policy and never acted on (`GateBuilder::shadow_policy`).
+    pub shadow: Option<Arc<dyn Policy>>,
     pub evaluate_timeout: Duration,
     /// Whether methods outside the method table go to `evaluate` instead of `-32601`.
     pub evaluate_unknown_methods: bool,
@@ -97,9 +99,15 @@ pub(crate) struct PolicySettings {
 }
 
 impl PolicySettings {
-    /// The one decision point, for this policy.
-    pub fn judge(&self) -> Judge<'_> {
-        Judge::new(&*self.policy, self.evaluate_timeout, &self.observers)
+    /// The one decision point, for this policy, judging in request `request`.
+    pub fn judge(&self, request: RequestId) -> Judge<'_> {
+        Judge::new(
+            &*self.policy,
+            self.shadow.as_deref(),
+            self.evaluate_timeout,
+            &self.observers,
+            request,
+        )
     }
 }
 

@@ -13,6 +13,7 @@ use super::routes::tasks::{self, TaskRoute};
 use crate::auth::Principal;
 use crate::enforce::bounds::Inner;
 use crate::enforce::buffer::{close_if_unread, read_body};
+use crate::judge::RequestId;
 use crate::mcp::era::protocol_context;
 use crate::mcp::identity::stamp;
 use crate::mcp::request::{McpRequest, Message, classify};
@@ -53,6 +54,7 @@ pub(crate) async fn route<S: Inner>(
     let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
     let call = Call {
         settings,
+        id: RequestId::next(),
         principal,
         parts,
         bytes,
@@ -139,6 +141,7 @@ impl Call<'_> {
             request: &self.request,
             protocol: &self.protocol,
             class,
+            id: self.id,
         };
         Ok(Routed::Respond(
             listing.run(inner, *self.parts, body).await?,
@@ -167,6 +170,7 @@ impl Call<'_> {
                     principal,
                     &self.request,
                     *record,
+                    self.id,
                 );
                 let response = run.await;
                 Ok(Routed::reply(match identity {

@@ -11,11 +11,14 @@
 mod event;
 mod observe;
 mod outcome;
+mod request_id;
+mod shadow;
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 pub(crate) use event::DecisionEvent;
+pub(crate) use event::micros;
 #[cfg_attr(
     not(feature = "metrics"),
     allow(
@@ -26,6 +29,8 @@ pub(crate) use event::DecisionEvent;
 pub(crate) use observe::Observer;
 pub(crate) use observe::Observers;
 pub(crate) use outcome::{DecisionKind, Refusal, RemedyKind, Ruling, Said};
+pub(crate) use request_id::RequestId;
+pub(crate) use shadow::Verdict;
 
 use crate::auth::Principal;
 use crate::mcp::annotations::ListedTool;
@@ -33,7 +38,9 @@ use crate::mcp::{ProtocolContext, Target};
 use crate::policy::{
     self, Answered, Approval, Decision, Evaluation, EvaluationData, Phase, Policy,
 };
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use shadow::Shadowed;
 
 /// What the policy is asked about, and what the decision event names.
 pub(crate) struct Case<'a> {
@@ -66,28 +73,40 @@ pub(crate) struct Judged<T> {
     pub then: T,
 }
 
-/// The policy, its time limit, and those who watch its decisions.
+/// The policy, its time limit, those who watch its decisions, and the request it judges in.
 #[derive(Clone, Copy)]
 pub(crate) struct Judge<'a> {
     policy: &'a dyn Policy,
+    /// A candidate asked beside the policy, never acted on ([`shadow`]).
+    shadow: Option<&'a dyn Policy>,
     timeout: Duration,
     observers: &'a Observers,
+    request: RequestId,
 }
 
 impl<'a> Judge<'a> {
-    /// A judge asking `policy`, each question given `timeout`, its decisions told to
-    /// `observers`.
-    pub fn new(policy: &'a dyn Policy, timeout: Duration, observers: &'a Observers) -> Self {
+    /// A judge asking `policy` (and `shadow` beside it), each question given `timeout`, its
+    /// decisions in request `request` told to `observers`.
+    pub fn new(
+        policy: &'a dyn Policy,
+        shadow: Option<&'a dyn Policy>,
+        timeout: Duration,
+        observers: &'a Observers,
+        request: RequestId,
+    ) -> Self {
         Self {
             policy,
+            shadow,
             timeout,
             observers,
+            request,
         }
     }
 
     /// Asks the policy about `case`, lets `express` answer, and writes the one decision
     /// event.
     pub async fn judge<E: Express>(&self, case: Case<'_>, express: E) -> E::Then {
+        let started = Instant::now();
         let evaluation = Evaluation::new(EvaluationData {
             principal: case.principal.clone(),
             method: case.method.clone(),
@@ -97,8 +116,26 @@ impl<'a> Judge<'a> {
             answered: case.answered,
             listed: case.listed,
             approval: case.approval,
+            explained: std::sync::OnceLock::new(),
         });
-        let decision = policy::run(self.policy, evaluation, self.timeout).await;
+        let live = async {
+            let answer = policy::run(self.policy, evaluation.clone(), self.timeout).await;
+            (answer, started.elapsed())
+        };
+        let (decision, policy_time, candidate) = match self.shadow {
+            None => {
+                let (answer, policy_time) = live.await;
+                (answer, policy_time, None)
+            }
+            Some(shadow) => {
+                let twin = evaluation.twin();
+                let asked = policy::run(shadow, twin.clone(), self.timeout);
+                let ((answer, policy_time), candidate) =
+                    futures_util::future::join(live, asked).await;
+                (answer, policy_time, Some((Verdict::of(&candidate), twin)))
+            }
+        };
+        let verdict = Verdict::of(&decision);
         let ruling = match decision {
             Ok(Decision::Allow) => Ruling::Allow,
             Ok(Decision::Ask { message }) => Ruling::Ask { message },
@@ -108,11 +145,20 @@ impl<'a> Judge<'a> {
         };
         let judged = express.express(ruling).await;
         let event = DecisionEvent {
+            request: self.request,
             principal: case.principal,
             method: case.method,
             target: case.target,
             phase: case.phase,
+            live: verdict,
             said: &judged.said,
+            explanation: evaluation.explanation(),
+            shadow: candidate.as_ref().map(|(verdict, twin)| Shadowed {
+                verdict: *verdict,
+                explanation: twin.explanation(),
+            }),
+            policy_time,
+            latency: started.elapsed(),
         };
         self.observers.decided(&event);
         judged.then
@@ -169,7 +215,13 @@ mod tests {
         let mut observers = Observers::default();
         observers.push(tally.clone());
         let deny = crate::policy::deny_all("no");
-        let judge = Judge::new(&deny, Duration::from_secs(1), &observers);
+        let judge = Judge::new(
+            &deny,
+            None,
+            Duration::from_secs(1),
+            &observers,
+            RequestId::next(),
+        );
         let principal = Principal::builder()
             .issuer("https://issuer.example")
             .build()

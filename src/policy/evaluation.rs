@@ -56,11 +56,11 @@ pub struct Approval {
 /// one by hand, for tests and for code that calls a policy itself; the layer never takes an
 /// `Evaluation` from outside.
 #[derive(Clone, Debug)]
-pub struct Evaluation(Arc<EvaluationData>);
+pub struct Evaluation(pub(super) Arc<EvaluationData>);
 
 /// What an [`Evaluation`] holds: the layer fills it in, field by field, for each question it
 /// asks the policy.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct EvaluationData {
     pub(crate) principal: Principal,
     pub(crate) method: Cow<'static, str>,
@@ -70,11 +70,21 @@ pub(crate) struct EvaluationData {
     pub(crate) answered: Option<Answered>,
     pub(crate) listed: Option<Arc<ListedTool>>,
     pub(crate) approval: Option<Approval>,
+    /// What the policy said decided it ([`Evaluation::explain`]); empty until then.
+    pub(crate) explained: std::sync::OnceLock<super::Explanation>,
 }
 
 impl Evaluation {
     pub(crate) fn new(data: EvaluationData) -> Self {
         Self(Arc::new(data))
+    }
+
+    /// A second evaluation of the same question with nothing explained yet: what a shadow
+    /// policy is asked, so that its explanation never mixes with the live policy's.
+    pub(crate) fn twin(&self) -> Self {
+        let mut data = EvaluationData::clone(&self.0);
+        data.explained = std::sync::OnceLock::new();
+        Self::new(data)
     }
 
     /// Starts an evaluation by hand, for `principal`: to unit-test a policy, or to ask one
@@ -589,6 +599,7 @@ impl EvaluationBuilder {
             answered,
             listed: self.listed.map(Arc::new),
             approval: self.approval,
+            explained: std::sync::OnceLock::new(),
         })))
     }
 }

@@ -69,6 +69,7 @@ pub mod cedar;
 mod decision;
 mod details;
 mod evaluation;
+mod explanation;
 mod presets;
 
 use std::future::Future;
@@ -83,6 +84,7 @@ pub use decision::{CredentialReference, CredentialRemedy, Decision, Remediation,
 pub use details::authorization_details_cover;
 pub(crate) use evaluation::EvaluationData;
 pub use evaluation::{Approval, Evaluation, EvaluationBuilder, EvaluationError, Phase};
+pub use explanation::Explanation;
 pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
     deny_all, first_match, scopes_per_tool,

@@ -35,6 +35,7 @@ use axum::routing::post;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode};
+use mcp_gate::audit::JsonLines;
 use mcp_gate::denial::{CURRENT, derive_reference};
 use mcp_gate::mcp::SERVER_INFO_META;
 use mcp_gate::policy::{CredentialReference, Decision, Evaluation, Remediation};
@@ -522,6 +523,78 @@ struct Harness {
     seen: Seen,
     /// Calls of the policy.
     evaluations: Arc<AtomicUsize>,
+    /// The gate's audit trail, through the crate's own JSON-lines writer.
+    audit: AuditTrail,
+}
+
+/// A JSON-lines audit writer into memory, and the lines it wrote.
+struct AuditTrail {
+    writer: JsonLines,
+    written: Arc<Mutex<Vec<u8>>>,
+}
+
+/// A `Write` into a shared buffer.
+struct SharedBuffer(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for SharedBuffer {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The committed audit record schema, compiled once (formats checked too).
+static AUDIT_SCHEMA: LazyLock<jsonschema::Validator> = LazyLock::new(|| {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas/audit-record.v1.json");
+    let text = std::fs::read_to_string(&path).expect("the committed schema");
+    let schema: Value = serde_json::from_str(&text).expect("the schema is JSON");
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("a valid JSON Schema")
+});
+
+impl AuditTrail {
+    fn new() -> Self {
+        let written = Arc::new(Mutex::new(Vec::new()));
+        let writer = JsonLines::new(SharedBuffer(written.clone())).expect("a writer thread");
+        Self { writer, written }
+    }
+
+    /// Every record written so far, each checked against the committed schema: the problems
+    /// found, and the number of decision records.
+    fn check(&self) -> (Vec<String>, usize) {
+        self.writer.flush().expect("the audit writer flushes");
+        let text = String::from_utf8(self.written.lock().unwrap().clone()).expect("UTF-8");
+        let mut problems = Vec::new();
+        let mut decisions = 0;
+        for line in text.lines() {
+            let record: Value = match serde_json::from_str(line) {
+                Ok(record) => record,
+                Err(error) => {
+                    problems.push(format!("an audit line is not JSON ({error}): {line}"));
+                    continue;
+                }
+            };
+            for error in AUDIT_SCHEMA.iter_errors(&record) {
+                problems.push(format!(
+                    "audit record {line}: {error} at {}",
+                    error.instance_path()
+                ));
+            }
+            if record["type"] == "dev.mcp-gate.decision.v1" {
+                decisions += 1;
+            }
+        }
+        if !text.is_empty() && !text.ends_with('\n') {
+            problems.push("the audit trail does not end with a line end".into());
+        }
+        (problems, decisions)
+    }
 }
 
 /// The inner handler's state: how often it ran and what it received.
@@ -611,7 +684,11 @@ impl Harness {
             let decision = decide(&evaluation);
             async move { Ok::<_, Infallible>(decision) }
         };
-        let gate = gate_builder(revision, config).evaluate(policy).build()?;
+        let audit = AuditTrail::new();
+        let gate = gate_builder(revision, config)
+            .evaluate(policy)
+            .audit(audit.writer.clone())
+            .build()?;
         assert_eq!(
             gate.revision().id(),
             revision,
@@ -632,7 +709,21 @@ impl Harness {
             hits: state.hits,
             seen: state.seen,
             evaluations,
+            audit,
         })
+    }
+
+    /// The audit trail's problems: records that do not validate against the committed schema,
+    /// and a count of decision records other than the policy's calls.
+    fn audit_problems(&self) -> Vec<String> {
+        let (mut problems, decisions) = self.audit.check();
+        let evaluations = self.evaluations.load(Ordering::SeqCst);
+        if decisions != evaluations {
+            problems.push(format!(
+                "{decisions} decision records for {evaluations} calls of the policy"
+            ));
+        }
+        problems
     }
 
     fn hits(&self) -> usize {
@@ -1536,6 +1627,9 @@ async fn every_fixture_matches_the_layer_byte_for_byte() {
                     task["createdAt"]
                 ));
             }
+        }
+        for problem in harness.audit_problems() {
+            failures.push(format!("{}: {problem}", fixture.file.display()));
         }
         let actual = captured.normalized();
         if actual != fixture.response {
@@ -3607,6 +3701,10 @@ async fn run_exchange(
             forwarded: forwarded.as_deref().map(normalize),
             response: reply.normalized(),
         });
+    }
+    let problems = harness.audit_problems();
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
     }
     Ok(outputs)
 }

@@ -74,7 +74,7 @@ pub(crate) async fn guard<S: Inner>(
     // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
     // largest part of a guarded call; inline, it would take every request's future past the
     // allocator's small-object cache.
-    let action = Box::pin(call.settings.policy.judge().judge(case, invocation)).await;
+    let action = Box::pin(call.settings.policy.judge(call.id).judge(case, invocation)).await;
     act(call, inner, action, continuation).await
 }
 
@@ -253,7 +253,7 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
         // Classification checked the shape; a request that changed since cannot go on.
         Err(_) => return Some(internal_error(request)),
     };
-    let judge = call.settings.policy.judge();
+    let judge = call.settings.policy.judge(call.id);
     for target in targets {
         let mut one = McpRequest::clone(request);
         one.target = target;

@@ -61,6 +61,8 @@ pub(crate) struct ListRequest<'a> {
     pub request: &'a McpRequest,
     pub protocol: &'a ProtocolContext,
     pub class: Listing,
+    /// The request's id, on every entry's decision.
+    pub id: crate::judge::RequestId,
 }
 
 impl ListRequest<'_> {
@@ -155,7 +157,7 @@ impl ListRequest<'_> {
             list_remediable: self.settings.discovery.list_remediable,
             request: self.request,
         };
-        self.settings.policy.judge().judge(case, entry).await
+        self.settings.policy.judge(self.id).judge(case, entry).await
     }
 
     /// Filters the entries of the list result in place, and seals its next cursor.

@@ -368,6 +368,7 @@ pub(crate) async fn run<S: Inner>(
     principal: &Principal,
     request: &McpRequest,
     record: TaskRecord,
+    id: crate::judge::RequestId,
 ) -> Reply {
     let revision = settings.denial.revision;
     let store = settings.tasks.store.clone();
@@ -386,7 +387,7 @@ pub(crate) async fn run<S: Inner>(
         tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
         return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
-    if let Err(change) = judge_again(settings, principal, &claimed, &held).await {
+    if let Err(change) = judge_again(settings, principal, &claimed, &held, id).await {
         return conclude(record_outcome(&store, &claimed, change).await);
     }
     let Some(inner_parts) = held_parts(parts, &claimed, &held) else {
@@ -454,6 +455,7 @@ async fn judge_again(
     principal: &Principal,
     claimed: &TaskRecord,
     held: &McpRequest,
+    id: crate::judge::RequestId,
 ) -> Result<(), TaskChange> {
     let approval = Approval {
         task_id: claimed.id.to_string(),
@@ -485,7 +487,7 @@ async fn judge_again(
         claimed,
         revision: settings.denial.revision,
     };
-    settings.policy.judge().judge(case, approved).await
+    settings.policy.judge(id).judge(case, approved).await
 }
 
 /// How a ruling on an approved call is said: `Ok` to run it, or the outcome to record

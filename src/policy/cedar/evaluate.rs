@@ -17,7 +17,7 @@ use super::load::Loaded;
 use super::mapping::{Mapped, map};
 use super::values::{Unrepresentable, to_cedar, value_to_cedar};
 use crate::mcp::{Arguments, Target};
-use crate::policy::{BoxError, Decision, Evaluation, Phase};
+use crate::policy::{BoxError, Decision, Evaluation, Explanation, Phase};
 
 const GENERIC_DENIAL: &str = "You are not allowed to do this.";
 const SCHEMA_DENIAL: &str = "The request does not match the authorization schema.";
@@ -218,11 +218,27 @@ pub(super) fn chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// Decides one evaluation on the set `loaded`.
+/// Decides one evaluation on the set `loaded`, and explains it: the set's version and the
+/// policies that determined the answer (none for a refusal before Cedar, or a default deny).
 pub(super) async fn decide(
     loaded: Arc<Loaded>,
     settings: Arc<Settings>,
     evaluation: Evaluation,
+) -> Result<Decision, BoxError> {
+    let version = Arc::clone(&loaded.version);
+    let explained = evaluation.clone();
+    let mut determining = Vec::new();
+    let decision = decide_on(loaded, settings, evaluation, &mut determining).await;
+    explained.explain(Explanation::new(determining).version(version));
+    decision
+}
+
+/// [`decide`], the ids of the determining policies put in `determining`.
+async fn decide_on(
+    loaded: Arc<Loaded>,
+    settings: Arc<Settings>,
+    evaluation: Evaluation,
+    determining: &mut Vec<String>,
 ) -> Result<Decision, BoxError> {
     if let Some(why) = drifted(&loaded, &evaluation) {
         // Only a tool the list has is named (an unlisted one may still be in the list).
@@ -267,8 +283,9 @@ pub(super) async fn decide(
     for error in response.diagnostics().errors() {
         // The policy's id only: Cedar's text quotes the values the policy was evaluated on.
         let AuthorizationError::PolicyEvaluationError(error) = error;
-        tracing::debug!(target: "mcp_gate::cedar", policy = %error.policy_id(), "a Cedar policy errored and was skipped");
+        tracing::warn!(target: "mcp_gate::cedar", policy = %error.policy_id(), "a Cedar policy errored and was skipped");
     }
+    determining.extend(response.diagnostics().reason().map(ToString::to_string));
     if response.decision() == CedarDecision::Allow {
         return Ok(Decision::allow());
     }
