@@ -147,6 +147,12 @@ pub struct AuditShadow {
     /// Its remedy's kind.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remediation: Option<&'static str>,
+    /// What the live policy ruled, before the phase said it (a confirmed `ask` is said
+    /// `allow`, say): what the shadow is compared with.
+    pub live_decision: &'static str,
+    /// The live policy's remedy kind.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub live_remediation: Option<&'static str>,
     /// Whether it differs from the live policy's ruling (decision or remedy kind).
     pub differs: bool,
     /// What it said decided.
@@ -175,6 +181,8 @@ impl AuditRecord {
             shadow: event.shadow.as_ref().map(|shadow| AuditShadow {
                 decision: shadow.verdict.decision.as_str(),
                 remediation: shadow.verdict.remediation.map(|r| r.as_str()),
+                live_decision: event.live.decision.as_str(),
+                live_remediation: event.live.remediation.map(|r| r.as_str()),
                 differs: shadow.verdict != event.live,
                 policy: shadow.explanation.map(AuditPolicy::of),
             }),

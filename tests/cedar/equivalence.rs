@@ -188,6 +188,15 @@ impl Side {
     async fn start(which: Which, configure: fn(GateBuilder) -> GateBuilder) -> Self {
         let approvals = Approvals::default();
         let policy = example_policy(which, &approvals, ORIGIN);
+        Self::start_with(approvals, policy, configure).await
+    }
+
+    /// The example server deciding with `policy` over `approvals` (`configure` adds options).
+    async fn start_with(
+        approvals: Approvals,
+        policy: Box<dyn Policy>,
+        configure: impl FnOnce(GateBuilder) -> GateBuilder,
+    ) -> Self {
         let keys = StaticKeys::from_jwks_json(&KEY.jwks_json()).expect("keys");
         let deploys = DeployCount::default();
         let server = GatedServer::start_replica(
@@ -1465,4 +1474,165 @@ async fn sdk_clients_see_the_same_on_both() {
         text("deploy").starts_with("deployed to prod"),
         "{python:#?}"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A shadow policy over the demo tour
+// ---------------------------------------------------------------------------------------------
+
+/// The example's Cedar set with one rule changed: `admin_report` needs `mcp:reports` instead of
+/// `mcp:admin` (rule `admin-report-needs-mcp-admin`). Written to a folder of this test's own.
+fn changed_set() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcp-gate-shadow-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    for entry in std::fs::read_dir(cedar_dir()).expect("the example set") {
+        let path = entry.expect("an entry").path();
+        let name = path.file_name().expect("a name").to_owned();
+        std::fs::copy(&path, dir.join(name)).expect("copied");
+    }
+    let policies = dir.join("policies.cedar");
+    let text = std::fs::read_to_string(&policies).expect("the policies");
+    let rule = "@id(\"admin-report-needs-mcp-admin\")\n@remediation(\"scopes\")\n@scopes(\"mcp:admin\")\n\
+                forbid (principal, action == Demo::Action::\"admin_report\", resource)\n\
+                when { context.gate.phase != \"discovery\" }\n\
+                unless { principal.scopes.contains(\"mcp:admin\") };";
+    assert!(
+        text.contains(rule),
+        "the rule to change is in the example set"
+    );
+    let changed = rule.replace("mcp:admin", "mcp:reports");
+    std::fs::write(&policies, text.replace(rule, &changed)).expect("written");
+    dir
+}
+
+/// An audit sink keeping every decision record as JSON.
+fn audit_sink() -> (Arc<Mutex<Vec<Value>>>, impl mcp_gate::audit::AuditSink) {
+    let kept: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let sink = kept.clone();
+    let sink = move |record: &mcp_gate::audit::AuditRecord| {
+        let json: Value = serde_json::from_str(&record.to_json()).expect("a record is JSON");
+        if json["type"] == "dev.mcp-gate.decision.v1" {
+            sink.lock()
+                .expect("not poisoned")
+                .push(json["data"].clone());
+        }
+    };
+    (kept, sink)
+}
+
+#[tokio::test]
+async fn a_shadow_set_with_one_rule_changed_counts_exactly_the_decisions_that_differ() {
+    let candidate = changed_set();
+    // The live example set, with the changed set as its shadow.
+    let approvals = Approvals::default();
+    let live = example_policy(Which::Cedar, &approvals, ORIGIN);
+    let shadow = cedar_policy::cedar_policy(&candidate, approvals.clone(), ORIGIN)
+        .expect("the changed set loads");
+    let (shadowed_records, sink) = audit_sink();
+    let shadowed = Side::start_with(approvals, live, move |builder| {
+        demo_options(builder).shadow_policy(shadow).audit(sink)
+    })
+    .await;
+    // The live example set alone; and the changed set live, with the example set as its
+    // shadow: the oracle, whose live rulings are the changed set's.
+    let plain = Side::start(Which::Cedar, demo_options).await;
+    let approvals = Approvals::default();
+    let changed = cedar_policy::cedar_policy(&candidate, approvals.clone(), ORIGIN)
+        .expect("the changed set loads");
+    let example = example_policy(Which::Cedar, &approvals, ORIGIN);
+    let (changed_records, sink) = audit_sink();
+    let changed_live = Side::start_with(approvals, Box::new(changed), move |builder| {
+        demo_options(builder).shadow_policy(example).audit(sink)
+    })
+    .await;
+
+    let with_shadow = demo_tour(&shadowed).await;
+    let without = demo_tour(&plain).await;
+    let changed_tour = demo_tour(&changed_live).await;
+    // Every answer is the live policy's.
+    assert_same(
+        "the demo with and without the shadow",
+        &with_shadow,
+        &without,
+    );
+    assert_ne!(
+        with_shadow.0, changed_tour.0,
+        "the changed rule changes an answer when it is live"
+    );
+
+    let shadowed_records = shadowed_records.lock().expect("not poisoned").clone();
+    let changed_records = changed_records.lock().expect("not poisoned").clone();
+    assert_eq!(
+        shadowed_records.len(),
+        changed_records.len(),
+        "both tours made the same decisions"
+    );
+    let mut differing = Vec::new();
+    for (at, (live, oracle)) in shadowed_records.iter().zip(&changed_records).enumerate() {
+        assert_eq!(
+            (&live["phase"], &live["method"], &live["target"]),
+            (&oracle["phase"], &oracle["method"], &oracle["target"]),
+            "decision {at}: the same question on both sides"
+        );
+        let word = |v: &Value| v.as_str().unwrap_or("none").to_owned();
+        let rulings = |r: &Value| {
+            let s = &r["shadow"];
+            (
+                (word(&s["live_decision"]), word(&s["live_remediation"])),
+                (word(&s["decision"]), word(&s["remediation"])),
+            )
+        };
+        // What the example set ruled, and what the changed set ruled, seen from each side.
+        let (example_here, changed_here) = rulings(live);
+        let (changed_there, example_there) = rulings(oracle);
+        assert_eq!(
+            changed_here, changed_there,
+            "decision {at}: the shadow rules as the changed set does when it is live: {live} / {oracle}"
+        );
+        assert_eq!(
+            example_here, example_there,
+            "decision {at}: {live} / {oracle}"
+        );
+        let differs = example_here != changed_here;
+        assert_eq!(live["shadow"]["differs"], differs, "decision {at}: {live}");
+        assert_eq!(
+            oracle["shadow"]["differs"], differs,
+            "decision {at}: {oracle}"
+        );
+        if differs {
+            differing.push(live.clone());
+        }
+    }
+    // The rule change shows on the tour, and only where the changed rule decides.
+    assert!(!differing.is_empty(), "the tour reaches the changed rule");
+    for record in &differing {
+        assert_eq!(record["target"]["name"], "admin_report", "{record}");
+        assert_eq!(
+            record["shadow"]["policy"]["determining"],
+            json!(["admin-report-needs-mcp-admin"]),
+            "{record}"
+        );
+        assert_eq!(
+            record["policy"]["determining"],
+            json!(["allow-by-default"]),
+            "{record}"
+        );
+    }
+    let counted = shadowed_records
+        .iter()
+        .filter(|r| r["shadow"]["differs"] == true)
+        .count();
+    assert_eq!(counted, differing.len());
+    // The live set's version names it, and the shadow's is another.
+    let first = &shadowed_records[0];
+    assert_ne!(
+        first["policy"]["version"],
+        first["shadow"]["policy"]["version"]
+    );
+    println!(
+        "{} decisions on the demo tour, {} differ under the changed rule",
+        shadowed_records.len(),
+        differing.len()
+    );
+    let _ = std::fs::remove_dir_all(&candidate);
 }
