@@ -827,7 +827,7 @@ impl GateBuilder {
                 timeout: self.body_timeout,
             },
             origins: self.origins(&uri),
-            sessions: self.built_session_store(),
+            sessions: crate::telemetry::measured_sessions(self.built_session_store()),
             answers: AnswerSettings {
                 max_bytes: MAX_ANSWER_BYTES,
                 read_timeout: self.inner_read_timeout,
@@ -1144,7 +1144,10 @@ impl GateBuilder {
                     None => crate::continuation::Keyring::random()?,
                 },
                 ttl: self.continuation_ttl,
-                replay: self.replay.clone().map(|slot| slot.0),
+                replay: self
+                    .replay
+                    .clone()
+                    .map(|slot| crate::telemetry::measured_replay(slot.0)),
             },
             max_rounds: self.max_rounds,
             development_mode: self.development_mode,
@@ -1154,11 +1157,12 @@ impl GateBuilder {
 
     fn task_settings(&self) -> TaskSettings {
         TaskSettings {
-            store: self
-                .task_store
-                .0
-                .clone()
-                .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
+            store: crate::telemetry::measured_tasks(
+                self.task_store
+                    .0
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
+            ),
             ttl_ms: duration_ms(self.task_ttl),
             poll_interval_ms: duration_ms(self.task_poll_interval),
             start: self.task_start.clone().map(|slot| slot.0),

@@ -43,15 +43,27 @@ impl Authenticator {
             return FirstStep::Decided(Err(AuthError::InvalidToken(InvalidToken::TooLarge)));
         }
         let key = digest(token);
-        if let Some(principal) = self.cache.as_ref().and_then(|cache| cache.get(&key)) {
-            return FirstStep::Decided(self.check_scopes(principal));
+        if let Some(cache) = &self.cache {
+            let cached = cache.get(&key);
+            crate::telemetry::token_cache(cached.is_some());
+            if let Some(principal) = cached {
+                return FirstStep::Decided(self.check_scopes(principal));
+            }
         }
         FirstStep::Verify { token, key }
     }
 
     /// Verifies a token that was not in the cache, caches it, and checks the endpoint scopes.
     pub async fn verify(&self, token: &str, key: TokenDigest) -> Result<Principal, AuthError> {
-        let (principal, max_age) = self.verify_uncached(token, &key).await?;
+        let started = std::time::Instant::now();
+        let mut method = "jwt";
+        let verified = self.verify_uncached(token, &key, &mut method).await;
+        let outcome = match &verified {
+            Ok(_) => "ok",
+            Err(error) => error.reason(),
+        };
+        crate::telemetry::token_verified(method, outcome, started.elapsed());
+        let (principal, max_age) = verified?;
         if let Some(cache) = &self.cache {
             cache.insert(key, &principal, max_age);
         }
@@ -62,6 +74,8 @@ impl Authenticator {
         &self,
         token: &str,
         #[cfg_attr(not(feature = "introspection"), allow(unused_variables))] key: &TokenDigest,
+        #[cfg_attr(not(feature = "introspection"), allow(unused_variables))]
+        method: &mut &'static str,
     ) -> Result<(Principal, Duration), AuthError> {
         if let Some(jwt) = self.jwt.as_ref().filter(|_| self.is_jwt(token)) {
             let principal = jwt.verify(token, &self.hierarchy).await?;
@@ -69,6 +83,7 @@ impl Authenticator {
         }
         #[cfg(feature = "introspection")]
         if let Some(introspector) = &self.introspector {
+            *method = "introspection";
             // One call for every request that bears this token meanwhile.
             let principal = introspector
                 .introspect_shared(token, key, &self.hierarchy)

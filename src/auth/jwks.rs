@@ -208,7 +208,9 @@ impl RemoteJwks {
         alg: Algorithm,
     ) -> Result<Arc<VerificationKey>, AuthError> {
         let mut refreshed = self.done.subscribe();
-        match self.current().find(kid, alg) {
+        let found = self.current().find(kid, alg);
+        crate::telemetry::jwks_lookup(matches!(found, Lookup::Found(_)));
+        match found {
             Lookup::Found(key) => {
                 self.refresh_if_old();
                 return Ok(key);
@@ -299,7 +301,9 @@ impl RemoteJwks {
 
     /// One refresh: fetch, replace the set on success, keep it on failure, wake the waiters.
     async fn refresh(self: Arc<Self>) {
-        match self.fetch().await {
+        let fetched = self.fetch().await;
+        crate::telemetry::jwks_fetch(fetched.is_ok());
+        match fetched {
             Ok(set) => {
                 tracing::debug!(target: "mcp_gate::keys", issuer = %self.issuer, keys = set.len(), "key set refreshed");
                 match self.keys.write() {

@@ -44,6 +44,13 @@ pub(crate) struct DecisionEvent<'a> {
     pub explanation: Option<&'a Explanation>,
     /// What the shadow policy ruled, when there is one.
     pub shadow: Option<Shadowed<'a>>,
+    /// The tool's name when a listing the layer read named it (a name the inner server
+    /// bounds, not one the caller chose): the only tool name a metric label may carry.
+    #[cfg_attr(
+        not(feature = "metrics"),
+        allow(dead_code, reason = "read by the metrics (feature `metrics`)")
+    )]
+    pub listed_tool: Option<&'a str>,
     /// How long the policy took.
     pub policy_time: Duration,
     /// How long the judgement took, from the question to the answer said.

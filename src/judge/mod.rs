@@ -107,6 +107,7 @@ impl<'a> Judge<'a> {
     /// event.
     pub async fn judge<E: Express>(&self, case: Case<'_>, express: E) -> E::Then {
         let started = Instant::now();
+        let listed = case.listed.is_some();
         let evaluation = Evaluation::new(EvaluationData {
             principal: case.principal.clone(),
             method: case.method.clone(),
@@ -157,6 +158,10 @@ impl<'a> Judge<'a> {
                 verdict: *verdict,
                 explanation: twin.explanation(),
             }),
+            listed_tool: match case.target {
+                Target::Tool { name, .. } if listed => Some(name.as_str()),
+                _ => None,
+            },
             policy_time,
             latency: started.elapsed(),
         };

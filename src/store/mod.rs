@@ -154,6 +154,25 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The error's kind, as metrics name it: one fixed word per variant.
+    #[cfg(feature = "metrics")]
+    pub(crate) fn kind(&self) -> &'static str {
+        match self {
+            Self::Full { .. } => "full",
+            Self::OwnerQuota { .. } => "owner_quota",
+            Self::OverBudget { .. } => "over_budget",
+            Self::Unavailable { .. } => "unavailable",
+            Self::Taken => "taken",
+            Self::Duplicate(_) => "duplicate",
+            Self::Expired(_) => "expired",
+            Self::Corrupt { .. } => "corrupt",
+            Self::UnsupportedSchema { .. } => "unsupported_schema",
+            Self::InvalidTransition { .. } => "invalid_transition",
+            Self::InvalidRecord(_) => "invalid_record",
+            Self::Config { .. } => "config",
+        }
+    }
+
     /// The store's configuration cannot be used, said as each store has always said it: the
     /// task store as [`Config`](Self::Config), the session and replay stores as
     /// [`Unavailable`](Self::Unavailable). Only the Redis stores have a configuration to refuse.

@@ -1,18 +1,35 @@
-//! Decision and refusal counters through the [`metrics`] facade (feature `metrics`).
+//! The gate's figures through the [`metrics`] facade (feature `metrics`).
 //!
 //! The facade, not an exporter: the application installs the recorder it runs (Prometheus,
 //! OpenTelemetry, StatsD, ...). With none installed a count costs the label list the macro
 //! builds (one allocation) and a look-up that finds no recorder: `docs/benchmarks.md` has the
-//! figures. Names follow OpenTelemetry's MCP conventions where one exists (`mcp.method.name`;
-//! a Prometheus exporter writes it `mcp_method_name`), the crate's own otherwise.
+//! figures. Names follow OpenTelemetry's MCP conventions where one exists (`mcp.method.name`,
+//! `gen_ai.tool.name`, `mcp.server.operation.duration`; a Prometheus exporter writes them
+//! `mcp_method_name`, ...), the crate's own otherwise. `docs/operations.md` lists every
+//! metric with its labels.
 //!
 //! | metric | labels |
 //! |---|---|
-//! | `mcp_gate_decisions_total` | `phase`, `decision`, `remediation` (`none` when there is none), `mcp.method.name` |
+//! | `mcp_gate_decisions_total` | `phase`, `decision`, `remediation` (`none` when there is none), `mcp.method.name`, `gen_ai.tool.name` (a listed tool's name, else `other`; `none` off tools) |
 //! | `mcp_gate_decision_refusals_total` | `reason`: why the layer refused to decide (`error`, `panic`, `timeout`, `unusable_remediation`, `no_randomness`) |
+//! | `mcp_gate_policy_duration_seconds` (histogram) | `phase` |
+//! | `mcp_gate_decision_duration_seconds` (histogram) | `phase`: from the question to the answer said |
+//! | `mcp_gate_shadow_decisions_total` | `phase`, `differs` (`true` / `false`) |
 //! | `mcp_gate_auth_refusals_total` | `reason`: the authentication failure's reason code; `status` (`400`, `401`, `403`, `503`, or `other`) |
+//! | `mcp_gate_token_cache_total` | `result` (`hit`, `miss`) |
+//! | `mcp_gate_token_verifications_total` | `method` (`jwt`, `introspection`), `outcome` (`ok` or the failure's reason code) |
+//! | `mcp_gate_token_verification_duration_seconds` (histogram) | `method` |
+//! | `mcp_gate_jwks_lookups_total` | `result` (`hit`, `miss`) |
+//! | `mcp_gate_jwks_fetches_total` | `outcome` (`ok`, `error`) |
+//! | `mcp_gate_store_operations_total` | `store` (`sessions`, `replay`, `tasks`), `backend` (`memory`, `redis`, `custom`), `operation`, `outcome` (`ok` or the error's kind) |
+//! | `mcp_gate_store_operation_duration_seconds` (histogram) | `store`, `backend`, `operation` |
+//! | `mcp_gate_quota_refusals_total` | `store`, `kind` (`full`, `owner_quota`, `over_budget`) |
+//! | `mcp_gate_policy_reloads_total` | `outcome` (`ok`, `refused`) |
+//! | `mcp_gate_policy_set_info` (gauge) | `version`: 1 for the set in force, 0 for one replaced |
 
-use metrics::counter;
+use std::time::Duration;
+
+use metrics::{counter, histogram};
 
 use crate::judge::{DecisionEvent, Observer};
 
@@ -25,32 +42,132 @@ const DECISIONS: &str = "mcp_gate_decisions_total";
 const DECISION_REFUSALS: &str = "mcp_gate_decision_refusals_total";
 /// The counter of requests refused before any decision, by authentication.
 const AUTH_REFUSALS: &str = "mcp_gate_auth_refusals_total";
+/// How long the policy took, per decision.
+const POLICY_DURATION: &str = "mcp_gate_policy_duration_seconds";
+/// How long a decision took, from the question to the answer said.
+const DECISION_DURATION: &str = "mcp_gate_decision_duration_seconds";
+/// Decisions a shadow policy was asked about, and whether it ruled otherwise.
+const SHADOW_DECISIONS: &str = "mcp_gate_shadow_decisions_total";
 
 impl Observer for DecisionMetrics {
     fn decided(&self, event: &DecisionEvent<'_>) {
         let said = event.said;
         let remediation = said.remediation.map_or("none", |r| r.as_str());
+        let tool = match (event.target.kind(), event.listed_tool) {
+            (_, Some(listed)) => listed.to_owned(),
+            ("tool", None) => "other".to_owned(),
+            _ => "none".to_owned(),
+        };
+        let phase = event.phase();
         counter!(
             DECISIONS,
-            "phase" => event.phase(),
+            "phase" => phase,
             "decision" => said.decision.as_str(),
             "remediation" => remediation,
             "mcp.method.name" => crate::mcp::method_label(event.method),
+            "gen_ai.tool.name" => tool,
         )
         .increment(1);
         if let Some(refusal) = &said.refusal {
             counter!(DECISION_REFUSALS, "reason" => refusal.as_str()).increment(1);
         }
+        histogram!(POLICY_DURATION, "phase" => phase).record(event.policy_time.as_secs_f64());
+        histogram!(DECISION_DURATION, "phase" => phase).record(event.latency.as_secs_f64());
+        if let Some(differs) = event.shadow_differs() {
+            let differs = if differs { "true" } else { "false" };
+            counter!(SHADOW_DECISIONS, "phase" => phase, "differs" => differs).increment(1);
+        }
     }
 
     fn auth_refused(&self, reason: &'static str, status: u16) {
-        let status = match status {
-            400 => "400",
-            401 => "401",
-            403 => "403",
-            503 => "503",
-            _ => "other",
-        };
-        counter!(AUTH_REFUSALS, "reason" => reason, "status" => status).increment(1);
+        counter!(AUTH_REFUSALS, "reason" => reason, "status" => status_label(status)).increment(1);
+    }
+}
+
+/// An HTTP status as a label: the few the layer writes, or `other`.
+fn status_label(status: u16) -> &'static str {
+    match status {
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        503 => "503",
+        _ => "other",
+    }
+}
+
+/// A token looked up in the verified-token cache.
+pub(crate) fn token_cache(hit: bool) {
+    let result = if hit { "hit" } else { "miss" };
+    counter!("mcp_gate_token_cache_total", "result" => result).increment(1);
+}
+
+/// A token verified (or not) by `method`, with the outcome and the time it took.
+pub(crate) fn token_verified(method: &'static str, outcome: &'static str, took: Duration) {
+    counter!("mcp_gate_token_verifications_total", "method" => method, "outcome" => outcome)
+        .increment(1);
+    histogram!("mcp_gate_token_verification_duration_seconds", "method" => method)
+        .record(took.as_secs_f64());
+}
+
+/// A key looked up in a remote key set: found at once, or not.
+pub(crate) fn jwks_lookup(hit: bool) {
+    let result = if hit { "hit" } else { "miss" };
+    counter!("mcp_gate_jwks_lookups_total", "result" => result).increment(1);
+}
+
+/// A remote key set fetched.
+pub(crate) fn jwks_fetch(ok: bool) {
+    let outcome = if ok { "ok" } else { "error" };
+    counter!("mcp_gate_jwks_fetches_total", "outcome" => outcome).increment(1);
+}
+
+/// A policy set in force, at its first load or a reload: `version` is 1, the one it
+/// replaced 0.
+#[cfg_attr(
+    not(feature = "cedar"),
+    allow(dead_code, reason = "only Cedar sets load")
+)]
+pub(crate) fn policy_in_force(replaced: Option<&str>, version: &str) {
+    if let Some(old) = replaced.filter(|old| *old != version) {
+        metrics::gauge!("mcp_gate_policy_set_info", "version" => old.to_owned()).set(0.0);
+    }
+    metrics::gauge!("mcp_gate_policy_set_info", "version" => version.to_owned()).set(1.0);
+}
+
+/// A policy set reloaded, or its reload refused (the old one stays).
+#[cfg_attr(
+    not(feature = "cedar"),
+    allow(dead_code, reason = "only Cedar reloads")
+)]
+pub(crate) fn policy_reload(ok: bool) {
+    let outcome = if ok { "ok" } else { "refused" };
+    counter!("mcp_gate_policy_reloads_total", "outcome" => outcome).increment(1);
+}
+
+/// One store operation: what it was, how it ended, and how long it took.
+pub(crate) fn store_operation(
+    store: &'static str,
+    backend: &'static str,
+    operation: &'static str,
+    outcome: &'static str,
+    took: Duration,
+) {
+    counter!(
+        "mcp_gate_store_operations_total",
+        "store" => store,
+        "backend" => backend,
+        "operation" => operation,
+        "outcome" => outcome,
+    )
+    .increment(1);
+    histogram!(
+        "mcp_gate_store_operation_duration_seconds",
+        "store" => store,
+        "backend" => backend,
+        "operation" => operation,
+    )
+    .record(took.as_secs_f64());
+    if matches!(outcome, "full" | "owner_quota" | "over_budget") {
+        counter!("mcp_gate_quota_refusals_total", "store" => store, "kind" => outcome).increment(1);
     }
 }
