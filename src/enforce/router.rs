@@ -2,6 +2,7 @@
 //! [`Route`] per class of the method table, each a route of its own under [`super::routes`].
 
 use http::request::Parts;
+use tracing::{Instrument, Span};
 
 use super::call::{Call, Routed, scrubbed};
 use super::reply::{method_not_found, refusal};
@@ -18,10 +19,15 @@ use crate::mcp::identity::stamp;
 use crate::mcp::request::{McpRequest, Message, classify};
 use crate::mcp::{Listing as ListingClass, MethodClass};
 use crate::settings::Settings;
+use crate::telemetry::trace;
 
 /// Reads the body, classifies it, works out its era, and sends it down its route. Routes that
 /// are rare or call the inner service more than once (initialize, discovery, lists, tasks)
 /// are boxed, so that they do not grow every request's future.
+///
+/// A JSON-RPC request gets its `mcp_gate::request` span here, once it is read (its `_meta`
+/// may name the trace it continues): the route runs inside it, and `span` is set to it for
+/// the caller's forwarding.
 pub(crate) async fn route<S: Inner>(
     settings: &Settings,
     inner: &mut S,
@@ -29,6 +35,7 @@ pub(crate) async fn route<S: Inner>(
     body: S::Req,
     principal: Principal,
     session: Option<Box<sessions::BoundSession>>,
+    span: &mut Span,
 ) -> Result<Routed<S::Res>, S::Error> {
     let limits = &settings.body;
     let bytes = match read_body(&parts.headers, body, limits.max_bytes, limits.timeout).await {
@@ -45,11 +52,28 @@ pub(crate) async fn route<S: Inner>(
         Ok(Message::Notification | Message::Response) => return Ok(Routed::Forward(parts, bytes)),
         Ok(Message::Request(request)) => request,
     };
+    *span = trace::request_span(&request, &parts.headers);
+    dispatch(settings, inner, parts, bytes, request, principal, session)
+        .instrument(span.clone())
+        .await
+}
+
+/// The era worked out, then the request sent down its route.
+async fn dispatch<S: Inner>(
+    settings: &Settings,
+    inner: &mut S,
+    parts: Box<Parts>,
+    bytes: bytes::Bytes,
+    request: Box<McpRequest>,
+    principal: Principal,
+    session: Option<Box<sessions::BoundSession>>,
+) -> Result<Routed<S::Res>, S::Error> {
     let known_session = session.as_deref().map(|s| &s.record);
     let protocol = match protocol_context(&request, &parts.headers, known_session) {
         Ok(protocol) => protocol,
         Err(error) => return Ok(Routed::reply(refusal(&error))),
     };
+    trace::protocol(&Span::current(), &protocol);
     let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
     let call = Call {
         settings,

@@ -98,7 +98,16 @@ impl<'a> Judge<'a> {
             listed: case.listed,
             approval: case.approval,
         });
-        let decision = policy::run(self.policy, evaluation, self.timeout).await;
+        let span = tracing::info_span!(
+            target: "mcp_gate::policy",
+            "mcp_gate::policy",
+            otel.kind = "internal",
+            mcp_gate.phase = case.phase.as_str(),
+            mcp_gate.decision = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let run = policy::run(self.policy, evaluation, self.timeout);
+        let decision = tracing::Instrument::instrument(run, span.clone()).await;
         let ruling = match decision {
             Ok(Decision::Allow) => Ruling::Allow,
             Ok(Decision::Ask { message }) => Ruling::Ask { message },
@@ -106,6 +115,7 @@ impl<'a> Judge<'a> {
             Ok(Decision::Abstain) => Ruling::Abstain,
             Err(failure) => Ruling::Failed(failure),
         };
+        spanned(&span, &ruling, case.phase);
         let judged = express.express(ruling).await;
         let event = DecisionEvent {
             principal: case.principal,
@@ -116,6 +126,24 @@ impl<'a> Judge<'a> {
         };
         self.observers.decided(&event);
         judged.then
+    }
+}
+
+/// The ruling on the policy's span, and on an invocation's request span (the current one).
+fn spanned(span: &tracing::Span, ruling: &Ruling, phase: Phase) {
+    let (decision, error) = match ruling {
+        Ruling::Allow => (DecisionKind::Allow, None),
+        Ruling::Ask { .. } => (DecisionKind::Ask, None),
+        Ruling::Deny(_) => (DecisionKind::Deny, Some("denied")),
+        Ruling::Abstain => (DecisionKind::Abstain, Some("abstained")),
+        Ruling::Failed(_) => (DecisionKind::Refused, Some("policy_failed")),
+    };
+    let spans = [Some(span.clone()), (phase == Phase::Invocation).then(tracing::Span::current)];
+    for span in spans.iter().flatten() {
+        span.record("mcp_gate.decision", decision.as_str());
+        if let Some(error) = error {
+            span.record("error.type", error);
+        }
     }
 }
 
