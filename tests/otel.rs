@@ -194,6 +194,34 @@ fn descends(spans: &[SpanData], span: &SpanData, ancestor: &SpanData) -> bool {
     false
 }
 
+/// Each `traceparent` the inner server received names one of the gate's inner spans, in
+/// `trace`, each under the request span (a modern call is forwarded, and the gate may ask the
+/// inner server for its identity beside it: one inner span per call).
+fn assert_inner_parents(spans: &[SpanData], seen: &[Option<String>], trace: TraceId) {
+    let request = named(spans, "tools/call echo");
+    let inner: Vec<&SpanData> = spans
+        .iter()
+        .filter(|span| span.name == "mcp_gate::inner")
+        .collect();
+    assert_eq!(inner.len(), seen.len(), "{seen:?}");
+    for span in &inner {
+        assert!(descends(spans, span, request), "{spans:#?}");
+        assert_eq!(span.span_context.trace_id(), trace);
+    }
+    for header in seen {
+        let header = header.as_deref().expect("a traceparent");
+        assert!(
+            inner.iter().any(|span| header
+                == format!(
+                    "00-{}-{}-01",
+                    span.span_context.trace_id(),
+                    span.span_context.span_id()
+                )),
+            "{header} names no inner span of the gate's"
+        );
+    }
+}
+
 fn trace_id(hex: &str) -> TraceId {
     TraceId::from_hex(hex).expect("a trace id")
 }
@@ -249,16 +277,13 @@ async fn the_request_span_names_the_call_and_nothing_secret() {
     for span in [request, http, verify, policy, inner] {
         assert_eq!(span.span_context.trace_id(), http.span_context.trace_id());
     }
-    // The inner server continued the trace under the gate's inner span.
-    let seen = setup.seen();
-    let inner_parent = format!(
-        "00-{}-{}-01",
-        inner.span_context.trace_id(),
-        inner.span_context.span_id()
-    );
-    assert_eq!(seen, [Some(inner_parent)]);
+    // The inner server continued the trace under the gate's inner spans.
+    assert_inner_parents(&spans, &setup.seen(), http.span_context.trace_id());
+
+    assert_nothing_secret(&spans, &token);
 
     // A second call with the same token: the cache answers.
+    exporter().reset();
     let reply = post(&setup, &token, &echo_call(42, json!({})), &[]).await;
     assert_eq!(reply.status, 200, "{reply:?}");
     let spans = spans_with("tools/call echo").await;
@@ -267,11 +292,15 @@ async fn the_request_span_names_the_call_and_nothing_secret() {
             && attribute(span, "mcp_gate.cache").as_deref() == Some("hit")),
         "{spans:#?}"
     );
+    assert_nothing_secret(&spans, &token);
+}
 
-    for span in &spans {
+/// No attribute of any span carries the token or the argument.
+fn assert_nothing_secret(spans: &[SpanData], token: &str) {
+    for span in spans {
         for kv in &span.attributes {
             let value = kv.value.to_string();
-            assert!(!value.contains(&token), "{} carries the token", kv.key);
+            assert!(!value.contains(token), "{} carries the token", kv.key);
             assert!(!value.contains(SECRET_ARGUMENT), "{} carries an argument", kv.key);
         }
     }
@@ -356,12 +385,7 @@ async fn the_trace_continues_from_meta() {
             .any(|link| link.span_context.span_id() == http.span_context.span_id()),
         "{request:#?}"
     );
-    let inner = named(&spans, "mcp_gate::inner");
-    assert_eq!(inner.span_context.trace_id(), trace_id(TRACE_ID));
-    assert!(descends(&spans, inner, request));
-    let seen = setup.seen();
-    let expected = format!("00-{TRACE_ID}-{}-01", inner.span_context.span_id());
-    assert_eq!(seen, [Some(expected)]);
+    assert_inner_parents(&spans, &setup.seen(), trace_id(TRACE_ID));
 }
 
 #[tokio::test]
@@ -381,10 +405,7 @@ async fn the_trace_continues_from_the_traceparent_header() {
     let request = named(&spans, "tools/call echo");
     assert_eq!(request.span_context.trace_id(), trace_id(HEADER_TRACE_ID));
     assert_eq!(request.parent_span_id, http.span_context.span_id());
-    let seen = setup.seen();
-    let inner = named(&spans, "mcp_gate::inner");
-    let expected = format!("00-{HEADER_TRACE_ID}-{}-01", inner.span_context.span_id());
-    assert_eq!(seen, [Some(expected)]);
+    assert_inner_parents(&spans, &setup.seen(), trace_id(HEADER_TRACE_ID));
 }
 
 #[tokio::test]
@@ -405,9 +426,7 @@ async fn meta_wins_over_the_header() {
     // The transport's span still continues the header's trace.
     let http = named(&spans, "POST");
     assert_eq!(http.span_context.trace_id(), trace_id(HEADER_TRACE_ID));
-    let seen = setup.seen();
-    let seen = seen[0].as_deref().expect("a traceparent");
-    assert!(seen.starts_with(&format!("00-{TRACE_ID}-")), "{seen}");
+    assert_inner_parents(&spans, &setup.seen(), trace_id(TRACE_ID));
 }
 
 #[tokio::test]
