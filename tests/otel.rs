@@ -53,8 +53,8 @@ fn exporter() -> &'static InMemorySpanExporter {
             .with_simple_exporter(exporter.clone())
             .build();
         let tracer = provider.tracer("mcp-gate-test");
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(tracer));
+        let subscriber =
+            tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(tracer));
         tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
         exporter
     })
@@ -242,22 +242,37 @@ async fn the_request_span_names_the_call_and_nothing_secret() {
 
     let spans = spans_with("tools/call echo").await;
     let request = named(&spans, "tools/call echo");
-    assert_eq!(attribute(request, "mcp.method.name").as_deref(), Some("tools/call"));
-    assert_eq!(attribute(request, "gen_ai.tool.name").as_deref(), Some("echo"));
+    assert_eq!(
+        attribute(request, "mcp.method.name").as_deref(),
+        Some("tools/call")
+    );
+    assert_eq!(
+        attribute(request, "gen_ai.tool.name").as_deref(),
+        Some("echo")
+    );
     assert_eq!(
         attribute(request, "gen_ai.operation.name").as_deref(),
         Some("execute_tool")
     );
-    assert_eq!(attribute(request, "jsonrpc.request.id").as_deref(), Some("41"));
+    assert_eq!(
+        attribute(request, "jsonrpc.request.id").as_deref(),
+        Some("41")
+    );
     assert_eq!(
         attribute(request, "mcp.protocol.version").as_deref(),
         Some("2026-07-28")
     );
-    assert_eq!(attribute(request, "mcp_gate.decision").as_deref(), Some("allow"));
+    assert_eq!(
+        attribute(request, "mcp_gate.decision").as_deref(),
+        Some("allow")
+    );
     assert_eq!(request.span_kind, opentelemetry::trace::SpanKind::Server);
 
     let http = named(&spans, "POST");
-    assert_eq!(attribute(http, "http.request.method").as_deref(), Some("POST"));
+    assert_eq!(
+        attribute(http, "http.request.method").as_deref(),
+        Some("POST")
+    );
     assert_eq!(
         attribute(http, "http.response.status_code").as_deref(),
         Some("200")
@@ -271,8 +286,14 @@ async fn the_request_span_names_the_call_and_nothing_secret() {
     assert_eq!(attribute(verify, "mcp_gate.outcome").as_deref(), Some("ok"));
     assert_eq!(attribute(verify, "mcp_gate.cache").as_deref(), Some("miss"));
     assert!(descends(&spans, policy, request), "{spans:#?}");
-    assert_eq!(attribute(policy, "mcp_gate.phase").as_deref(), Some("invocation"));
-    assert_eq!(attribute(policy, "mcp_gate.decision").as_deref(), Some("allow"));
+    assert_eq!(
+        attribute(policy, "mcp_gate.phase").as_deref(),
+        Some("invocation")
+    );
+    assert_eq!(
+        attribute(policy, "mcp_gate.decision").as_deref(),
+        Some("allow")
+    );
     assert!(descends(&spans, inner, request), "{spans:#?}");
     for span in [request, http, verify, policy, inner] {
         assert_eq!(span.span_context.trace_id(), http.span_context.trace_id());
@@ -301,7 +322,11 @@ fn assert_nothing_secret(spans: &[SpanData], token: &str) {
         for kv in &span.attributes {
             let value = kv.value.to_string();
             assert!(!value.contains(token), "{} carries the token", kv.key);
-            assert!(!value.contains(SECRET_ARGUMENT), "{} carries an argument", kv.key);
+            assert!(
+                !value.contains(SECRET_ARGUMENT),
+                "{} carries an argument",
+                kv.key
+            );
         }
     }
 }
@@ -343,7 +368,10 @@ async fn a_legacy_session_is_named_by_its_digest() {
 
     let spans = spans_with("tools/call echo").await;
     let request = named(&spans, "tools/call echo");
-    assert_eq!(attribute(request, "jsonrpc.request.id").as_deref(), Some("call-7"));
+    assert_eq!(
+        attribute(request, "jsonrpc.request.id").as_deref(),
+        Some("call-7")
+    );
     assert_eq!(
         attribute(request, "mcp.protocol.version").as_deref(),
         Some("2025-11-25")
@@ -355,7 +383,11 @@ async fn a_legacy_session_is_named_by_its_digest() {
     for span in &spans {
         for kv in &span.attributes {
             let value = kv.value.to_string();
-            assert!(!value.contains(&session), "{} carries the session id", kv.key);
+            assert!(
+                !value.contains(&session),
+                "{} carries the session id",
+                kv.key
+            );
             assert!(!value.contains(&token), "{} carries the token", kv.key);
         }
     }
@@ -446,7 +478,10 @@ async fn an_invalid_traceparent_starts_a_fresh_trace() {
     let http = named(&spans, "POST");
     assert_eq!(http.parent_span_id, SpanId::INVALID);
     let request = named(&spans, "tools/call echo");
-    assert_eq!(request.span_context.trace_id(), http.span_context.trace_id());
+    assert_eq!(
+        request.span_context.trace_id(),
+        http.span_context.trace_id()
+    );
     assert_eq!(request.parent_span_id, http.span_context.span_id());
     assert_ne!(request.span_context.trace_id(), trace_id(TRACE_ID));
 }

@@ -101,7 +101,17 @@ pub(crate) async fn after_authentication<S: Inner>(
     }
     // The JSON-RPC request's span, once `route` has read the request (none if it was not one).
     let mut request_span = Span::none();
-    match route(&settings, &mut inner, parts, body, principal, session, &mut request_span).await? {
+    match route(
+        &settings,
+        &mut inner,
+        parts,
+        body,
+        principal,
+        session,
+        &mut request_span,
+    )
+    .await?
+    {
         Routed::Forward(parts, bytes) => {
             let call = request_span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
             forwarded(call.instrument(request_span).await)

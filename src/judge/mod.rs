@@ -138,7 +138,10 @@ fn spanned(span: &tracing::Span, ruling: &Ruling, phase: Phase) {
         Ruling::Abstain => (DecisionKind::Abstain, Some("abstained")),
         Ruling::Failed(_) => (DecisionKind::Refused, Some("policy_failed")),
     };
-    let spans = [Some(span.clone()), (phase == Phase::Invocation).then(tracing::Span::current)];
+    let spans = [
+        Some(span.clone()),
+        (phase == Phase::Invocation).then(tracing::Span::current),
+    ];
     for span in spans.iter().flatten() {
         span.record("mcp_gate.decision", decision.as_str());
         if let Some(error) = error {
