@@ -99,22 +99,12 @@ pub(crate) async fn after_authentication<S: Inner>(
             return Box::pin(bodyless(&settings, inner, *parts, session.as_deref())).await;
         }
     }
-    // The JSON-RPC request's span, once `route` has read the request (none if it was not one).
-    let mut request_span = Span::none();
-    match route(
-        &settings,
-        &mut inner,
-        parts,
-        body,
-        principal,
-        session,
-        &mut request_span,
-    )
-    .await?
-    {
-        Routed::Forward(parts, bytes) => {
-            let call = request_span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
-            forwarded(call.instrument(request_span).await)
+    match route(&settings, &mut inner, parts, body, principal, session).await? {
+        Routed::Forward(mut parts, bytes) => {
+            // The JSON-RPC request's span, if `route` read one (none for a notification).
+            let span = trace::RequestSpan::take(&mut parts.extensions);
+            let call = span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
+            forwarded(call.instrument(span).await)
         }
         Routed::Respond(response) => Ok(response),
     }

@@ -26,8 +26,9 @@ use crate::telemetry::trace;
 /// are boxed, so that they do not grow every request's future.
 ///
 /// A JSON-RPC request gets its `mcp_gate::request` span here, once it is read (its `_meta`
-/// may name the trace it continues): the route runs inside it, and `span` is set to it for
-/// the caller's forwarding.
+/// may name the trace it continues): the route runs inside it, and a request it forwards
+/// carries it to the caller in its extensions ([`trace::RequestSpan`], taken out before the
+/// inner service sees them).
 pub(crate) async fn route<S: Inner>(
     settings: &Settings,
     inner: &mut S,
@@ -35,7 +36,6 @@ pub(crate) async fn route<S: Inner>(
     body: S::Req,
     principal: Principal,
     session: Option<Box<sessions::BoundSession>>,
-    span: &mut Span,
 ) -> Result<Routed<S::Res>, S::Error> {
     let limits = &settings.body;
     let bytes = match read_body(&parts.headers, body, limits.max_bytes, limits.timeout).await {
@@ -52,52 +52,44 @@ pub(crate) async fn route<S: Inner>(
         Ok(Message::Notification | Message::Response) => return Ok(Routed::Forward(parts, bytes)),
         Ok(Message::Request(request)) => request,
     };
-    *span = trace::request_span(&request, &parts.headers);
-    dispatch(settings, inner, parts, bytes, request, principal, session)
-        .instrument(span.clone())
-        .await
-}
-
-/// The era worked out, then the request sent down its route.
-async fn dispatch<S: Inner>(
-    settings: &Settings,
-    inner: &mut S,
-    parts: Box<Parts>,
-    bytes: bytes::Bytes,
-    request: Box<McpRequest>,
-    principal: Principal,
-    session: Option<Box<sessions::BoundSession>>,
-) -> Result<Routed<S::Res>, S::Error> {
-    let known_session = session.as_deref().map(|s| &s.record);
-    let protocol = match protocol_context(&request, &parts.headers, known_session) {
-        Ok(protocol) => protocol,
-        Err(error) => return Ok(Routed::reply(refusal(&error))),
+    let span = trace::request_span(&request, &parts.headers);
+    let mut parts = parts;
+    trace::RequestSpan::carry(&mut parts.extensions, &span);
+    // The rest inside the request's span: an async block, not a function, so that what it
+    // holds is stored once in the request's future.
+    let routed = async move {
+        let known_session = session.as_deref().map(|s| &s.record);
+        let protocol = match protocol_context(&request, &parts.headers, known_session) {
+            Ok(protocol) => protocol,
+            Err(error) => return Ok(Routed::reply(refusal(&error))),
+        };
+        trace::protocol(&Span::current(), &protocol);
+        let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
+        let call = Call {
+            settings,
+            principal,
+            parts,
+            bytes,
+            request,
+            protocol,
+        };
+        match route {
+            Route::Initialize => Box::pin(call.initialize(inner)).await,
+            Route::Discover => Box::pin(call.discover(inner)).await,
+            Route::Lifecycle => Ok(call.forward()),
+            Route::Listing(class) => Box::pin(call.listing(inner, class)).await,
+            Route::Tasks => Box::pin(call.tasks(inner)).await,
+            Route::Guarded => guarded::guard(call, inner).await,
+            Route::JudgedUnknown => guarded::guard(call.into_other(), inner).await,
+            // Answered as a server answers a method it does not have: never forwarded, and never
+            // shown to a policy that might allow by default.
+            Route::Unknown => Ok(Routed::reply(method_not_found(
+                &call.request,
+                &call.protocol,
+            ))),
+        }
     };
-    trace::protocol(&Span::current(), &protocol);
-    let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
-    let call = Call {
-        settings,
-        principal,
-        parts,
-        bytes,
-        request,
-        protocol,
-    };
-    match route {
-        Route::Initialize => Box::pin(call.initialize(inner)).await,
-        Route::Discover => Box::pin(call.discover(inner)).await,
-        Route::Lifecycle => Ok(call.forward()),
-        Route::Listing(class) => Box::pin(call.listing(inner, class)).await,
-        Route::Tasks => Box::pin(call.tasks(inner)).await,
-        Route::Guarded => guarded::guard(call, inner).await,
-        Route::JudgedUnknown => guarded::guard(call.into_other(), inner).await,
-        // Answered as a server answers a method it does not have: never forwarded, and never
-        // shown to a policy that might allow by default.
-        Route::Unknown => Ok(Routed::reply(method_not_found(
-            &call.request,
-            &call.protocol,
-        ))),
-    }
+    routed.instrument(span).await
 }
 
 /// Where a classified request goes: one route per class of the

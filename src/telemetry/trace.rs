@@ -141,6 +141,28 @@ pub(crate) fn request_span(request: &McpRequest, headers: &HeaderMap) -> Span {
     span
 }
 
+/// The JSON-RPC request's span, carried in a forwarded request's extensions from the route
+/// that made it to the step that forwards it, and taken out before the inner service sees
+/// them. Carried only when a subscriber is interested: no allocation otherwise.
+#[derive(Clone)]
+pub(crate) struct RequestSpan(Span);
+
+impl RequestSpan {
+    /// Puts `span` in `extensions`, unless it is disabled.
+    pub(crate) fn carry(extensions: &mut http::Extensions, span: &Span) {
+        if !span.is_disabled() {
+            extensions.insert(Self(span.clone()));
+        }
+    }
+
+    /// Takes the span out of `extensions` (a disabled span if there is none).
+    pub(crate) fn take(extensions: &mut http::Extensions) -> Span {
+        extensions
+            .remove::<Self>()
+            .map_or_else(Span::none, |carried| carried.0)
+    }
+}
+
 /// The protocol version the request's era settled on, on its span.
 pub(crate) fn protocol(span: &Span, protocol: &ProtocolContext) {
     if let Some(version) = &protocol.protocol_version {
