@@ -104,6 +104,7 @@
 //! | `introspection` | no | opaque tokens through RFC 7662, with the `oauth2` crate; implies `jwks` | none |
 //! | `axum` | yes | the `Principal` extractor and [`Gate::metadata_router`] | none |
 //! | `redis` | no | the Redis stores shared between replicas (`store::tasks::RedisTaskStore` and the others in [`store`]), built from a URL or the application's own client | none |
+//! | `opentelemetry` | no | W3C trace context for the gate's `tracing` spans (through `tracing-opentelemetry`): a request's span continues `params._meta.traceparent`, else the `traceparent` header, and the inner server is sent the gate's own (`docs/operations.md`) | none |
 //!
 //! The features are additive. At least one JWT backend must be on, or the application
 //! installs a `jsonwebtoken::crypto::CryptoProvider` itself; otherwise [`GateBuilder::build`]

@@ -10,8 +10,11 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
+use tracing::Instrument;
+use tracing::instrument::Instrumented;
 
 pub(crate) use crate::policy::BoxError;
+use crate::telemetry::trace;
 
 /// The wrapped service, with the bodies it is called with and answers with: cloneable,
 /// sendable, with a sendable future.
@@ -46,7 +49,8 @@ pub(crate) trait Bodies {
 
 /// A service the layer wraps, with the request and response bodies of the `Service` impl the
 /// layer calls it through: a service may be called with more than one body type, so the
-/// bodies are named beside it. Calls pass straight through.
+/// bodies are named beside it. Calls pass straight through, each in its own `mcp_gate::inner`
+/// span (which, with feature `opentelemetry`, the request's trace context headers name).
 pub(crate) struct InnerService<S, ReqBody, ResBody> {
     service: S,
     bodies: PhantomData<fn(ReqBody) -> ResBody>,
@@ -74,14 +78,15 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = Instrumented<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.service.poll_ready(cx)
     }
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
-        self.service.call(request)
+        let (future, span) = trace::call_inner(&mut self.service, request);
+        future.instrument(span)
     }
 }
 

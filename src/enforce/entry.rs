@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Response, header};
+use tracing::{Instrument, Span};
 
 use super::call::{Routed, forwarded, replied, start};
 use super::reply::{auth_refusal, bodyless_refusal};
@@ -20,6 +21,7 @@ use crate::enforce::bounds::Inner;
 use crate::enforce::buffer::{close_if_unread, declares_body};
 use crate::mcp::era::SESSION_HEADER;
 use crate::settings::Settings;
+use crate::telemetry::trace;
 
 /// What a request carries once the shell let it in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,10 +67,16 @@ pub(crate) async fn after_authentication<S: Inner>(
             let (token, key) = *unverified;
             // Boxed: verification (signature, key refresh, introspection) is the rare path once
             // the token cache is warm, and its future is large.
-            let verify = Box::pin(settings.authenticator.verify(&token, key));
-            match verify.await {
+            let span = trace::verify_span(&Span::current(), "miss");
+            let verify = settings.authenticator.verify(&token, key);
+            let verified = Box::pin(verify.instrument(span.clone())).await;
+            trace::verified(&span, verified.as_ref().err().map(|error| error.reason()));
+            match verified {
                 Ok(principal) => principal,
-                Err(error) => return Ok(replied(auth_refusal(&settings, &error, &parts))),
+                Err(error) => {
+                    trace::refused(&Span::current(), error.reason());
+                    return Ok(replied(auth_refusal(&settings, &error, &parts)));
+                }
             }
         }
     };
@@ -92,8 +100,11 @@ pub(crate) async fn after_authentication<S: Inner>(
         }
     }
     match route(&settings, &mut inner, parts, body, principal, session).await? {
-        Routed::Forward(parts, bytes) => {
-            forwarded(start(&mut inner, *parts, S::Req::from(bytes)).await)
+        Routed::Forward(mut parts, bytes) => {
+            // The JSON-RPC request's span, if `route` read one (none for a notification).
+            let span = trace::RequestSpan::take(&mut parts.extensions);
+            let call = span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
+            forwarded(call.instrument(span).await)
         }
         Routed::Respond(response) => Ok(response),
     }

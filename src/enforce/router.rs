@@ -2,6 +2,7 @@
 //! [`Route`] per class of the method table, each a route of its own under [`super::routes`].
 
 use http::request::Parts;
+use tracing::{Instrument, Span};
 
 use super::call::{Call, Routed, scrubbed};
 use super::reply::{method_not_found, refusal};
@@ -19,10 +20,16 @@ use crate::mcp::identity::stamp;
 use crate::mcp::request::{McpRequest, Message, classify};
 use crate::mcp::{Listing as ListingClass, MethodClass};
 use crate::settings::Settings;
+use crate::telemetry::trace;
 
 /// Reads the body, classifies it, works out its era, and sends it down its route. Routes that
 /// are rare or call the inner service more than once (initialize, discovery, lists, tasks)
 /// are boxed, so that they do not grow every request's future.
+///
+/// A JSON-RPC request gets its `mcp_gate::request` span here, once it is read (its `_meta`
+/// may name the trace it continues): the route runs inside it, and a request it forwards
+/// carries it to the caller in its extensions ([`trace::RequestSpan`], taken out before the
+/// inner service sees them).
 pub(crate) async fn route<S: Inner>(
     settings: &Settings,
     inner: &mut S,
@@ -46,36 +53,45 @@ pub(crate) async fn route<S: Inner>(
         Ok(Message::Notification | Message::Response) => return Ok(Routed::Forward(parts, bytes)),
         Ok(Message::Request(request)) => request,
     };
-    let known_session = session.as_deref().map(|s| &s.record);
-    let protocol = match protocol_context(&request, &parts.headers, known_session) {
-        Ok(protocol) => protocol,
-        Err(error) => return Ok(Routed::reply(refusal(&error))),
+    let span = trace::request_span(&request, &parts.headers);
+    let mut parts = parts;
+    trace::RequestSpan::carry(&mut parts.extensions, &span);
+    // The rest inside the request's span: an async block, not a function, so that what it
+    // holds is stored once in the request's future.
+    let routed = async move {
+        let known_session = session.as_deref().map(|s| &s.record);
+        let protocol = match protocol_context(&request, &parts.headers, known_session) {
+            Ok(protocol) => protocol,
+            Err(error) => return Ok(Routed::reply(refusal(&error))),
+        };
+        trace::protocol(&Span::current(), &protocol);
+        let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
+        let call = Call {
+            settings,
+            id: RequestId::next(),
+            principal,
+            parts,
+            bytes,
+            request,
+            protocol,
+        };
+        match route {
+            Route::Initialize => Box::pin(call.initialize(inner)).await,
+            Route::Discover => Box::pin(call.discover(inner)).await,
+            Route::Lifecycle => Ok(call.forward()),
+            Route::Listing(class) => Box::pin(call.listing(inner, class)).await,
+            Route::Tasks => Box::pin(call.tasks(inner)).await,
+            Route::Guarded => guarded::guard(call, inner).await,
+            Route::JudgedUnknown => guarded::guard(call.into_other(), inner).await,
+            // Answered as a server answers a method it does not have: never forwarded, and never
+            // shown to a policy that might allow by default.
+            Route::Unknown => Ok(Routed::reply(method_not_found(
+                &call.request,
+                &call.protocol,
+            ))),
+        }
     };
-    let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
-    let call = Call {
-        settings,
-        id: RequestId::next(),
-        principal,
-        parts,
-        bytes,
-        request,
-        protocol,
-    };
-    match route {
-        Route::Initialize => Box::pin(call.initialize(inner)).await,
-        Route::Discover => Box::pin(call.discover(inner)).await,
-        Route::Lifecycle => Ok(call.forward()),
-        Route::Listing(class) => Box::pin(call.listing(inner, class)).await,
-        Route::Tasks => Box::pin(call.tasks(inner)).await,
-        Route::Guarded => guarded::guard(call, inner).await,
-        Route::JudgedUnknown => guarded::guard(call.into_other(), inner).await,
-        // Answered as a server answers a method it does not have: never forwarded, and never
-        // shown to a policy that might allow by default.
-        Route::Unknown => Ok(Routed::reply(method_not_found(
-            &call.request,
-            &call.protocol,
-        ))),
-    }
+    routed.instrument(span).await
 }
 
 /// Where a classified request goes: one route per class of the

@@ -119,8 +119,17 @@ impl<'a> Judge<'a> {
             approval: case.approval,
             explained: std::sync::OnceLock::new(),
         });
+        let span = tracing::info_span!(
+            target: "mcp_gate::policy",
+            "mcp_gate::policy",
+            otel.kind = "internal",
+            mcp_gate.phase = case.phase.as_str(),
+            mcp_gate.decision = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
         let live = async {
-            let answer = policy::run(self.policy, evaluation.clone(), self.timeout).await;
+            let run = policy::run(self.policy, evaluation.clone(), self.timeout);
+            let answer = tracing::Instrument::instrument(run, span.clone()).await;
             (answer, started.elapsed())
         };
         let (decision, policy_time, candidate) = match self.shadow {
@@ -144,6 +153,7 @@ impl<'a> Judge<'a> {
             Ok(Decision::Abstain) => Ruling::Abstain,
             Err(failure) => Ruling::Failed(failure),
         };
+        spanned(&span, &ruling, case.phase);
         let judged = express.express(ruling).await;
         let event = DecisionEvent {
             request: self.request,
@@ -167,6 +177,27 @@ impl<'a> Judge<'a> {
         };
         self.observers.decided(&event);
         judged.then
+    }
+}
+
+/// The ruling on the policy's span, and on an invocation's request span (the current one).
+fn spanned(span: &tracing::Span, ruling: &Ruling, phase: Phase) {
+    let (decision, error) = match ruling {
+        Ruling::Allow => (DecisionKind::Allow, None),
+        Ruling::Ask { .. } => (DecisionKind::Ask, None),
+        Ruling::Deny(_) => (DecisionKind::Deny, Some("denied")),
+        Ruling::Abstain => (DecisionKind::Abstain, Some("abstained")),
+        Ruling::Failed(_) => (DecisionKind::Refused, Some("policy_failed")),
+    };
+    let spans = [
+        Some(span.clone()),
+        (phase == Phase::Invocation).then(tracing::Span::current),
+    ];
+    for span in spans.iter().flatten() {
+        span.record("mcp_gate.decision", decision.as_str());
+        if let Some(error) = error {
+            span.record("error.type", error);
+        }
     }
 }
 

@@ -6,6 +6,7 @@ use std::task::{Context, Poll, ready};
 
 use http::Response;
 use pin_project_lite::pin_project;
+use tracing::Span;
 
 use crate::enforce::body::GateBody;
 use crate::enforce::reply::Reply;
@@ -14,17 +15,21 @@ type Pending<B, E> = Pin<Box<dyn Future<Output = Result<Response<GateBody<B>>, E
 
 pin_project! {
     /// Resolves to the inner service's response, or to the layer's refusal.
+    ///
+    /// Polled inside the request's `mcp_gate::http` span, which is given the response's
+    /// status when it is ready.
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         kind: Kind<F, B, E>,
+        span: Span,
     }
 }
 
 pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
-        // The token was cached: the inner call is under way.
-        Forwarded { #[pin] future: F },
+        // The token was cached: the inner call is under way, in its own span.
+        Forwarded { #[pin] future: F, inner: Span },
         // The layer replied without awaiting anything (a refusal, the metadata document).
         Replied { reply: Option<Reply> },
         // Verification, classification or evaluation is under way; the inner call follows inside.
@@ -33,23 +38,32 @@ pin_project! {
 }
 
 impl<F, B, E> ResponseFuture<F, B, E> {
-    pub(crate) fn forwarded(future: F) -> Self {
-        Self {
-            kind: Kind::Forwarded { future },
-        }
+    /// The inner call under way (`future`), made inside the `inner` span.
+    pub(crate) fn forwarded((future, inner): (F, Span)) -> Self {
+        Self::of(Kind::Forwarded { future, inner })
     }
 
     /// A reply the layer wrote itself (a refusal, the metadata document).
     pub(crate) fn replied(reply: Reply) -> Self {
+        Self::of(Kind::Replied { reply: Some(reply) })
+    }
+
+    /// Verification, classification or evaluation under way.
+    pub(crate) fn pending(future: Pending<B, E>) -> Self {
+        Self::of(Kind::Pending { future })
+    }
+
+    fn of(kind: Kind<F, B, E>) -> Self {
         Self {
-            kind: Kind::Replied { reply: Some(reply) },
+            kind,
+            span: Span::none(),
         }
     }
 
-    pub(crate) fn pending(future: Pending<B, E>) -> Self {
-        Self {
-            kind: Kind::Pending { future },
-        }
+    /// The same future, polled inside the request's `span`.
+    pub(crate) fn in_span(mut self, span: Span) -> Self {
+        self.span = span;
+        self
     }
 }
 
@@ -60,16 +74,20 @@ where
     type Output = Result<Response<GateBody<B>>, E>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Forwarded { future } => {
-                let response = ready!(future.poll(cx))?;
-                Poll::Ready(Ok(response.map(GateBody::inner)))
+        let this = self.project();
+        let _entered = this.span.enter();
+        let response = match this.kind.project() {
+            KindProj::Forwarded { future, inner } => {
+                let response = ready!(inner.in_scope(|| future.poll(cx)))?;
+                response.map(GateBody::inner)
             }
             KindProj::Replied { reply } => match reply.take() {
-                Some(reply) => Poll::Ready(Ok(reply.map(GateBody::reply))),
+                Some(reply) => reply.map(GateBody::reply),
                 None => panic!("ResponseFuture polled after completion"),
             },
-            KindProj::Pending { future } => future.as_mut().poll(cx),
-        }
+            KindProj::Pending { future } => ready!(future.as_mut().poll(cx))?,
+        };
+        crate::telemetry::trace::responded(this.span, response.status());
+        Poll::Ready(Ok(response))
     }
 }

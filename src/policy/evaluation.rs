@@ -40,6 +40,17 @@ pub enum Phase {
     Approval,
 }
 
+impl Phase {
+    /// The phase as the decision log and the `mcp_gate::policy` span name it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Invocation => "invocation",
+            Self::Discovery => "discovery",
+            Self::Approval => "approval",
+        }
+    }
+}
+
 /// The out-of-band approval of a held call, shown to `evaluate` before the call runs.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

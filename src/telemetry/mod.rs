@@ -1,21 +1,27 @@
 //! What operators see of the gate: figures hung on the judge's observer seam
-//! ([`crate::judge::Observer`]), never on the places that decide; and, outside the judge, one
+//! ([`crate::judge::Observer`]), never on the places that decide; outside the judge, one
 //! measuring point per step that is not a decision (token verification, the key sets, the
-//! stores, policy reloads).
+//! stores, policy reloads); and the spans of each request ([`trace`]; its trace context with
+//! feature `opentelemetry`).
 //!
-//! Threat: telemetry is a channel out of the gate. A label that carries what a caller chose (a
-//! subject, a token, an argument, a URI, an unknown method or tool name) leaks it to whoever
-//! reads the figures, and lets one caller mint series without bound until the collector
-//! falls over. So every label here is one of a closed set of words the crate itself defines,
-//! or a name the inner server bounds (a listed tool's).
+//! Threat: telemetry is a channel out of the gate. A label or a span attribute that carries
+//! what a caller chose (a subject, a token, an argument, a URI, an unknown method or tool name)
+//! leaks it to whoever reads the figures, and a label lets one caller mint series without bound
+//! until the collector falls over. So every label here is one of a closed set of words the crate
+//! itself defines, or a name the inner server bounds (a listed tool's); and every span
+//! attribute such a word, a number, a digest, or one of the two bounded texts OpenTelemetry's
+//! MCP conventions name (see [`trace`]).
 //!
 //! The measuring points below are functions that do nothing without feature `metrics`, so the
 //! places that call them read the same either way.
 
 #[cfg(feature = "metrics")]
 mod metrics;
+#[cfg(feature = "opentelemetry")]
+mod otel;
 #[cfg(feature = "metrics")]
 mod stores;
+pub(crate) mod trace;
 
 #[cfg(feature = "metrics")]
 pub(crate) use metrics::DecisionMetrics;
