@@ -59,8 +59,6 @@ impl<B> Routed<B> {
 /// A classified request on its way through the layer: what every route is given.
 pub(crate) struct Call<'a> {
     pub settings: &'a Settings,
-    /// The request's id, on every decision made in it.
-    pub id: crate::judge::RequestId,
     pub principal: Principal,
     pub parts: Box<Parts>,
     pub bytes: Bytes,

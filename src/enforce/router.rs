@@ -68,7 +68,6 @@ pub(crate) async fn route<S: Inner>(
         let route = Route::of(&request, settings.policy.evaluate_unknown_methods);
         let call = Call {
             settings,
-            id: RequestId::next(),
             principal,
             parts,
             bytes,
@@ -157,7 +156,7 @@ impl Call<'_> {
             request: &self.request,
             protocol: &self.protocol,
             class,
-            id: self.id,
+            id: RequestId::next(),
         };
         Ok(Routed::Respond(
             listing.run(inner, *self.parts, body).await?,
@@ -186,7 +185,7 @@ impl Call<'_> {
                     principal,
                     &self.request,
                     *record,
-                    self.id,
+                    RequestId::next(),
                 );
                 let response = run.await;
                 Ok(Routed::reply(match identity {

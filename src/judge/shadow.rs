@@ -51,11 +51,10 @@ pub(crate) struct Shadowed<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Remediation;
 
     #[test]
     fn verdicts_compare_the_decision_and_the_remedy_kind_only() {
-        let deny = |message: &str| Ok(Decision::Deny(Remediation::unavailable(message)));
+        let deny = |message: &str| Ok(Decision::unavailable(message));
         assert_eq!(Verdict::of(&deny("one")), Verdict::of(&deny("other")));
         assert_ne!(Verdict::of(&deny("one")), Verdict::of(&Ok(Decision::Allow)));
         let failed = Verdict::of(&Err(PolicyFailure::Panicked));

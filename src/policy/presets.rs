@@ -267,6 +267,7 @@ mod tests {
                 })
             }),
             approval: None,
+            explained: std::sync::OnceLock::new(),
         })
     }
 

@@ -22,7 +22,9 @@ use crate::enforce::reply::{Reply, internal_error};
 use crate::enforce::routes::discover::{self, side_request};
 use crate::enforce::routes::tasks;
 use crate::enforce::whole::{self, Carry};
-use crate::judge::{Case, DecisionKind, Express, Judged, Refusal, RemedyKind, Ruling, Said};
+use crate::judge::{
+    Case, DecisionKind, Express, Judged, Refusal, RemedyKind, RequestId, Ruling, Said,
+};
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::identity::name_result;
 use crate::mcp::request::{McpRequest, listen_uris};
@@ -74,7 +76,13 @@ pub(crate) async fn guard<S: Inner>(
     // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
     // largest part of a guarded call; inline, it would take every request's future past the
     // allocator's small-object cache.
-    let action = Box::pin(call.settings.policy.judge(call.id).judge(case, invocation)).await;
+    let action = Box::pin(
+        call.settings
+            .policy
+            .judge(RequestId::next())
+            .judge(case, invocation),
+    )
+    .await;
     act(call, inner, action, continuation).await
 }
 
@@ -253,7 +261,8 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
         // Classification checked the shape; a request that changed since cannot go on.
         Err(_) => return Some(internal_error(request)),
     };
-    let judge = call.settings.policy.judge(call.id);
+    // One id for every URI's decision: they are one request's.
+    let judge = call.settings.policy.judge(RequestId::next());
     for target in targets {
         let mut one = McpRequest::clone(request);
         one.target = target;
