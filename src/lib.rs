@@ -137,6 +137,7 @@ mod http_client;
 mod judge;
 pub mod layer;
 pub mod mcp;
+mod measure;
 pub mod policy;
 mod random;
 pub mod readiness;
@@ -171,6 +172,9 @@ pub use resource::{METADATA_WELL_KNOWN, ResourceUri};
 mod recipes {
     mod readme {
         #![doc = include_str!("../README.md")]
+    }
+    mod audit {
+        #![doc = include_str!("../docs/audit.md")]
     }
     mod benchmarks {
         #![doc = include_str!("../docs/benchmarks.md")]

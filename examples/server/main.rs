@@ -8,7 +8,12 @@
 //! cargo run --example server --features redis -- --redis redis://127.0.0.1:6379/   # shared tasks
 //! cargo run --example server --features cedar -- --cedar examples/server/cedar   # Cedar policies
 //! MCP_GATE_CONTINUATION_KEYS="k1:<base64url secret>" cargo run --example server   # shared keys
+//! cargo run --example server -- --config examples/server/server.example.toml   # options from a file
 //! ```
+//!
+//! Every option can be set in a TOML file (`--config FILE`, keys named as the long flags,
+//! `server.example.toml` lists them); a flag on the command line wins over the file
+//! (`config.rs`).
 //!
 //! Calls to `deploy` are held for approval: decide them on the approval console
 //! (`http://127.0.0.1:8081/tasks` by default, loopback only).
@@ -20,79 +25,22 @@
 mod approvals;
 #[cfg(feature = "cedar")]
 mod cedar_policy;
+mod config;
 mod dev_issuer;
+mod options;
 mod policy;
 mod task_console;
 mod tools;
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::process::ExitCode;
 
 use axum::Router;
-use clap::Parser;
+use clap::CommandFactory;
 use mcp_gate::policy::Policy;
 use mcp_gate::{Gate, Issuer};
 
-/// An MCP server (tools `echo` and `whoami`) behind the mcp-gate OAuth layer.
-#[derive(Parser, Debug)]
-#[command(name = "server")]
-struct Options {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8080")]
-    listen: SocketAddr,
-    /// The resource URI clients connect to (default: http://LISTEN/mcp).
-    #[arg(long)]
-    resource: Option<String>,
-    /// A trusted issuer (repeatable). Without one, a development issuer starts in-process.
-    #[arg(long = "issuer")]
-    issuers: Vec<String>,
-    /// Where the development issuer listens, when there is no --issuer (loopback only). Port 0
-    /// picks a free port at each start; a fixed one keeps the issuer URL and token endpoint the
-    /// same across restarts (not its tokens: its signing key is new at each start).
-    #[arg(
-        long,
-        value_name = "ADDR",
-        default_value = "127.0.0.1:0",
-        conflicts_with = "issuers"
-    )]
-    dev_issuer_listen: SocketAddr,
-    /// The JWK set URL of the issuer, instead of discovery (needs exactly one --issuer).
-    #[arg(long)]
-    jwks_uri: Option<String>,
-    /// A scope every request needs (repeatable).
-    #[arg(long = "required-scope")]
-    required_scopes: Vec<String>,
-    /// The SEP-2643 revision denials are rendered in: `current` or a 40-hex revision id.
-    #[arg(long, default_value = "current")]
-    revision: String,
-    /// Share held calls, used continuation states and legacy session bindings through this
-    /// Redis (`redis://127.0.0.1:6379/`), so that any replica serves any request; without it
-    /// they live in this process's memory. Needs `--features redis`. Replicas also need the
-    /// same continuation keys (`--continuation-keys-file`).
-    #[arg(long)]
-    redis: Option<String>,
-    /// Where the approval console listens (loopback only).
-    #[arg(long, default_value = "127.0.0.1:8081")]
-    console_listen: SocketAddr,
-    /// A file of continuation-state keys, one `<id>:<base64url secret of at least 32 bytes>`
-    /// per line, the first signing. Every replica must hold the same keys. Without it the
-    /// environment variable MCP_GATE_CONTINUATION_KEYS is read (same format); without both,
-    /// each process makes its own random key.
-    #[arg(long)]
-    continuation_keys_file: Option<std::path::PathBuf>,
-    /// A browser origin allowed to call the endpoint besides the resource's own (repeatable),
-    /// for a browser client served from elsewhere (an inspector on another port, say).
-    #[arg(long = "allowed-origin")]
-    allowed_origins: Vec<String>,
-    /// Decide with the Cedar policy set in this folder (`*.cedar`, `schema.cedarschema`,
-    /// optional `entities.json` and `tools.json`) instead of the built-in example policy;
-    /// `examples/server/cedar` is that policy in Cedar. The files are checked every 2 s and
-    /// reloaded when they change (an invalid change is refused and the last good set stays).
-    /// Needs `--features cedar`.
-    #[arg(long, value_name = "DIR")]
-    cedar: Option<std::path::PathBuf>,
-}
+use options::Options;
 
 /// The environment variable the example reads continuation-state keys from.
 const KEYS_VARIABLE: &str = "MCP_GATE_CONTINUATION_KEYS";
@@ -109,7 +57,17 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|_| "info,rmcp=warn".into()),
         )
         .init();
-    match run(Options::parse()).await {
+    // The command line, completed from `--config FILE` (flags win over the file). A bad
+    // command line or `--help` exits here, as clap does; a bad file is an error below.
+    let matches = Options::command().get_matches();
+    let options = match config::resolve(&matches) {
+        Ok(options) => options,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match run(options).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -118,6 +76,8 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Builds the gate from `options`, starts the listeners, prints the banner and serves until
+/// Ctrl-C or SIGTERM.
 async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     let resource = options
         .resource
@@ -357,6 +317,7 @@ fn cedar(
     Ok((Box::new(policy), name))
 }
 
+/// Without the feature `cedar`: `--cedar` is refused with how to build it.
 #[cfg(not(feature = "cedar"))]
 fn cedar(
     _dir: &Path,
@@ -398,6 +359,7 @@ async fn with_redis(
         .session_store(sessions))
 }
 
+/// Without the feature `redis`: `--redis` is refused with how to build it.
 #[cfg(not(feature = "redis"))]
 async fn with_redis(
     _builder: mcp_gate::GateBuilder,

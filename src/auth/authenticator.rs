@@ -45,7 +45,7 @@ impl Authenticator {
         let key = digest(token);
         if let Some(cache) = &self.cache {
             let cached = cache.get(&key);
-            crate::telemetry::token_cache(cached.is_some());
+            crate::measure::token_cache(cached.is_some());
             if let Some(principal) = cached {
                 return FirstStep::Decided(self.check_scopes(principal));
             }
@@ -62,7 +62,7 @@ impl Authenticator {
             Ok(_) => "ok",
             Err(error) => error.reason(),
         };
-        crate::telemetry::token_verified(method, outcome, started.elapsed());
+        crate::measure::token_verified(method, outcome, started.elapsed());
         let (principal, max_age) = verified?;
         if let Some(cache) = &self.cache {
             cache.insert(key, &principal, max_age);

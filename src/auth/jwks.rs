@@ -209,7 +209,7 @@ impl RemoteJwks {
     ) -> Result<Arc<VerificationKey>, AuthError> {
         let mut refreshed = self.done.subscribe();
         let found = self.current().find(kid, alg);
-        crate::telemetry::jwks_lookup(matches!(found, Lookup::Found(_)));
+        crate::measure::jwks_lookup(matches!(found, Lookup::Found(_)));
         match found {
             Lookup::Found(key) => {
                 self.refresh_if_old();
@@ -302,7 +302,7 @@ impl RemoteJwks {
     /// One refresh: fetch, replace the set on success, keep it on failure, wake the waiters.
     async fn refresh(self: Arc<Self>) {
         let fetched = self.fetch().await;
-        crate::telemetry::jwks_fetch(fetched.is_ok());
+        crate::measure::jwks_fetch(fetched.is_ok());
         match fetched {
             Ok(set) => {
                 tracing::debug!(target: "mcp_gate::keys", issuer = %self.issuer, keys = set.len(), "key set refreshed");

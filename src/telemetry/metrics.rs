@@ -27,8 +27,6 @@
 //! | `mcp_gate_policy_reloads_total` | `outcome` (`ok`, `refused`) |
 //! | `mcp_gate_policy_set_info` (gauge) | `version`: 1 for the set in force, 0 for one replaced |
 
-use std::time::Duration;
-
 use metrics::{counter, histogram};
 
 use crate::judge::{DecisionEvent, Observer};
@@ -92,82 +90,5 @@ fn status_label(status: u16) -> &'static str {
         403 => "403",
         503 => "503",
         _ => "other",
-    }
-}
-
-/// A token looked up in the verified-token cache.
-pub(crate) fn token_cache(hit: bool) {
-    let result = if hit { "hit" } else { "miss" };
-    counter!("mcp_gate_token_cache_total", "result" => result).increment(1);
-}
-
-/// A token verified (or not) by `method`, with the outcome and the time it took.
-pub(crate) fn token_verified(method: &'static str, outcome: &'static str, took: Duration) {
-    counter!("mcp_gate_token_verifications_total", "method" => method, "outcome" => outcome)
-        .increment(1);
-    histogram!("mcp_gate_token_verification_duration_seconds", "method" => method)
-        .record(took.as_secs_f64());
-}
-
-/// A key looked up in a remote key set: found at once, or not.
-pub(crate) fn jwks_lookup(hit: bool) {
-    let result = if hit { "hit" } else { "miss" };
-    counter!("mcp_gate_jwks_lookups_total", "result" => result).increment(1);
-}
-
-/// A remote key set fetched.
-pub(crate) fn jwks_fetch(ok: bool) {
-    let outcome = if ok { "ok" } else { "error" };
-    counter!("mcp_gate_jwks_fetches_total", "outcome" => outcome).increment(1);
-}
-
-/// A policy set in force, at its first load or a reload: `version` is 1, the one it
-/// replaced 0.
-#[cfg_attr(
-    not(feature = "cedar"),
-    allow(dead_code, reason = "only Cedar sets load")
-)]
-pub(crate) fn policy_in_force(replaced: Option<&str>, version: &str) {
-    if let Some(old) = replaced.filter(|old| *old != version) {
-        metrics::gauge!("mcp_gate_policy_set_info", "version" => old.to_owned()).set(0.0);
-    }
-    metrics::gauge!("mcp_gate_policy_set_info", "version" => version.to_owned()).set(1.0);
-}
-
-/// A policy set reloaded, or its reload refused (the old one stays).
-#[cfg_attr(
-    not(feature = "cedar"),
-    allow(dead_code, reason = "only Cedar reloads")
-)]
-pub(crate) fn policy_reload(ok: bool) {
-    let outcome = if ok { "ok" } else { "refused" };
-    counter!("mcp_gate_policy_reloads_total", "outcome" => outcome).increment(1);
-}
-
-/// One store operation: what it was, how it ended, and how long it took.
-pub(crate) fn store_operation(
-    store: &'static str,
-    backend: &'static str,
-    operation: &'static str,
-    outcome: &'static str,
-    took: Duration,
-) {
-    counter!(
-        "mcp_gate_store_operations_total",
-        "store" => store,
-        "backend" => backend,
-        "operation" => operation,
-        "outcome" => outcome,
-    )
-    .increment(1);
-    histogram!(
-        "mcp_gate_store_operation_duration_seconds",
-        "store" => store,
-        "backend" => backend,
-        "operation" => operation,
-    )
-    .record(took.as_secs_f64());
-    if matches!(outcome, "full" | "owner_quota" | "over_budget") {
-        counter!("mcp_gate_quota_refusals_total", "store" => store, "kind" => outcome).increment(1);
     }
 }

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::metrics::store_operation;
 use crate::auth::Owner;
+use crate::measure::store_operation;
 use crate::store::replay::{ReplayFuture, ReplayStore, StateUse};
 use crate::store::sessions::{SessionFuture, SessionRecord, SessionStore};
 use crate::store::tasks::{TaskChange, TaskFuture, TaskId, TaskQuery, TaskRecord, TaskStore};

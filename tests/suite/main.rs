@@ -14,6 +14,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod audit_docs;
 mod bounds;
 mod cache_scope;
 mod compose;

@@ -271,7 +271,7 @@ impl CedarPolicyBuilder {
     pub fn build(self) -> Result<CedarPolicy, ConfigError> {
         let hooked = self.hook.is_some();
         let loaded = load_checked(&self.sources, hooked)?;
-        crate::telemetry::policy_in_force(None, &loaded.version);
+        crate::measure::policy_in_force(None, &loaded.version);
         Ok(CedarPolicy {
             settings: Arc::new(Settings {
                 sources: self.sources,
@@ -326,14 +326,14 @@ impl CedarPolicy {
                 let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
                 let version = Arc::clone(&loaded.version);
                 let policies = loaded.policies.policies().count();
-                crate::telemetry::policy_reload(true);
-                crate::telemetry::policy_in_force(Some(&current.version), &version);
+                crate::measure::policy_reload(true);
+                crate::measure::policy_in_force(Some(&current.version), &version);
                 *current = Arc::new(loaded);
                 tracing::info!(target: "mcp_gate::cedar", %version, policies, "Cedar policy set reloaded");
                 Ok(())
             }
             Err(error) => {
-                crate::telemetry::policy_reload(false);
+                crate::measure::policy_reload(false);
                 tracing::warn!(target: "mcp_gate::cedar", %error, "Cedar reload refused; the last good set stays");
                 Err(error.into())
             }
