@@ -15,6 +15,10 @@
 //! - `deny`:    as `allow` with `deny_all`: the layer answers every call with an `unavailable` denial
 //! - `nocache`: as `allow` with `token_cache_capacity(0)`: every request verifies the signature
 //!
+//! Built with `--features metrics`, a gated configuration also installs the Prometheus recorder
+//! and serves its text on `/metrics`: the cost of counting, as a production server pays it
+//! (`BENCH_FEATURES=metrics scripts/bench-peers.sh`).
+//!
 //! `serve` prints one JSON line (`{"ready":true,"url":...}`) once it listens, and exits by itself
 //! after `--max-seconds`, so that a forgotten server never outlives its benchmark for long.
 
@@ -156,6 +160,26 @@ fn mint(port: u16, out: &std::path::Path, count: usize, lifetime: u64) -> Result
     Ok(())
 }
 
+/// With the feature `metrics`: the Prometheus recorder installed, as a production server has
+/// one, and its text on `GET /metrics` (outside the layer).
+#[cfg(feature = "metrics")]
+fn with_metrics(app: Router) -> Result<Router, Failure> {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder)
+        .map_err(|error| format!("cannot install the metrics recorder: {error}"))?;
+    Ok(app.route(
+        "/metrics",
+        axum::routing::get(move || std::future::ready(handle.render())),
+    ))
+}
+
+/// Without the feature `metrics`: the server as it is.
+#[cfg(not(feature = "metrics"))]
+fn with_metrics(app: Router) -> Result<Router, Failure> {
+    Ok(app)
+}
+
 async fn serve(port: u16, config: Config, jwks: Option<PathBuf>) -> Result<(), Failure> {
     let url = resource(port);
     let mcp = Router::new().nest_service("/mcp", tools::mcp_service());
@@ -179,7 +203,7 @@ async fn serve(port: u16, config: Config, jwks: Option<PathBuf>) -> Result<(), F
                 _ => builder,
             };
             let gate = builder.build()?;
-            mcp.layer(gate.layer()).merge(gate.metadata_router())
+            with_metrics(mcp.layer(gate.layer()).merge(gate.metadata_router()))?
         }
     };
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))

@@ -21,6 +21,8 @@
 #   BENCH_MEM_TOKENS=10000 BENCH_MEM_PASSES=2 BENCH_MEM_MAX_SECONDS=180 BENCH_RSS_BOUND_MIB=64
 #   BENCH_STRICT=0 (1: exit 3 when a goal is missed) BENCH_SKIP_BUILD=0 BENCH_OUT=target/bench-peers
 #   BENCH_TS_VALIDATOR_PER_REQUEST=0 (1: each TS server builds its own Ajv validator)
+#   BENCH_FEATURES= (the crate features bench_target is built with; `metrics`: the gated
+#   servers count every decision into an installed Prometheus recorder)
 #
 # Installs wrk (Debian package) when missing and the Node peers when missing. Every step is
 # bounded in time, and every process it starts is stopped on exit. Exit status: 0, or 1 when a
@@ -62,6 +64,11 @@ strict=$(setting BENCH_STRICT 0 0 1)
 skip_build=$(setting BENCH_SKIP_BUILD 0 0 1)
 ts_validator_per_request=$(setting BENCH_TS_VALIDATOR_PER_REQUEST 0 0 1)
 configs=${BENCH_CONFIGS:-abcd}
+features=${BENCH_FEATURES:-}
+if ! [[ "$features" =~ ^[a-z0-9_,-]*$ ]]; then
+  log "BENCH_FEATURES=$features: a comma-separated list of the crate's features"
+  exit 2
+fi
 if ! [[ "$configs" =~ ^[a-e]+$ ]]; then
   log "BENCH_CONFIGS=$configs: use letters among a, b, c, d and e"
   exit 2
@@ -128,10 +135,12 @@ if ! (cd "$peers" && timeout 60 node --input-type=module -e "
   )
 fi
 
-bin="$root/target/release/examples/bench_target"
+bin="${CARGO_TARGET_DIR:-$root/target}/release/examples/bench_target"
+feature_args=()
+[[ -z "$features" ]] || feature_args=(--features "$features")
 if ((skip_build == 0)); then
-  log "cargo build --release --example bench_target"
-  (cd "$root" && timeout 3600 cargo build --quiet --release --example bench_target)
+  log "cargo build --release --example bench_target ${feature_args[*]}"
+  (cd "$root" && timeout 3600 cargo build --quiet --release --example bench_target "${feature_args[@]}")
 fi
 [[ -x "$bin" ]] || die "$bin is missing (build it, or unset BENCH_SKIP_BUILD)"
 
@@ -331,7 +340,7 @@ median() { # CONFIG COLUMN: median over rounds
 max_others=$(awk -F'\t' 'BEGIN {m = 0} $8 > m {m = $8} END {print m}' "$results")
 
 echo
-echo "mcp-gate vs peers, loopback, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds"
+echo "mcp-gate vs peers, loopback, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds${features:+, features: $features}"
 printf '%-32s %10s %9s %9s %14s %12s %7s\n' configuration 'req/s' 'p50 ms' 'p99 ms' 'server us/req' 'server cores' errors
 declare -A rps=()
 for config in $(grep -o . <<<"$configs"); do

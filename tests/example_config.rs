@@ -147,7 +147,7 @@ fn a_missing_file_is_refused_naming_its_path() {
 
 /// Every option as a file line and as flags: different values on each side, so the winner
 /// shows. `dev-issuer-listen` excludes `issuer` and has a test of its own.
-const EVERY_OPTION: [(&str, &[&str], &[&str]); 11] = [
+const EVERY_OPTION: [(&str, &[&str], &[&str]); 12] = [
     (
         "listen = \"127.0.0.1:9100\"",
         &["--listen", "127.0.0.1:9200"],
@@ -207,6 +207,11 @@ const EVERY_OPTION: [(&str, &[&str], &[&str]); 11] = [
         "cedar = \"/etc/file-cedar\"",
         &["--cedar", "/etc/flag-cedar"],
         &["--cedar", "/etc/file-cedar"],
+    ),
+    (
+        "audit-log = \"/var/log/file-audit.jsonl\"",
+        &["--audit-log", "/var/log/flag-audit.jsonl"],
+        &["--audit-log", "/var/log/file-audit.jsonl"],
     ),
 ];
 
@@ -300,7 +305,7 @@ fn the_development_issuer_excludes_an_issuer_from_either_source() {
 #[test]
 fn relative_paths_are_taken_from_the_files_folder() {
     let file = config::load(
-        "cedar = \"cedar\"\ncontinuation-keys-file = \"/abs/keys\"\n",
+        "cedar = \"cedar\"\ncontinuation-keys-file = \"/abs/keys\"\naudit-log = \"log/audit.jsonl\"\n",
         Path::new("/etc/mcp-gate/server.toml"),
     )
     .expect("valid");
@@ -309,6 +314,7 @@ fn relative_paths_are_taken_from_the_files_folder() {
         FileOptions {
             cedar: Some(PathBuf::from("/etc/mcp-gate/cedar")),
             continuation_keys_file: Some(PathBuf::from("/abs/keys")),
+            audit_log: Some(PathBuf::from("/etc/mcp-gate/log/audit.jsonl")),
             ..FileOptions::default()
         }
     );

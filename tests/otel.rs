@@ -26,7 +26,7 @@ use axum::extract::Request;
 use axum::middleware::{self, Next};
 use axum::response::Response;
 use common::modern::modern;
-use common::peers::{GatedServer, Reply};
+use common::peers::{GatedServer, Reply, Sdk, run_client};
 use common::tokens::{TestKey, claims};
 use common::tools;
 use opentelemetry::trace::{SpanId, TraceId, TracerProvider};
@@ -34,6 +34,7 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use tracing_subscriber::layer::SubscriberExt;
 
 const ISSUER: &str = "https://as.example";
@@ -99,7 +100,25 @@ impl Setup {
             mcp,
         )
         .await;
-        Self { server, key, seen }
+        let setup = Self { server, key, seen };
+        if !stateful {
+            setup.learn_tools().await;
+        }
+        setup
+    }
+
+    /// Lists the tools through the gate, so that it knows their names (a span names only a
+    /// listed tool), then forgets the listing's spans and what the inner server saw of it.
+    /// With a token of its own, so that the tests' first use of theirs is a cache miss.
+    async fn learn_tools(&self) {
+        let mut lister = claims(ISSUER, &self.server.url, "mcp:read");
+        lister["sub"] = json!("tool-lister");
+        let list = modern(1, "tools/list", json!({}), "", json!({}));
+        let reply = post(self, &self.key.mint(&lister), &list, &[]).await;
+        assert_eq!(reply.status, 200, "{reply:?}");
+        spans_with("tools/list").await;
+        exporter().reset();
+        self.seen.lock().expect("not poisoned").clear();
     }
 
     fn token(&self) -> String {
@@ -358,6 +377,13 @@ async fn a_legacy_session_is_named_by_its_digest() {
     let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
     let reply = setup.server.post(Some(&token), &headers, initialized).await;
     assert_eq!(reply.status, 202, "{reply:?}");
+    // The session lists the tools: the gate learns their names.
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let reply = setup
+        .server
+        .post(Some(&token), &headers, &list.to_string())
+        .await;
+    assert_eq!(reply.status, 200, "{reply:?}");
     let call = json!({"jsonrpc": "2.0", "id": "call-7", "method": "tools/call",
                       "params": {"name": "echo", "arguments": {"text": SECRET_ARGUMENT}}});
     let reply = setup
@@ -368,9 +394,14 @@ async fn a_legacy_session_is_named_by_its_digest() {
 
     let spans = spans_with("tools/call echo").await;
     let request = named(&spans, "tools/call echo");
+    // A string id is any text a client sends: the span carries its digest, as a session's.
+    let id_digest: String = Sha256::digest(b"call-7")[..8]
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect();
     assert_eq!(
         attribute(request, "jsonrpc.request.id").as_deref(),
-        Some("call-7")
+        Some(id_digest.as_str())
     );
     assert_eq!(
         attribute(request, "mcp.protocol.version").as_deref(),
@@ -484,4 +515,119 @@ async fn an_invalid_traceparent_starts_a_fresh_trace() {
     );
     assert_eq!(request.parent_span_id, http.span_context.span_id());
     assert_ne!(request.span_context.trace_id(), trace_id(TRACE_ID));
+}
+
+/// The official Python SDK client, run inside a trace: the SDK itself writes the trace context
+/// into `_meta` of every request it sends (SEP-414), and the gate continues it in each request's
+/// span and passes it on to the inner server from its own inner spans.
+#[tokio::test]
+async fn the_trace_continues_from_the_python_sdks_meta() {
+    let _serial = SERIAL.lock().await;
+    exporter().reset();
+    let setup = Setup::start(false).await;
+    let traceparent = format!("00-{TRACE_ID}-{PARENT_ID}-01");
+    let token = setup.token();
+    let call = format!(r#"echo={{"text":"{SECRET_ARGUMENT}"}}"#);
+    let run = run_client(
+        Sdk::Python,
+        &setup.server.url,
+        &[
+            "--token",
+            &token,
+            "--call",
+            &call,
+            "--traceparent",
+            &traceparent,
+        ],
+    )
+    .await;
+    assert!(run.success, "{:#?}\n{}", run.steps, run.stderr);
+    assert_eq!(
+        run.steps.first().map(|step| &step["protocol_version"]),
+        Some(&json!("2026-07-28")),
+        "a modern connection: {:#?}",
+        run.steps
+    );
+
+    let spans = spans_with("tools/call echo").await;
+    // Every JSON-RPC request the SDK sent (its discovery and the call) continues the trace.
+    let requests: Vec<&SpanData> = spans
+        .iter()
+        .filter(|span| attribute(span, "mcp.method.name").is_some())
+        .collect();
+    assert!(requests.len() >= 2, "{spans:#?}");
+    for request in &requests {
+        assert_eq!(
+            request.span_context.trace_id(),
+            trace_id(TRACE_ID),
+            "{request:#?}"
+        );
+        assert_eq!(request.parent_span_id, span_id(PARENT_ID), "{request:#?}");
+        assert!(request.parent_span_is_remote);
+    }
+    let call = named(&spans, "tools/call echo");
+    assert_eq!(attribute(call, "gen_ai.tool.name").as_deref(), Some("echo"));
+    // What reached the inner server names the gate's inner spans, in the SDK's trace.
+    let inner: Vec<&SpanData> = spans
+        .iter()
+        .filter(|span| span.name == "mcp_gate::inner")
+        .collect();
+    let seen = setup.seen();
+    assert!(!seen.is_empty());
+    for header in &seen {
+        let header = header.as_deref().expect("a traceparent");
+        assert!(
+            inner
+                .iter()
+                .any(|span| header == format!("00-{TRACE_ID}-{}-01", span.span_context.span_id())),
+            "{header} names no inner span of the gate's in the SDK's trace"
+        );
+    }
+    assert_nothing_secret(&spans, &token);
+}
+
+/// What a caller chose is never an attribute: a tool the inner server does not list is
+/// `other`, a method outside the method table is `other`.
+#[tokio::test]
+async fn names_no_one_lists_are_other() {
+    let _serial = SERIAL.lock().await;
+    exporter().reset();
+    let setup = Setup::start(false).await;
+    let token = setup.token();
+    let (body, headers) = modern(
+        47,
+        "tools/call",
+        json!({"name": "unlisted-tool-name", "arguments": {}}),
+        "unlisted-tool-name",
+        json!({}),
+    );
+    let reply = post(&setup, &token, &(body, headers), &[]).await;
+    assert!(reply.status < 500, "{reply:?}");
+    let spans = spans_with("tools/call other").await;
+    let request = named(&spans, "tools/call other");
+    assert_eq!(
+        attribute(request, "gen_ai.tool.name").as_deref(),
+        Some("other")
+    );
+
+    exporter().reset();
+    let unknown = modern(48, "vendor/secretMethod", json!({}), "", json!({}));
+    let reply = post(&setup, &token, &unknown, &[]).await;
+    assert!(reply.status < 500, "{reply:?}");
+    let spans = spans_with("other").await;
+    let request = named(&spans, "other");
+    assert_eq!(
+        attribute(request, "mcp.method.name").as_deref(),
+        Some("other")
+    );
+    for span in &spans {
+        for kv in &span.attributes {
+            let value = kv.value.to_string();
+            assert!(
+                !value.contains("unlisted-tool-name") && !value.contains("secretMethod"),
+                "{}: {value}",
+                kv.key
+            );
+        }
+    }
 }

@@ -48,6 +48,8 @@ pub struct FileOptions {
     pub allowed_origin: Option<Vec<String>>,
     /// `--cedar`, relative to the configuration file's folder.
     pub cedar: Option<PathBuf>,
+    /// `--audit-log`, relative to the configuration file's folder.
+    pub audit_log: Option<PathBuf>,
 }
 
 /// Why the configuration file was refused. Its `Display` is one sentence naming the file.
@@ -198,9 +200,13 @@ pub fn load(text: &str, source: &Path) -> Result<FileOptions, ConfigFileError> {
                 message: error.message().to_owned(),
             })?;
     let folder = source.parent().unwrap_or(Path::new(""));
-    for path in [&mut file.continuation_keys_file, &mut file.cedar]
-        .into_iter()
-        .flatten()
+    for path in [
+        &mut file.continuation_keys_file,
+        &mut file.cedar,
+        &mut file.audit_log,
+    ]
+    .into_iter()
+    .flatten()
     {
         if path.is_relative() {
             *path = folder.join(&*path);
@@ -272,6 +278,7 @@ pub fn apply(
     );
     fill!("allowed_origins", allowed_origins, file.allowed_origin);
     fill!("cedar", cedar, file.cedar.map(Some));
+    fill!("audit_log", audit_log, file.audit_log.map(Some));
     Ok(())
 }
 

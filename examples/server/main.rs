@@ -163,6 +163,16 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         builder = builder.continuation_keys(keys);
     }
     builder = builder.allowed_origins(options.allowed_origins.iter().cloned());
+    let audit = match &options.audit_log {
+        Some(path) => Some(
+            mcp_gate::audit::JsonLines::append_to(path)
+                .map_err(|error| format!("--audit-log {}: {error}", path.display()))?,
+        ),
+        None => None,
+    };
+    if let Some(audit) = &audit {
+        builder = builder.audit(audit.clone());
+    }
     let gate = builder.build()?;
 
     let app = Router::new()
@@ -202,6 +212,13 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     println!("  SEP-2643 revision: {}", gate.revision());
     println!("  policy:            {policy_name}");
     println!("  continuation keys: {keys_source}");
+    match &options.audit_log {
+        Some(path) => println!(
+            "  audit records:     {} (one JSON line each)",
+            path.display()
+        ),
+        None => println!("  audit records:     none (decisions go to the log only)"),
+    }
     let stores = if options.redis.is_some() {
         "sessions, used states and held calls in Redis (shared by replicas)"
     } else {
@@ -249,6 +266,12 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     axum::serve(listener, app)
         .with_graceful_shutdown(stop_signal())
         .await?;
+    // Every record of the requests served is on disk before the process ends.
+    if let Some(audit) = &audit
+        && let Err(error) = audit.close()
+    {
+        tracing::error!(%error, "the audit log could not be flushed");
+    }
     tracing::info!("stopped");
     Ok(())
 }

@@ -98,4 +98,10 @@ pub struct Options {
     /// Needs `--features cedar`.
     #[arg(long, value_name = "DIR")]
     pub cedar: Option<PathBuf>,
+    /// Append an audit record for every decision and every request authentication refuses to
+    /// this file, one JSON object a line (CloudEvents; schemas/audit-record.v1.json, described
+    /// in docs/audit.md). The file is created if missing. Without it, decisions go to the
+    /// log only (target mcp_gate::decision).
+    #[arg(long, value_name = "FILE")]
+    pub audit_log: Option<PathBuf>,
 }

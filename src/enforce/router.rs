@@ -53,7 +53,8 @@ pub(crate) async fn route<S: Inner>(
         Ok(Message::Notification | Message::Response) => return Ok(Routed::Forward(parts, bytes)),
         Ok(Message::Request(request)) => request,
     };
-    let span = trace::request_span(&request, &parts.headers);
+    let listed = |tool: &str| settings.policy.tool_annotations.contains(tool);
+    let span = trace::request_span(&request, &parts.headers, listed);
     let mut parts = parts;
     trace::RequestSpan::carry(&mut parts.extensions, &span);
     // The rest inside the request's span: an async block, not a function, so that what it

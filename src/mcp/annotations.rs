@@ -75,6 +75,12 @@ impl ToolAnnotations {
         by_name.get(name).cloned()
     }
 
+    /// Whether the last list named `name`.
+    pub fn contains(&self, name: &str) -> bool {
+        let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
+        by_name.contains_key(name)
+    }
+
     /// Records what a list said of `name`.
     pub fn remember(&self, name: &str, annotations: Arc<ListedTool>) {
         let mut by_name = self.by_name.write().unwrap_or_else(PoisonError::into_inner);

@@ -6,9 +6,13 @@
 //! reason code), a number, or a digest: never the token, the arguments, the body, the subject,
 //! a URI's query, or a raw session id (a session id is a bearer secret in the legacy era: its
 //! attribute is the first 16 hex digits of its SHA-256, enough to follow one session across
-//! requests, too little to replay it). The two texts a caller chooses that are recorded, the
-//! JSON-RPC id and the tool's name, are what OpenTelemetry's MCP conventions name, and are cut
-//! at [`MAX_TEXT`] bytes.
+//! requests, too little to replay it). Nothing a caller wrote is recorded as written: the
+//! attributes OpenTelemetry's MCP conventions name take the crate's words for it. The method
+//! is the method table's name, else `other`; the tool's name only when the inner server lists
+//! that tool, else `other`; the protocol version only when the crate supports it, else
+//! `other`; the JSON-RPC id as written when it is an integer (the SDKs count), and a string id
+//! as the 16-hex digest its session id gets (the id can be any text a client sends, so it is
+//! followed, not read). `tests/canary.rs` holds the line: no span field carries a value sent.
 //!
 //! Cost: with no subscriber interested, a span is tracing's disabled fast path (one load of
 //! the callsite's interest), and nothing is formatted or allocated for it: every recording
@@ -30,12 +34,13 @@ use tower_service::Service;
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::mcp::era::SESSION_HEADER;
+use crate::mcp::era::{SESSION_HEADER, SUPPORTED_VERSIONS};
+use crate::mcp::method_label;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{ProtocolContext, Target};
 
-/// The longest caller-chosen text (a JSON-RPC id, a tool's name) an attribute carries, in
-/// bytes; longer text is cut on a character boundary.
+/// The longest tool name an attribute carries, in bytes; a longer listed name is cut on a
+/// character boundary.
 pub(crate) const MAX_TEXT: usize = 128;
 
 /// The span of one HTTP request the layer handles; with feature `opentelemetry`, its parent
@@ -99,7 +104,12 @@ pub(crate) fn refused(span: &Span, reason: &'static str) {
 /// The span of one JSON-RPC request, under the HTTP request's span; with feature
 /// `opentelemetry`, its parent is `params._meta`'s trace context when it has a valid one
 /// (the MCP request's own, which wins over the transport's), linked to the HTTP span.
-pub(crate) fn request_span(request: &McpRequest, headers: &HeaderMap) -> Span {
+/// `listed` says whether the inner server lists a tool of that name.
+pub(crate) fn request_span(
+    request: &McpRequest,
+    headers: &HeaderMap,
+    listed: impl FnOnce(&str) -> bool,
+) -> Span {
     let span = tracing::info_span!(
         target: "mcp_gate::request",
         "mcp_gate::request",
@@ -117,16 +127,12 @@ pub(crate) fn request_span(request: &McpRequest, headers: &HeaderMap) -> Span {
     if span.is_disabled() {
         return span;
     }
-    let method = request.method.as_ref();
-    let method = cut(method);
+    let method = method_label(request.method.as_ref());
     span.record("mcp.method.name", method);
-    match &request.id {
-        Value::String(id) => span.record("jsonrpc.request.id", cut(id)),
-        id => span.record("jsonrpc.request.id", cut(&id.to_string())),
-    };
+    record_id(&span, &request.id);
     match &request.target {
         Target::Tool { name, .. } => {
-            let name = cut(name);
+            let name = if listed(name) { cut(name) } else { "other" };
             span.record("otel.name", format!("{method} {name}").as_str());
             span.record("gen_ai.tool.name", name);
             span.record("gen_ai.operation.name", "execute_tool");
@@ -163,10 +169,34 @@ impl RequestSpan {
     }
 }
 
-/// The protocol version the request's era settled on, on its span.
+/// The protocol version the request's era settled on, on its span: one the crate supports,
+/// or `other`.
 pub(crate) fn protocol(span: &Span, protocol: &ProtocolContext) {
     if let Some(version) = &protocol.protocol_version {
-        span.record("mcp.protocol.version", cut(version));
+        let word = SUPPORTED_VERSIONS
+            .iter()
+            .find(|known| **known == version.as_str())
+            .map_or("other", |known| *known);
+        span.record("mcp.protocol.version", word);
+    }
+}
+
+/// The JSON-RPC id on `span`: an integer as written, a string as its 16-hex digest (any
+/// other id, a fraction say, as `other`).
+fn record_id(span: &Span, id: &Value) {
+    match id {
+        Value::Number(number) if number.is_i64() || number.is_u64() => {
+            span.record("jsonrpc.request.id", tracing::field::display(number));
+        }
+        Value::String(text) => {
+            let digest = session_digest(text.as_bytes());
+            if let Ok(digest) = std::str::from_utf8(&digest) {
+                span.record("jsonrpc.request.id", digest);
+            }
+        }
+        _ => {
+            span.record("jsonrpc.request.id", "other");
+        }
     }
 }
 
@@ -222,7 +252,8 @@ fn record_session(span: &Span, headers: &HeaderMap) {
     }
 }
 
-/// The first 16 hex digits (8 bytes) of the SHA-256 of a session id: what its span carries.
+/// The first 16 hex digits (8 bytes) of the SHA-256 of a session id (or a string JSON-RPC
+/// id): what its span carries.
 pub(crate) fn session_digest(session: &[u8]) -> [u8; 16] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let hash = Sha256::digest(session);

@@ -6,7 +6,7 @@
         [--no-list] [--mode auto|legacy] [--timeout-ms 30000]
         [--elicit] [--form-action accept|decline|cancel] [--approve true|false]
         [--url-action accept|decline|cancel] [--wait-url]
-        [--tasks] [--wait-task] [--cancel-task]
+        [--tasks] [--wait-task] [--cancel-task] [--traceparent TRACEPARENT]
 
 With --elicit the client declares form and URL elicitation and answers elicitation requests
 (the SDK drives multi-round-trip requests itself): a form is answered with --form-action and,
@@ -30,6 +30,10 @@ printed raw as {"poll": {...}}. With --cancel-task, `tasks/cancel` is sent after
 then fails the step (ok false, "task_status", "error"). `tasks/get` and `tasks/cancel` go
 through the SDK session's `send_request`, so they carry the same `_meta` and headers as every
 other modern request, plus `Mcp-Name: <taskId>`.
+
+With --traceparent the client runs inside that W3C trace context, and the SDK itself puts it in
+every request's `_meta` (SEP-414: with the OpenTelemetry API alone, the span the SDK opens per
+request is the ambient one).
 
 With --client-id/--client-secret it uses the SDK's ClientCredentialsOAuthProvider as the httpx2
 auth of the streamable HTTP transport (401 -> protected resource metadata -> AS metadata -> token
@@ -59,6 +63,8 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from opentelemetry import context as otel_context
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from mcp_types import CancelTaskRequest, CancelTaskRequestParams, GetTaskRequest, GetTaskRequestParams, Result
 from pydantic import ConfigDict, PrivateAttr, TypeAdapter, model_validator
 from pydantic.alias_generators import to_camel
@@ -113,6 +119,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--tasks", action="store_true", help="declare io.modelcontextprotocol/tasks and follow tasks")
     p.add_argument("--wait-task", action="store_true", help="read one stdin line after a task is created")
     p.add_argument("--cancel-task", action="store_true", help="send tasks/cancel after the first tasks/get")
+    p.add_argument("--traceparent", metavar="TRACEPARENT",
+                   help="run inside this W3C trace context: the SDK sends it in each request's _meta (SEP-414)")
     p.add_argument("--listen", action="append", default=[], metavar="URI",
                    help="open one subscriptions/listen for these resource URIs, report the ack, close it")
     a = p.parse_args()
@@ -345,6 +353,10 @@ async def follow_task(a: argparse.Namespace, client: Client, name: str, task: Cr
 
 
 async def run(a: argparse.Namespace) -> bool:
+    if a.traceparent:
+        # The ambient trace context: the SDK's dispatcher injects the current one into every
+        # request's `_meta` (with the OpenTelemetry API alone, its own span is the parent's).
+        otel_context.attach(TraceContextTextMapPropagator().extract({"traceparent": a.traceparent}))
     log = HttpLog(a.url)
     auth: httpx2.Auth | None = None
     headers: dict[str, str] | None = None
