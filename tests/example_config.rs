@@ -147,7 +147,7 @@ fn a_missing_file_is_refused_naming_its_path() {
 
 /// Every option as a file line and as flags: different values on each side, so the winner
 /// shows. `dev-issuer-listen` excludes `issuer` and has a test of its own.
-const EVERY_OPTION: [(&str, &[&str], &[&str]); 12] = [
+const EVERY_OPTION: [(&str, &[&str], &[&str]); 13] = [
     (
         "listen = \"127.0.0.1:9100\"",
         &["--listen", "127.0.0.1:9200"],
@@ -212,6 +212,11 @@ const EVERY_OPTION: [(&str, &[&str], &[&str]); 12] = [
         "audit-log = \"/var/log/file-audit.jsonl\"",
         &["--audit-log", "/var/log/flag-audit.jsonl"],
         &["--audit-log", "/var/log/file-audit.jsonl"],
+    ),
+    (
+        "shadow-cedar = \"/etc/file-shadow\"",
+        &["--shadow-cedar", "/etc/flag-shadow"],
+        &["--shadow-cedar", "/etc/file-shadow"],
     ),
 ];
 

@@ -50,6 +50,8 @@ pub struct FileOptions {
     pub cedar: Option<PathBuf>,
     /// `--audit-log`, relative to the configuration file's folder.
     pub audit_log: Option<PathBuf>,
+    /// `--shadow-cedar`, relative to the configuration file's folder.
+    pub shadow_cedar: Option<PathBuf>,
 }
 
 /// Why the configuration file was refused. Its `Display` is one sentence naming the file.
@@ -204,6 +206,7 @@ pub fn load(text: &str, source: &Path) -> Result<FileOptions, ConfigFileError> {
         &mut file.continuation_keys_file,
         &mut file.cedar,
         &mut file.audit_log,
+        &mut file.shadow_cedar,
     ]
     .into_iter()
     .flatten()
@@ -279,6 +282,7 @@ pub fn apply(
     fill!("allowed_origins", allowed_origins, file.allowed_origin);
     fill!("cedar", cedar, file.cedar.map(Some));
     fill!("audit_log", audit_log, file.audit_log.map(Some));
+    fill!("shadow_cedar", shadow_cedar, file.shadow_cedar.map(Some));
     Ok(())
 }
 

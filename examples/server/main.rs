@@ -93,8 +93,12 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         })
         .ok_or("--resource must be an absolute URL")?;
     let approvals = approvals::Approvals::default();
+    let shadow = match &options.shadow_cedar {
+        Some(dir) => Some(cedar("--shadow-cedar", dir, approvals.clone(), &origin)?),
+        None => None,
+    };
     let (policy, policy_name) = match &options.cedar {
-        Some(dir) => cedar(dir, approvals.clone(), &origin)?,
+        Some(dir) => cedar("--cedar", dir, approvals.clone(), &origin)?,
         None => {
             let demo = policy::DemoPolicy::new(approvals.clone(), origin);
             (
@@ -173,6 +177,13 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     if let Some(audit) = &audit {
         builder = builder.audit(audit.clone());
     }
+    let shadow_name = match shadow {
+        Some((shadow, name)) => {
+            builder = builder.shadow_policy(shadow);
+            Some(name)
+        }
+        None => None,
+    };
     let gate = builder.build()?;
 
     let app = Router::new()
@@ -211,6 +222,9 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
     println!("  metadata:          {}", gate.metadata_url());
     println!("  SEP-2643 revision: {}", gate.revision());
     println!("  policy:            {policy_name}");
+    if let Some(name) = &shadow_name {
+        println!("  shadow policy:     {name} (asked beside it, never acted on)");
+    }
     println!("  continuation keys: {keys_source}");
     match &options.audit_log {
         Some(path) => println!(
@@ -321,15 +335,17 @@ fn operations_router(gate: mcp_gate::Gate) -> Result<Router, Box<dyn std::error:
     Ok(router)
 }
 
-/// The Cedar policy set in `dir`, watched for changes, and how the banner names it.
+/// The Cedar policy set in `dir` (given with `flag`), watched for changes, and how the banner
+/// names it.
 #[cfg(feature = "cedar")]
 fn cedar(
+    flag: &str,
     dir: &Path,
     approvals: approvals::Approvals,
     origin: &str,
 ) -> Result<(Box<dyn Policy>, String), Box<dyn std::error::Error>> {
     let policy = cedar_policy::cedar_policy(dir, approvals, origin)
-        .map_err(|error| format!("--cedar {}: {error}", dir.display()))?;
+        .map_err(|error| format!("{flag} {}: {error}", dir.display()))?;
     // Runs as long as the process; an invalid edit is logged and the last good set stays.
     drop(policy.watch(std::time::Duration::from_secs(2)));
     let name = format!(
@@ -340,14 +356,16 @@ fn cedar(
     Ok((Box::new(policy), name))
 }
 
-/// Without the feature `cedar`: `--cedar` is refused with how to build it.
+/// Without the feature `cedar`: `--cedar` and `--shadow-cedar` are refused with how to build
+/// the example.
 #[cfg(not(feature = "cedar"))]
 fn cedar(
+    flag: &str,
     _dir: &Path,
     _approvals: approvals::Approvals,
     _origin: &str,
 ) -> Result<(Box<dyn Policy>, String), Box<dyn std::error::Error>> {
-    Err("--cedar needs the example built with `--features cedar` (cargo run --example server --features cedar -- --cedar DIR)".into())
+    Err(format!("{flag} needs the example built with `--features cedar` (cargo run --example server --features cedar -- {flag} DIR)").into())
 }
 
 /// Everything replicas share, in the Redis at `url` under the namespace `mcp-gate-example`:

@@ -104,4 +104,12 @@ pub struct Options {
     /// log only (target mcp_gate::decision).
     #[arg(long, value_name = "FILE")]
     pub audit_log: Option<PathBuf>,
+    /// Also ask the Cedar policy set in this folder (the same files as --cedar) about every
+    /// decision, as a shadow: never acted on, its ruling is logged, counted
+    /// (mcp_gate_shadow_decisions_total, with --features metrics) and written to each audit
+    /// record, marked where it differs from the live policy's. A way to try a rule change on
+    /// live traffic before turning it on. Reloaded when its files change. Needs
+    /// `--features cedar`.
+    #[arg(long, value_name = "DIR")]
+    pub shadow_cedar: Option<PathBuf>,
 }
