@@ -426,6 +426,11 @@ async fn flood(server: &GatedServer, key: &TestKey, subjects: usize, tools: usiz
         .map(|n| {
             let mut subject = claims(ISSUER, &server.url, "mcp:read");
             subject["sub"] = json!(format!("subject-{}", first + n));
+            // Valid for the whole flood: a wide one outlives the usual five minutes, and an
+            // expired token is a label set (`expired`) of its own.
+            subject["exp"] = subject["iat"]
+                .as_u64()
+                .map_or(json!(0), |iat| json!(iat + 7200));
             key.mint(&subject)
         })
         .collect();

@@ -119,17 +119,32 @@ impl<'a> Judge<'a> {
             approval: case.approval,
             explained: std::sync::OnceLock::new(),
         });
-        let span = tracing::info_span!(
-            target: "mcp_gate::policy",
-            "mcp_gate::policy",
-            otel.kind = "internal",
-            mcp_gate.phase = case.phase.as_str(),
-            mcp_gate.decision = tracing::field::Empty,
-            error.type = tracing::field::Empty,
-        );
+        // When no subscriber wants it, the empty span, whose uses cost nothing (as
+        // `telemetry::trace::or_none` says; the judge sits below the telemetry).
+        let span = if tracing::level_enabled!(tracing::Level::INFO) {
+            tracing::info_span!(
+                target: "mcp_gate::policy",
+                "mcp_gate::policy",
+                otel.kind = "internal",
+                mcp_gate.phase = case.phase.as_str(),
+                mcp_gate.decision = tracing::field::Empty,
+                error.type = tracing::field::Empty,
+            )
+        } else {
+            tracing::Span::none()
+        };
+        let span = if span.is_disabled() {
+            tracing::Span::none()
+        } else {
+            span
+        };
         let live = async {
             let run = policy::run(self.policy, evaluation.clone(), self.timeout);
-            let answer = tracing::Instrument::instrument(run, span.clone()).await;
+            let answer = if span.is_none() {
+                run.await
+            } else {
+                tracing::Instrument::instrument(run, span.clone()).await
+            };
             (answer, started.elapsed())
         };
         let (decision, policy_time, candidate) = match self.shadow {
@@ -189,6 +204,10 @@ fn spanned(span: &tracing::Span, ruling: &Ruling, phase: Phase) {
         Ruling::Abstain => (DecisionKind::Abstain, Some("abstained")),
         Ruling::Failed(_) => (DecisionKind::Refused, Some("policy_failed")),
     };
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        // No subscriber wants a span: there is none to record on.
+        return;
+    }
     let spans = [
         Some(span.clone()),
         (phase == Phase::Invocation).then(tracing::Span::current),

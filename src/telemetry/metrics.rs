@@ -1,8 +1,8 @@
 //! The gate's figures through the [`metrics`] facade (feature `metrics`).
 //!
 //! The facade, not an exporter: the application installs the recorder it runs (Prometheus,
-//! OpenTelemetry, StatsD, ...). With none installed a count costs the label list the macro
-//! builds (one allocation) and a look-up that finds no recorder: `docs/benchmarks.md` has the
+//! OpenTelemetry, StatsD, ...). Each label set's key is made once and kept (`measure::keys`),
+//! so a count allocates nothing, with a recorder or without: `docs/benchmarks.md` has the
 //! figures. Names follow OpenTelemetry's MCP conventions where one exists (`mcp.method.name`,
 //! `gen_ai.tool.name`, `mcp.server.operation.duration`; a Prometheus exporter writes them
 //! `mcp_method_name`, ...), the crate's own otherwise. `docs/operations.md` lists every
@@ -27,58 +27,73 @@
 //! | `mcp_gate_policy_reloads_total` | `outcome` (`ok`, `refused`) |
 //! | `mcp_gate_policy_set_info` (gauge) | `version`: 1 for the set in force, 0 for one replaced |
 
-use metrics::{counter, histogram};
-
 use crate::judge::{DecisionEvent, Observer};
+use crate::measure::keys::{Keys, tool_name};
 
 /// Counts every decision the judge writes, and every request authentication refused.
 pub(crate) struct DecisionMetrics;
 
 /// The decisions counter.
-const DECISIONS: &str = "mcp_gate_decisions_total";
+static DECISIONS: Keys<5> = Keys::new(
+    "mcp_gate_decisions_total",
+    [
+        "phase",
+        "decision",
+        "remediation",
+        "mcp.method.name",
+        "gen_ai.tool.name",
+    ],
+);
 /// The counter of decisions the layer refused to make.
-const DECISION_REFUSALS: &str = "mcp_gate_decision_refusals_total";
+static DECISION_REFUSALS: Keys<1> = Keys::new("mcp_gate_decision_refusals_total", ["reason"]);
 /// The counter of requests refused before any decision, by authentication.
-const AUTH_REFUSALS: &str = "mcp_gate_auth_refusals_total";
+static AUTH_REFUSALS: Keys<2> = Keys::new("mcp_gate_auth_refusals_total", ["reason", "status"]);
 /// How long the policy took, per decision.
-const POLICY_DURATION: &str = "mcp_gate_policy_duration_seconds";
+static POLICY_DURATION: Keys<1> = Keys::new("mcp_gate_policy_duration_seconds", ["phase"]);
 /// How long a decision took, from the question to the answer said.
-const DECISION_DURATION: &str = "mcp_gate_decision_duration_seconds";
+static DECISION_DURATION: Keys<1> = Keys::new("mcp_gate_decision_duration_seconds", ["phase"]);
 /// Decisions a shadow policy was asked about, and whether it ruled otherwise.
-const SHADOW_DECISIONS: &str = "mcp_gate_shadow_decisions_total";
+static SHADOW_DECISIONS: Keys<2> =
+    Keys::new("mcp_gate_shadow_decisions_total", ["phase", "differs"]);
 
 impl Observer for DecisionMetrics {
     fn decided(&self, event: &DecisionEvent<'_>) {
         let said = event.said;
         let remediation = said.remediation.map_or("none", |r| r.as_str());
         let tool = match (event.target.kind(), event.listed_tool) {
-            (_, Some(listed)) => listed.to_owned(),
-            ("tool", None) => "other".to_owned(),
-            _ => "none".to_owned(),
+            (_, Some(listed)) => tool_name(listed),
+            ("tool", None) => "other",
+            _ => "none",
         };
         let phase = event.phase();
-        counter!(
-            DECISIONS,
-            "phase" => phase,
-            "decision" => said.decision.as_str(),
-            "remediation" => remediation,
-            "mcp.method.name" => crate::mcp::method_label(event.method),
-            "gen_ai.tool.name" => tool,
-        )
-        .increment(1);
+        DECISIONS
+            .counter([
+                phase,
+                said.decision.as_str(),
+                remediation,
+                crate::mcp::method_label(event.method),
+                tool,
+            ])
+            .increment(1);
         if let Some(refusal) = &said.refusal {
-            counter!(DECISION_REFUSALS, "reason" => refusal.as_str()).increment(1);
+            DECISION_REFUSALS.counter([refusal.as_str()]).increment(1);
         }
-        histogram!(POLICY_DURATION, "phase" => phase).record(event.policy_time.as_secs_f64());
-        histogram!(DECISION_DURATION, "phase" => phase).record(event.latency.as_secs_f64());
+        POLICY_DURATION
+            .histogram([phase])
+            .record(event.policy_time.as_secs_f64());
+        DECISION_DURATION
+            .histogram([phase])
+            .record(event.latency.as_secs_f64());
         if let Some(differs) = event.shadow_differs() {
             let differs = if differs { "true" } else { "false" };
-            counter!(SHADOW_DECISIONS, "phase" => phase, "differs" => differs).increment(1);
+            SHADOW_DECISIONS.counter([phase, differs]).increment(1);
         }
     }
 
     fn auth_refused(&self, reason: &'static str, status: u16) {
-        counter!(AUTH_REFUSALS, "reason" => reason, "status" => status_label(status)).increment(1);
+        AUTH_REFUSALS
+            .counter([reason, status_label(status)])
+            .increment(1);
     }
 }
 

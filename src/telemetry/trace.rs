@@ -15,8 +15,8 @@
 //! followed, not read). `tests/canary.rs` holds the line: no span field carries a value sent.
 //!
 //! Cost: with no subscriber interested, a span is tracing's disabled fast path (one load of
-//! the callsite's interest), and nothing is formatted or allocated for it: every recording
-//! that would allocate is behind [`Span::is_disabled`].
+//! the callsite's interest), then the empty span ([`or_none`]), and nothing is formatted or
+//! allocated for it: every recording that would allocate is behind [`Span::is_disabled`].
 //!
 //! | span | target | kind | attributes |
 //! |---|---|---|---|
@@ -46,6 +46,9 @@ pub(crate) const MAX_TEXT: usize = 128;
 /// The span of one HTTP request the layer handles; with feature `opentelemetry`, its parent
 /// is the `traceparent` header's context when it has a valid one.
 pub(crate) fn http_span(method: &Method, headers: &HeaderMap) -> Span {
+    if !wanted() {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: "mcp_gate::http",
         "mcp_gate::http",
@@ -57,7 +60,7 @@ pub(crate) fn http_span(method: &Method, headers: &HeaderMap) -> Span {
         error.type = Empty,
     );
     if span.is_disabled() {
-        return span;
+        return Span::none();
     }
     let method = method_word(method);
     span.record("otel.name", method);
@@ -110,6 +113,9 @@ pub(crate) fn request_span(
     headers: &HeaderMap,
     listed: impl FnOnce(&str) -> bool,
 ) -> Span {
+    if !wanted() {
+        return Span::none();
+    }
     let span = tracing::info_span!(
         target: "mcp_gate::request",
         "mcp_gate::request",
@@ -125,7 +131,7 @@ pub(crate) fn request_span(
         error.type = Empty,
     );
     if span.is_disabled() {
-        return span;
+        return Span::none();
     }
     let method = method_label(request.method.as_ref());
     span.record("mcp.method.name", method);
@@ -203,14 +209,36 @@ fn record_id(span: &Span, id: &Value) {
 /// The span around one token verification (`cache`: `hit` when the token cache answered,
 /// `miss` when the token was verified), under the HTTP request's span.
 pub(crate) fn verify_span(parent: &Span, cache: &'static str) -> Span {
-    tracing::info_span!(
+    if !wanted() {
+        return Span::none();
+    }
+    or_none(tracing::info_span!(
         target: "mcp_gate::verify",
         parent: parent,
         "mcp_gate::verify",
         otel.kind = "internal",
         mcp_gate.cache = cache,
         mcp_gate.outcome = Empty,
-    )
+    ))
+}
+
+/// Whether a subscriber may want the gate's spans (all at INFO): one load of tracing's
+/// global level hint, which is `OFF` while no subscriber is installed. Where it says no, the
+/// span macro would make a disabled span, so the empty one is made straight away.
+pub(crate) fn wanted() -> bool {
+    tracing::level_enabled!(tracing::Level::INFO)
+}
+
+/// `span`, or [`Span::none`] when no subscriber wants it. A disabled span still keeps its
+/// metadata, and with `tracing`'s `log` feature on (axum's defaults turn it on) each of its
+/// entries, exits, records and its drop asks the `log` crate whether to write a line; the
+/// empty span asks nothing.
+pub(crate) fn or_none(span: Span) -> Span {
+    if span.is_disabled() {
+        Span::none()
+    } else {
+        span
+    }
 }
 
 /// What verification came to: `ok`, or the refusal's reason code.
@@ -225,11 +253,15 @@ pub(crate) fn call_inner<S, B>(service: &mut S, request: Request<B>) -> (S::Futu
 where
     S: Service<Request<B>>,
 {
-    let span = tracing::info_span!(
-        target: "mcp_gate::inner",
-        "mcp_gate::inner",
-        otel.kind = "internal",
-    );
+    let span = if wanted() {
+        or_none(tracing::info_span!(
+            target: "mcp_gate::inner",
+            "mcp_gate::inner",
+            otel.kind = "internal",
+        ))
+    } else {
+        Span::none()
+    };
     #[cfg(feature = "opentelemetry")]
     let request = {
         let mut request = request;

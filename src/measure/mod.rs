@@ -3,25 +3,62 @@
 //! `metrics` it counts through the [`metrics`] facade, without it it does nothing (so the
 //! places that call it read the same either way). A leaf: it imports nothing of the crate, so
 //! any module may measure without an import cycle. The labels are the callers' fixed words
-//! (`docs/operations.md` lists them).
+//! (`docs/operations.md` lists them), and each label set's key is made once (`keys`), so a
+//! count on the request path allocates nothing.
+
+#[cfg(feature = "metrics")]
+pub(crate) mod keys;
 
 #[cfg(feature = "metrics")]
 mod on {
     use std::time::Duration;
 
-    use metrics::{counter, histogram};
+    use super::keys::Keys;
+
+    /// Tokens looked up in the verified-token cache.
+    static TOKEN_CACHE: Keys<1> = Keys::new("mcp_gate_token_cache_total", ["result"]);
+    /// Tokens verified, by method and outcome.
+    static VERIFICATIONS: Keys<2> =
+        Keys::new("mcp_gate_token_verifications_total", ["method", "outcome"]);
+    /// How long verifications took, by method.
+    static VERIFICATION_TIME: Keys<1> =
+        Keys::new("mcp_gate_token_verification_duration_seconds", ["method"]);
+    /// Keys looked up in remote key sets.
+    #[cfg(feature = "jwks")]
+    static JWKS_LOOKUPS: Keys<1> = Keys::new("mcp_gate_jwks_lookups_total", ["result"]);
+    /// Remote key sets fetched.
+    #[cfg(feature = "jwks")]
+    static JWKS_FETCHES: Keys<1> = Keys::new("mcp_gate_jwks_fetches_total", ["outcome"]);
+    /// Policy sets reloaded or refused.
+    #[cfg_attr(
+        not(feature = "cedar"),
+        allow(dead_code, reason = "only Cedar reloads")
+    )]
+    static RELOADS: Keys<1> = Keys::new("mcp_gate_policy_reloads_total", ["outcome"]);
+    /// Store operations, by store, backend, operation and outcome.
+    static STORE_OPERATIONS: Keys<4> = Keys::new(
+        "mcp_gate_store_operations_total",
+        ["store", "backend", "operation", "outcome"],
+    );
+    /// How long store operations took.
+    static STORE_TIME: Keys<3> = Keys::new(
+        "mcp_gate_store_operation_duration_seconds",
+        ["store", "backend", "operation"],
+    );
+    /// Store operations refused at a bound.
+    static QUOTA_REFUSALS: Keys<2> = Keys::new("mcp_gate_quota_refusals_total", ["store", "kind"]);
 
     /// A token looked up in the verified-token cache.
     pub(crate) fn token_cache(hit: bool) {
         let result = if hit { "hit" } else { "miss" };
-        counter!("mcp_gate_token_cache_total", "result" => result).increment(1);
+        TOKEN_CACHE.counter([result]).increment(1);
     }
 
     /// A token verified (or not) by `method`, with the outcome and the time it took.
     pub(crate) fn token_verified(method: &'static str, outcome: &'static str, took: Duration) {
-        counter!("mcp_gate_token_verifications_total", "method" => method, "outcome" => outcome)
-            .increment(1);
-        histogram!("mcp_gate_token_verification_duration_seconds", "method" => method)
+        VERIFICATIONS.counter([method, outcome]).increment(1);
+        VERIFICATION_TIME
+            .histogram([method])
             .record(took.as_secs_f64());
     }
 
@@ -29,18 +66,18 @@ mod on {
     /// A key looked up in a remote key set: found at once, or not.
     pub(crate) fn jwks_lookup(hit: bool) {
         let result = if hit { "hit" } else { "miss" };
-        counter!("mcp_gate_jwks_lookups_total", "result" => result).increment(1);
+        JWKS_LOOKUPS.counter([result]).increment(1);
     }
 
     #[cfg(feature = "jwks")]
     /// A remote key set fetched.
     pub(crate) fn jwks_fetch(ok: bool) {
         let outcome = if ok { "ok" } else { "error" };
-        counter!("mcp_gate_jwks_fetches_total", "outcome" => outcome).increment(1);
+        JWKS_FETCHES.counter([outcome]).increment(1);
     }
 
     /// A policy set in force, at its first load or a reload: `version` is 1, the one it
-    /// replaced 0.
+    /// replaced 0. (Rare: through the macro, which makes the label each time.)
     #[cfg_attr(
         not(feature = "cedar"),
         allow(dead_code, reason = "only Cedar sets load")
@@ -59,7 +96,7 @@ mod on {
     )]
     pub(crate) fn policy_reload(ok: bool) {
         let outcome = if ok { "ok" } else { "refused" };
-        counter!("mcp_gate_policy_reloads_total", "outcome" => outcome).increment(1);
+        RELOADS.counter([outcome]).increment(1);
     }
 
     /// One store operation: what it was, how it ended, and how long it took.
@@ -70,24 +107,14 @@ mod on {
         outcome: &'static str,
         took: Duration,
     ) {
-        counter!(
-            "mcp_gate_store_operations_total",
-            "store" => store,
-            "backend" => backend,
-            "operation" => operation,
-            "outcome" => outcome,
-        )
-        .increment(1);
-        histogram!(
-            "mcp_gate_store_operation_duration_seconds",
-            "store" => store,
-            "backend" => backend,
-            "operation" => operation,
-        )
-        .record(took.as_secs_f64());
+        STORE_OPERATIONS
+            .counter([store, backend, operation, outcome])
+            .increment(1);
+        STORE_TIME
+            .histogram([store, backend, operation])
+            .record(took.as_secs_f64());
         if matches!(outcome, "full" | "owner_quota" | "over_budget") {
-            counter!("mcp_gate_quota_refusals_total", "store" => store, "kind" => outcome)
-                .increment(1);
+            QUOTA_REFUSALS.counter([store, outcome]).increment(1);
         }
     }
 }
