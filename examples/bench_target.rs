@@ -168,6 +168,15 @@ fn with_metrics(app: Router) -> Result<Router, Failure> {
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder)
         .map_err(|error| format!("cannot install the metrics recorder: {error}"))?;
+    // Histogram samples are kept until drained: as a production server does, every 5 s.
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
     Ok(app.route(
         "/metrics",
         axum::routing::get(move || std::future::ready(handle.render())),

@@ -327,6 +327,16 @@ fn operations_router(gate: mcp_gate::Gate) -> Result<Router, Box<dyn std::error:
         let handle = recorder.handle();
         metrics::set_global_recorder(recorder)
             .map_err(|error| format!("cannot install the metrics recorder: {error}"))?;
+        // The recorder keeps every histogram sample until it is drained: a scrape drains it,
+        // and so does this, every 5 s, so that a server nobody scrapes does not grow.
+        let upkeep = handle.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
+            loop {
+                every.tick().await;
+                upkeep.run_upkeep();
+            }
+        });
         router.route(
             "/metrics",
             axum::routing::get(move || async move { handle.render() }),
