@@ -77,10 +77,15 @@ impl JsonLines {
         Self::with_queue(writer, DEFAULT_QUEUE)
     }
 
-    /// Lines appended to the file at `path` (created if missing).
+    /// Lines appended to the file at `path`. A file made here is readable by its owner alone
+    /// on Unix (mode `0600`: the records name who called what); an existing file keeps its
+    /// mode.
     pub fn append_to(path: impl AsRef<Path>) -> io::Result<Self> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        Self::new(file)
+        let mut options = OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        Self::new(options.open(path)?)
     }
 
     /// Lines written to `writer`, at most `queue` waiting (at least 1).
@@ -208,4 +213,25 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_file_is_its_owners_alone() {
+        use std::os::unix::fs::PermissionsExt;
+
+        let dir = std::env::temp_dir().join(format!("mcp-gate-audit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        let path = dir.join("audit.jsonl");
+        let _ = std::fs::remove_file(&path);
+        let audit = JsonLines::append_to(&path).expect("the file opens");
+        audit.close().expect("closed");
+        let mode = std::fs::metadata(&path).expect("made").permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        std::fs::remove_dir_all(&dir).expect("cleaned up");
+    }
 }
