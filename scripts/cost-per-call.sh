@@ -44,7 +44,10 @@ if ! command -v valgrind >/dev/null 2>&1; then
 fi
 
 scratch=$(mktemp -d)
-worktree="$scratch/base"
+# A fixed path: the binary holds its sources' paths, and a path of another length moves the
+# instruction count by a few hundred.
+worktree="$target/cost-base-worktree"
+git -C "$root" worktree remove --force "$worktree" >/dev/null 2>&1 || rm -rf "$worktree"
 cleanup() {
   git -C "$root" worktree remove --force "$worktree" >/dev/null 2>&1 || true
   rm -rf "$scratch"

@@ -103,8 +103,14 @@ pub(crate) async fn after_authentication<S: Inner>(
         Routed::Forward(mut parts, bytes) => {
             // The JSON-RPC request's span, if `route` read one (none for a notification).
             let span = trace::RequestSpan::take(&mut parts.extensions);
-            let call = span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
-            forwarded(call.instrument(span).await)
+            // The empty span (no subscriber) is neither entered nor carried.
+            if span.is_none() {
+                let call = start(&mut inner, *parts, S::Req::from(bytes));
+                forwarded(call.await)
+            } else {
+                let call = span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
+                forwarded(call.instrument(span).await)
+            }
         }
         Routed::Respond(response) => Ok(response),
     }

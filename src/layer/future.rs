@@ -75,10 +75,16 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        let _entered = this.span.enter();
+        // The empty span (no subscriber) is not entered: nothing would see it.
+        let _entered = (!this.span.is_none()).then(|| this.span.enter());
         let response = match this.kind.project() {
             KindProj::Forwarded { future, inner } => {
-                let response = ready!(inner.in_scope(|| future.poll(cx)))?;
+                let polled = if inner.is_none() {
+                    future.poll(cx)
+                } else {
+                    inner.in_scope(|| future.poll(cx))
+                };
+                let response = ready!(polled)?;
                 response.map(GateBody::inner)
             }
             KindProj::Replied { reply } => match reply.take() {

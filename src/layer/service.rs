@@ -117,7 +117,11 @@ where
     /// it, now and in the returned future, runs inside it.
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let span = trace::http_span(request.method(), request.headers());
-        let future = span.in_scope(|| self.begin(request, &span));
+        let future = if span.is_none() {
+            self.begin(request, &span)
+        } else {
+            span.in_scope(|| self.begin(request, &span))
+        };
         future.in_span(span)
     }
 }

@@ -270,7 +270,11 @@ where
         }
         request
     };
-    let future = span.in_scope(|| service.call(request));
+    let future = if span.is_none() {
+        service.call(request)
+    } else {
+        span.in_scope(|| service.call(request))
+    };
     (future, span)
 }
 
