@@ -25,6 +25,10 @@
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
 
+#[cfg(feature = "metrics")]
+#[path = "server/metrics_route.rs"]
+mod metrics_route;
+
 #[path = "server/tools.rs"]
 #[allow(dead_code)]
 mod tools;
@@ -160,27 +164,11 @@ fn mint(port: u16, out: &std::path::Path, count: usize, lifetime: u64) -> Result
     Ok(())
 }
 
-/// With the feature `metrics`: the Prometheus recorder installed, as a production server has
-/// one, and its text on `GET /metrics` (outside the layer).
+/// With the feature `metrics`: the Prometheus recorder installed and drained, as the example
+/// server's (a production server's) is, and its text on `GET /metrics` (outside the layer).
 #[cfg(feature = "metrics")]
 fn with_metrics(app: Router) -> Result<Router, Failure> {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder)
-        .map_err(|error| format!("cannot install the metrics recorder: {error}"))?;
-    // Histogram samples are kept until drained: as a production server does, every 5 s.
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(Duration::from_secs(5));
-        loop {
-            every.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
-    Ok(app.route(
-        "/metrics",
-        axum::routing::get(move || std::future::ready(handle.render())),
-    ))
+    Ok(metrics_route::with_metrics(app)?)
 }
 
 /// Without the feature `metrics`: the server as it is.

@@ -27,6 +27,8 @@ mod approvals;
 mod cedar_policy;
 mod config;
 mod dev_issuer;
+#[cfg(feature = "metrics")]
+mod metrics_route;
 mod options;
 mod policy;
 mod task_console;
@@ -322,26 +324,7 @@ fn operations_router(gate: mcp_gate::Gate) -> Result<Router, Box<dyn std::error:
         .route("/healthz", axum::routing::get(|| async { "ok\n" }))
         .route("/readyz", mcp_gate::readiness::handler(gate));
     #[cfg(feature = "metrics")]
-    let router = {
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-        let handle = recorder.handle();
-        metrics::set_global_recorder(recorder)
-            .map_err(|error| format!("cannot install the metrics recorder: {error}"))?;
-        // The recorder keeps every histogram sample until it is drained: a scrape drains it,
-        // and so does this, every 5 s, so that a server nobody scrapes does not grow.
-        let upkeep = handle.clone();
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(std::time::Duration::from_secs(5));
-            loop {
-                every.tick().await;
-                upkeep.run_upkeep();
-            }
-        });
-        router.route(
-            "/metrics",
-            axum::routing::get(move || async move { handle.render() }),
-        )
-    };
+    let router = metrics_route::with_metrics(router)?;
     Ok(router)
 }
 
