@@ -11,6 +11,10 @@
 # target/cost), release, `benches/pipeline.rs`. Instructions per allowed call are the
 # difference of callgrind's totals between 500 and 1,500 requests of configuration (b), over
 # 1,000: the set-up cancels out. Needs valgrind (installed with apt-get when missing).
+# COST_CARGO_ARGS adds arguments to both builds (for instance
+# "--config profile.release.package.mcp-gate.codegen-units=1", to see how much of a change is
+# the compiler's partitioning). COST_KEEP=DIR keeps the two binaries there (DIR/before, DIR/after), for a closer look
+# (callgrind by function, `valgrind --tool=dhat` by allocation site).
 # Exit status: 0, 1 on a failure, 2 for a bad argument.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -59,7 +63,7 @@ build() {
   local dir=$1 with=() binary
   [[ -z "$2" ]] || with=(--features "$2")
   binary=$(cd "$dir" && CARGO_TARGET_DIR="$target" timeout 3600 cargo bench --bench pipeline \
-    --no-run "${with[@]}" --message-format=json 2>/dev/null |
+    --no-run "${with[@]}" ${COST_CARGO_ARGS:-} --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
   [[ -x "$binary" ]] || {
     log "no bench binary built in $dir"
@@ -72,6 +76,10 @@ log "building $base_rev (worktree) and this tree"
 git -C "$root" worktree add --detach --quiet "$worktree" "$base_rev"
 cp "$(build "$worktree" "$base_features")" "$scratch/before"
 cp "$(build "$root" "$features")" "$scratch/after"
+if [[ -n "${COST_KEEP:-}" ]]; then
+  mkdir -p "$COST_KEEP"
+  cp "$scratch/before" "$scratch/after" "$COST_KEEP/"
+fi
 
 # allocations BINARY: the bench's allocation line for (b).
 allocations() {

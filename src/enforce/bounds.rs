@@ -10,9 +10,8 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::{Request, Response};
 use tower_service::Service;
-use tracing::Instrument;
-use tracing::instrument::Instrumented;
 
+use crate::measure::traced::{Traced, traced};
 pub(crate) use crate::policy::BoxError;
 use crate::telemetry::trace;
 
@@ -78,7 +77,7 @@ where
 {
     type Response = S::Response;
     type Error = S::Error;
-    type Future = Instrumented<S::Future>;
+    type Future = Traced<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.service.poll_ready(cx)
@@ -86,7 +85,7 @@ where
 
     fn call(&mut self, request: Request<ReqBody>) -> Self::Future {
         let (future, span) = trace::call_inner(&mut self.service, request);
-        future.instrument(span)
+        traced(future, span)
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::request::Parts;
 use http::{Method, Response, header};
-use tracing::{Instrument, Span};
+use tracing::Span;
 
 use super::call::{Routed, forwarded, replied, start};
 use super::reply::{auth_refusal, bodyless_refusal};
@@ -20,6 +20,7 @@ use crate::enforce::body::GateBody;
 use crate::enforce::bounds::Inner;
 use crate::enforce::buffer::{close_if_unread, declares_body};
 use crate::mcp::era::SESSION_HEADER;
+use crate::measure::traced::{KeptSpan, traced};
 use crate::settings::Settings;
 use crate::telemetry::trace;
 
@@ -67,10 +68,12 @@ pub(crate) async fn after_authentication<S: Inner>(
             let (token, key) = *unverified;
             // Boxed: verification (signature, key refresh, introspection) is the rare path once
             // the token cache is warm, and its future is large.
-            let span = trace::verify_span(&Span::current(), "miss");
+            let span = KeptSpan::new(trace::verify_span(&Span::current(), "miss"));
             let verify = settings.authenticator.verify(&token, key);
-            let verified = Box::pin(verify.instrument(span.clone())).await;
-            trace::verified(&span, verified.as_ref().err().map(|error| error.reason()));
+            let verified = Box::pin(traced(verify, span.span())).await;
+            if let Some(span) = span.get() {
+                trace::verified(span, verified.as_ref().err().map(|error| error.reason()));
+            }
             match verified {
                 Ok(principal) => principal,
                 Err(error) => {
@@ -101,16 +104,18 @@ pub(crate) async fn after_authentication<S: Inner>(
     }
     match route(&settings, &mut inner, parts, body, principal, session).await? {
         Routed::Forward(mut parts, bytes) => {
-            // The JSON-RPC request's span, if `route` read one (none for a notification).
-            let span = trace::RequestSpan::take(&mut parts.extensions);
-            // The empty span (no subscriber) is neither entered nor carried.
-            if span.is_none() {
-                let call = start(&mut inner, *parts, S::Req::from(bytes));
-                forwarded(call.await)
-            } else {
-                let call = span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)));
-                forwarded(call.instrument(span).await)
-            }
+            // Inside the JSON-RPC request's span, if `route` read one (none for a
+            // notification); the empty span (no subscriber) is neither entered nor carried.
+            let call = {
+                let span = trace::RequestSpan::take(&mut parts.extensions);
+                let call = if span.is_none() {
+                    start(&mut inner, *parts, S::Req::from(bytes))
+                } else {
+                    span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)))
+                };
+                traced(call, span)
+            };
+            forwarded(call.await)
         }
         Routed::Respond(response) => Ok(response),
     }

@@ -2,7 +2,7 @@
 //! [`Route`] per class of the method table, each a route of its own under [`super::routes`].
 
 use http::request::Parts;
-use tracing::{Instrument, Span};
+use tracing::Span;
 
 use super::call::{Call, Routed, scrubbed};
 use super::reply::{method_not_found, refusal};
@@ -19,6 +19,7 @@ use crate::mcp::era::protocol_context;
 use crate::mcp::identity::stamp;
 use crate::mcp::request::{McpRequest, Message, classify};
 use crate::mcp::{Listing as ListingClass, MethodClass};
+use crate::measure::traced::{Traced, traced};
 use crate::settings::Settings;
 use crate::telemetry::trace;
 
@@ -48,18 +49,66 @@ pub(crate) async fn route<S: Inner>(
             return Ok(Routed::reply(response));
         }
     };
+    let route = match read(settings, inner, parts, bytes, principal, session) {
+        Read::Routed(routed) => return Ok(routed),
+        Read::Route(route) => route,
+    };
+    route.await
+}
+
+/// What a read body comes to: answered or passed on at once, or a route to run.
+enum Read<R, F> {
+    /// Refused, or a notification or response passed on as it is.
+    Routed(R),
+    /// A JSON-RPC request's route, inside its span.
+    Route(Traced<F>),
+}
+
+/// Classifies the read body and, for a request, makes its span and its route's future.
+/// Synchronous, so that nothing it borrows (the bytes, the span) takes room in the request's
+/// future beside the route.
+#[allow(
+    clippy::type_complexity,
+    reason = "the route's future is unnameable; the type says it once"
+)]
+fn read<'a, S: Inner>(
+    settings: &'a Settings,
+    inner: &'a mut S,
+    mut parts: Box<Parts>,
+    bytes: bytes::Bytes,
+    principal: Principal,
+    session: Option<Box<sessions::BoundSession>>,
+) -> Read<Routed<S::Res>, impl Future<Output = Result<Routed<S::Res>, S::Error>> + 'a> {
     let request = match classify(&bytes) {
-        Err(error) => return Ok(Routed::reply(refusal(&error))),
-        Ok(Message::Notification | Message::Response) => return Ok(Routed::Forward(parts, bytes)),
+        Err(error) => return Read::Routed(Routed::reply(refusal(&error))),
+        Ok(Message::Notification | Message::Response) => {
+            return Read::Routed(Routed::Forward(parts, bytes));
+        }
         Ok(Message::Request(request)) => request,
     };
     let listed = |tool: &str| settings.policy.tool_annotations.contains(tool);
     let span = trace::request_span(&request, &parts.headers, listed);
-    let mut parts = parts;
     trace::RequestSpan::carry(&mut parts.extensions, &span);
-    // The rest inside the request's span: an async block, not a function, so that what it
-    // holds is stored once in the request's future.
-    let routed = async move {
+    let route = routed(settings, inner, parts, bytes, request, principal, session);
+    Read::Route(traced(route, span))
+}
+
+/// The route's work once the request is read and its span made. An `async move` block, so
+/// that its arguments are stored once in the request's future.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its arguments twice in its future"
+)]
+fn routed<'a, S: Inner>(
+    settings: &'a Settings,
+    inner: &'a mut S,
+    parts: Box<Parts>,
+    bytes: bytes::Bytes,
+    request: Box<McpRequest>,
+    principal: Principal,
+    session: Option<Box<sessions::BoundSession>>,
+) -> impl Future<Output = Result<Routed<S::Res>, S::Error>> + 'a {
+    async move {
         let known_session = session.as_deref().map(|s| &s.record);
         let protocol = match protocol_context(&request, &parts.headers, known_session) {
             Ok(protocol) => protocol,
@@ -90,12 +139,6 @@ pub(crate) async fn route<S: Inner>(
                 &call.protocol,
             ))),
         }
-    };
-    // With no subscriber, the empty span is not entered at every poll.
-    if span.is_none() {
-        routed.await
-    } else {
-        routed.instrument(span).await
     }
 }
 

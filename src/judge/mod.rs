@@ -35,6 +35,7 @@ pub(crate) use shadow::Verdict;
 use crate::auth::Principal;
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::{ProtocolContext, Target};
+use crate::measure::traced::{KeptSpan, traced};
 use crate::policy::{
     self, Answered, Approval, Decision, Evaluation, EvaluationData, Phase, Policy,
 };
@@ -105,98 +106,124 @@ impl<'a> Judge<'a> {
 
     /// Asks the policy about `case`, lets `express` answer, and writes the one decision
     /// event.
-    pub async fn judge<E: Express>(&self, case: Case<'_>, express: E) -> E::Then {
-        let started = Instant::now();
-        let listed = case.listed.is_some();
-        let evaluation = Evaluation::new(EvaluationData {
-            principal: case.principal.clone(),
-            method: case.method.clone(),
-            target: case.target.clone(),
-            protocol: case.protocol.clone(),
-            phase: case.phase,
-            answered: case.answered,
-            listed: case.listed,
-            approval: case.approval,
-            explained: std::sync::OnceLock::new(),
-        });
-        // When no subscriber wants it, the empty span, whose uses cost nothing (as
-        // `telemetry::trace::or_none` says; the judge sits below the telemetry).
-        let span = if tracing::level_enabled!(tracing::Level::INFO) {
-            tracing::info_span!(
-                target: "mcp_gate::policy",
-                "mcp_gate::policy",
-                otel.kind = "internal",
-                mcp_gate.phase = case.phase.as_str(),
-                mcp_gate.decision = tracing::field::Empty,
-                error.type = tracing::field::Empty,
-            )
-        } else {
-            tracing::Span::none()
-        };
-        let span = if span.is_disabled() {
-            tracing::Span::none()
-        } else {
-            span
-        };
-        let live = async {
-            let run = policy::run(self.policy, evaluation.clone(), self.timeout);
-            let answer = if span.is_none() {
-                run.await
-            } else {
-                tracing::Instrument::instrument(run, span.clone()).await
+    ///
+    /// A function returning an `async move` block, not an `async fn`: an `async fn` copies its
+    /// arguments into its body's state beside the originals, and this future is boxed once
+    /// per judged request.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn stores its arguments twice in its future"
+    )]
+    pub fn judge<E: Express>(&self, case: Case<'_>, express: E) -> impl Future<Output = E::Then> {
+        async move {
+            // No clock is read when no observer reads the latencies (they are then zero).
+            let started = self.observers.timed().then(Instant::now);
+            let listed = case.listed.is_some();
+            let evaluation = Evaluation::new(EvaluationData {
+                principal: case.principal.clone(),
+                method: case.method.clone(),
+                target: case.target.clone(),
+                protocol: case.protocol.clone(),
+                phase: case.phase,
+                answered: case.answered,
+                listed: case.listed,
+                approval: case.approval,
+                explained: std::sync::OnceLock::new(),
+            });
+            let span = KeptSpan::new(policy_span(case.phase));
+            let live = async {
+                let run = policy::run(self.policy, evaluation.clone(), self.timeout);
+                let answer = traced(run, span.span()).await;
+                (answer, since(started))
             };
-            (answer, started.elapsed())
-        };
-        let (decision, policy_time, candidate) = match self.shadow {
-            None => {
-                let (answer, policy_time) = live.await;
-                (answer, policy_time, None)
-            }
-            Some(shadow) => {
-                let twin = evaluation.twin();
-                let asked = policy::run(shadow, twin.clone(), self.timeout);
-                let ((answer, policy_time), candidate) =
-                    futures_util::future::join(live, asked).await;
-                (answer, policy_time, Some((Verdict::of(&candidate), twin)))
-            }
-        };
-        let verdict = Verdict::of(&decision);
-        let ruling = match decision {
-            Ok(Decision::Allow) => Ruling::Allow,
-            Ok(Decision::Ask { message }) => Ruling::Ask { message },
-            Ok(Decision::Deny(remediation)) => Ruling::Deny(remediation),
-            Ok(Decision::Abstain) => Ruling::Abstain,
-            Err(failure) => Ruling::Failed(failure),
-        };
-        spanned(&span, &ruling, case.phase);
-        let judged = express.express(ruling).await;
-        let event = DecisionEvent {
-            request: self.request,
-            principal: case.principal,
-            method: case.method,
-            target: case.target,
-            phase: case.phase,
-            live: verdict,
-            said: &judged.said,
-            explanation: evaluation.explanation(),
-            shadow: candidate.as_ref().map(|(verdict, twin)| Shadowed {
-                verdict: *verdict,
-                explanation: twin.explanation(),
-            }),
-            listed_tool: match case.target {
-                Target::Tool { name, .. } if listed => Some(name.as_str()),
-                _ => None,
-            },
-            policy_time,
-            latency: started.elapsed(),
-        };
-        self.observers.decided(&event);
-        judged.then
+            let (decision, policy_time, candidate) = match self.shadow {
+                None => {
+                    let (answer, policy_time) = live.await;
+                    (answer, policy_time, None)
+                }
+                // Boxed: a shadow is an operator's trial, and the two policies' futures side
+                // by side would double every judgement's future, shadow or not.
+                Some(shadow) => {
+                    Box::pin(async {
+                        let twin = evaluation.twin();
+                        let asked = policy::run(shadow, twin.clone(), self.timeout);
+                        let ((answer, policy_time), candidate) =
+                            futures_util::future::join(live, asked).await;
+                        (answer, policy_time, Some((Verdict::of(&candidate), twin)))
+                    })
+                    .await
+                }
+            };
+            let (verdict, ruling) = ruled(decision);
+            spanned(span.get(), &ruling, case.phase);
+            let judged = express.express(ruling).await;
+            let event = DecisionEvent {
+                request: self.request,
+                principal: case.principal,
+                method: case.method,
+                target: case.target,
+                phase: case.phase,
+                live: verdict,
+                said: &judged.said,
+                explanation: evaluation.explanation(),
+                shadow: candidate.as_ref().map(|(verdict, twin)| Shadowed {
+                    verdict: *verdict,
+                    explanation: twin.explanation(),
+                }),
+                listed_tool: match case.target {
+                    Target::Tool { name, .. } if listed => Some(name.as_str()),
+                    _ => None,
+                },
+                policy_time,
+                latency: since(started),
+            };
+            self.observers.decided(&event);
+            judged.then
+        }
+    }
+}
+
+/// The time since `started`, or zero when there was no start.
+fn since(started: Option<Instant>) -> Duration {
+    started.map_or(Duration::ZERO, |started| started.elapsed())
+}
+
+/// What the policy answered, as the event's verdict and the ruling the phase expresses.
+fn ruled(decision: Result<Decision, policy::PolicyFailure>) -> (Verdict, Ruling) {
+    let verdict = Verdict::of(&decision);
+    let ruling = match decision {
+        Ok(Decision::Allow) => Ruling::Allow,
+        Ok(Decision::Ask { message }) => Ruling::Ask { message },
+        Ok(Decision::Deny(remediation)) => Ruling::Deny(remediation),
+        Ok(Decision::Abstain) => Ruling::Abstain,
+        Err(failure) => Ruling::Failed(failure),
+    };
+    (verdict, ruling)
+}
+
+/// The policy call's span, or the empty span when no subscriber wants it (the judge sits below
+/// the telemetry, so the span is made here, as `telemetry::trace` makes the others).
+fn policy_span(phase: Phase) -> tracing::Span {
+    if !tracing::level_enabled!(tracing::Level::INFO) {
+        return tracing::Span::none();
+    }
+    let span = tracing::info_span!(
+        target: "mcp_gate::policy",
+        "mcp_gate::policy",
+        otel.kind = "internal",
+        mcp_gate.phase = phase.as_str(),
+        mcp_gate.decision = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    if span.is_disabled() {
+        tracing::Span::none()
+    } else {
+        span
     }
 }
 
 /// The ruling on the policy's span, and on an invocation's request span (the current one).
-fn spanned(span: &tracing::Span, ruling: &Ruling, phase: Phase) {
+fn spanned(span: Option<&tracing::Span>, ruling: &Ruling, phase: Phase) {
     let (decision, error) = match ruling {
         Ruling::Allow => (DecisionKind::Allow, None),
         Ruling::Ask { .. } => (DecisionKind::Ask, None),
@@ -209,7 +236,7 @@ fn spanned(span: &tracing::Span, ruling: &Ruling, phase: Phase) {
         return;
     }
     let spans = [
-        Some(span.clone()),
+        span.cloned(),
         (phase == Phase::Invocation).then(tracing::Span::current),
     ];
     for span in spans.iter().flatten() {

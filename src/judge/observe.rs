@@ -12,6 +12,12 @@ pub(crate) trait Observer: Send + Sync + 'static {
     /// One decision.
     fn decided(&self, event: &DecisionEvent<'_>);
 
+    /// Whether it reads the event's latencies: when no observer does, the judge reads no
+    /// clock.
+    fn times(&self) -> bool {
+        true
+    }
+
     /// A request refused by authentication, before any decision: the failure's reason code
     /// and the HTTP status of the challenge.
     fn auth_refused(&self, reason: &'static str, status: u16) {
@@ -25,6 +31,11 @@ pub(crate) struct DecisionLog;
 impl Observer for DecisionLog {
     fn decided(&self, event: &DecisionEvent<'_>) {
         event.write();
+    }
+
+    /// Only while a subscriber may write it (no level is enabled when there is none).
+    fn times(&self) -> bool {
+        tracing::level_enabled!(tracing::Level::ERROR)
     }
 }
 
@@ -46,6 +57,11 @@ impl Observers {
     )]
     pub fn push(&mut self, observer: Arc<dyn Observer>) {
         self.0.push(observer);
+    }
+
+    /// Whether any observer reads the latencies.
+    pub fn timed(&self) -> bool {
+        self.0.iter().any(|observer| observer.times())
     }
 
     /// Tells every observer of `event`.

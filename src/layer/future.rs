@@ -10,6 +10,7 @@ use tracing::Span;
 
 use crate::enforce::body::GateBody;
 use crate::enforce::reply::Reply;
+use crate::measure::traced::{KeptSpan, Traced, traced};
 
 type Pending<B, E> = Pin<Box<dyn Future<Output = Result<Response<GateBody<B>>, E>> + Send>>;
 
@@ -21,7 +22,7 @@ pin_project! {
     pub struct ResponseFuture<F, B, E> {
         #[pin]
         kind: Kind<F, B, E>,
-        span: Span,
+        span: KeptSpan,
     }
 }
 
@@ -29,7 +30,7 @@ pin_project! {
     #[project = KindProj]
     enum Kind<F, B, E> {
         // The token was cached: the inner call is under way, in its own span.
-        Forwarded { #[pin] future: F, inner: Span },
+        Forwarded { #[pin] future: Traced<F> },
         // The layer replied without awaiting anything (a refusal, the metadata document).
         Replied { reply: Option<Reply> },
         // Verification, classification or evaluation is under way; the inner call follows inside.
@@ -40,7 +41,9 @@ pin_project! {
 impl<F, B, E> ResponseFuture<F, B, E> {
     /// The inner call under way (`future`), made inside the `inner` span.
     pub(crate) fn forwarded((future, inner): (F, Span)) -> Self {
-        Self::of(Kind::Forwarded { future, inner })
+        Self::of(Kind::Forwarded {
+            future: traced(future, inner),
+        })
     }
 
     /// A reply the layer wrote itself (a refusal, the metadata document).
@@ -56,13 +59,13 @@ impl<F, B, E> ResponseFuture<F, B, E> {
     fn of(kind: Kind<F, B, E>) -> Self {
         Self {
             kind,
-            span: Span::none(),
+            span: KeptSpan::default(),
         }
     }
 
     /// The same future, polled inside the request's `span`.
     pub(crate) fn in_span(mut self, span: Span) -> Self {
-        self.span = span;
+        self.span = KeptSpan::new(span);
         self
     }
 }
@@ -75,16 +78,11 @@ where
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
-        // The empty span (no subscriber) is not entered: nothing would see it.
-        let _entered = (!this.span.is_none()).then(|| this.span.enter());
+        // The empty span (no subscriber) is neither kept nor entered: nothing would see it.
+        let _entered = this.span.get().map(Span::enter);
         let response = match this.kind.project() {
-            KindProj::Forwarded { future, inner } => {
-                let polled = if inner.is_none() {
-                    future.poll(cx)
-                } else {
-                    inner.in_scope(|| future.poll(cx))
-                };
-                let response = ready!(polled)?;
+            KindProj::Forwarded { future } => {
+                let response = ready!(future.poll(cx))?;
                 response.map(GateBody::inner)
             }
             KindProj::Replied { reply } => match reply.take() {
@@ -93,7 +91,9 @@ where
             },
             KindProj::Pending { future } => ready!(future.as_mut().poll(cx))?,
         };
-        crate::telemetry::trace::responded(this.span, response.status());
+        if let Some(span) = this.span.get() {
+            crate::telemetry::trace::responded(span, response.status());
+        }
         Poll::Ready(Ok(response))
     }
 }

@@ -4,10 +4,12 @@
 //! places that call it read the same either way). A leaf: it imports nothing of the crate, so
 //! any module may measure without an import cycle. The labels are the callers' fixed words
 //! (`docs/operations.md` lists them), and each label set's key is made once (`keys`), so a
-//! count on the request path allocates nothing.
+//! count on the request path allocates nothing. [`traced`] keeps the spans held across awaits
+//! out of a request's future when no subscriber wants them.
 
 #[cfg(feature = "metrics")]
 pub(crate) mod keys;
+pub(crate) mod traced;
 
 #[cfg(feature = "metrics")]
 mod on {
