@@ -136,6 +136,7 @@ mod headers;
 mod http_client;
 mod judge;
 pub mod layer;
+pub mod limit;
 pub mod mcp;
 mod measure;
 pub mod policy;

@@ -101,14 +101,15 @@ pub enum Component {
 }
 
 impl Component {
-    /// The component in the report: `issuer`, `session_store`, `replay_store`, `task_store`
-    /// or `policy`.
+    /// The component in the report: `issuer`, `session_store`, `replay_store`, `task_store`,
+    /// `limit_store` or `policy`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Issuer => "issuer",
             Self::Store(StoreKind::Sessions) => "session_store",
             Self::Store(StoreKind::Replay) => "replay_store",
             Self::Store(StoreKind::Tasks) => "task_store",
+            Self::Store(StoreKind::Limits) => "limit_store",
             Self::Policy => "policy",
         }
     }

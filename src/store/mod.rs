@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 #[cfg(feature = "redis")]
 mod keys;
+pub mod limits;
 #[cfg(feature = "redis")]
 mod redis_connection;
 pub mod replay;
@@ -51,6 +52,8 @@ pub enum StoreKind {
     Replay,
     /// Calls held for approval ([`tasks`]).
     Tasks,
+    /// Rate-limit counters ([`limits`]).
+    Limits,
 }
 
 impl StoreKind {
@@ -60,6 +63,7 @@ impl StoreKind {
             Self::Sessions => "session",
             Self::Replay => "replay",
             Self::Tasks => "task",
+            Self::Limits => "limit",
         }
     }
 }
@@ -180,7 +184,7 @@ impl StoreError {
     pub(crate) fn unusable(store: StoreKind, reason: impl Into<String>) -> Self {
         let reason = reason.into();
         match store {
-            StoreKind::Tasks => Self::Config { store, reason },
+            StoreKind::Tasks | StoreKind::Limits => Self::Config { store, reason },
             StoreKind::Sessions | StoreKind::Replay => Self::Unavailable { store, reason },
         }
     }
@@ -196,7 +200,7 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use StoreKind::{Replay, Sessions, Tasks};
+        use StoreKind::{Limits, Replay, Sessions, Tasks};
         match self {
             Self::Full {
                 store: Sessions,
@@ -209,6 +213,17 @@ impl fmt::Display for StoreError {
                 store: Replay,
                 capacity,
             } => write!(f, "the replay store is full ({capacity} live states)"),
+            Self::Full {
+                store: Limits,
+                capacity,
+            } => write!(
+                f,
+                "the limit store is full ({capacity} live counters); calls needing a new counter are refused until some are due"
+            ),
+            Self::OwnerQuota {
+                store: Limits,
+                quota,
+            } => write!(f, "this principal has {quota} live rate-limit counters"),
             Self::Full {
                 store: Tasks,
                 capacity,

@@ -45,6 +45,7 @@ impl<S: ?Sized> Measured<S> {
             StoreKind::Sessions => "sessions",
             StoreKind::Replay => "replay",
             StoreKind::Tasks => "tasks",
+            StoreKind::Limits => "limits",
         };
         store_operation(store, self.backend, operation, outcome, started.elapsed());
         result

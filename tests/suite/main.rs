@@ -28,6 +28,7 @@ mod hostile;
 mod house;
 mod interactive;
 mod introspection;
+mod limits;
 mod method_model;
 mod quotas;
 mod readiness;

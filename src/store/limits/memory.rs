@@ -1,0 +1,174 @@
+//! [`MemoryLimitStore`]: rate-limit counters in this process's memory, bounded.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::{LimitFuture, LimitStore, Taken, Tally};
+use crate::limit::gcra::{Step, step};
+use crate::store::{StoreError, StoreKind};
+
+/// An in-memory [`LimitStore`] for one process: at most `capacity` live counters. A counter
+/// whose next call is already due is forgotten when room is needed (it says nothing a fresh
+/// one would not); when every counter is live a call needing a new one is refused
+/// ([`StoreError::Full`]), never admitted uncounted.
+///
+/// One process only: behind N replicas each keeps its own counters, and a caller spread over
+/// them gets up to N times its rate. Share a `RedisLimitStore` (feature `redis`) between
+/// replicas.
+#[derive(Debug)]
+pub struct MemoryLimitStore {
+    capacity: usize,
+    started: Instant,
+    counters: Mutex<HashMap<(String, String), u64>>,
+}
+
+impl MemoryLimitStore {
+    /// The capacity of the layer's default store: live counters in all.
+    pub const DEFAULT_CAPACITY: usize = 100_000;
+
+    /// A store of at most `capacity` live counters.
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity,
+            started: Instant::now(),
+            counters: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Microseconds since the store was made: the counters' clock (monotonic).
+    fn now(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_micros()).unwrap_or(u64::MAX)
+    }
+
+    /// The step for every tally at `now`, committed only if each admits.
+    fn take_now(&self, tallies: &[Tally], now: u64) -> Result<Taken, StoreError> {
+        // A poisoned lock means a panic mid-update: the counters may be half written, so refuse.
+        let mut counters = self.counters.lock().map_err(|_| {
+            StoreError::unavailable(StoreKind::Limits, "the counters' lock was poisoned")
+        })?;
+        let mut next = Vec::with_capacity(tallies.len());
+        let mut wait: Option<(usize, u64)> = None;
+        for (index, tally) in tallies.iter().enumerate() {
+            let key = (tally.group.clone(), tally.name.clone());
+            match step(counters.get(&key).copied(), now, &tally.rate) {
+                Step::Admit { tat } => next.push((key, tat)),
+                Step::Wait { micros } => {
+                    // The call passes when every counter would admit it: the longest wait.
+                    if wait.is_none_or(|(_, longest)| micros > longest) {
+                        wait = Some((wait.map_or(index, |(first, _)| first), micros));
+                    }
+                }
+            }
+        }
+        if let Some((tally, micros)) = wait {
+            return Ok(Taken::Limited {
+                tally,
+                retry_after: Duration::from_micros(micros),
+            });
+        }
+        let new = next
+            .iter()
+            .filter(|(key, _)| !counters.contains_key(key))
+            .count();
+        if counters.len() + new > self.capacity {
+            counters.retain(|_, tat| *tat > now);
+            if counters.len() + new > self.capacity {
+                return Err(StoreError::Full {
+                    store: StoreKind::Limits,
+                    capacity: self.capacity,
+                });
+            }
+        }
+        counters.extend(next);
+        Ok(Taken::Admitted)
+    }
+}
+
+impl Default for MemoryLimitStore {
+    fn default() -> Self {
+        Self::new(Self::DEFAULT_CAPACITY)
+    }
+}
+
+impl LimitStore for MemoryLimitStore {
+    fn take<'a>(&'a self, tallies: &'a [Tally]) -> LimitFuture<'a> {
+        let taken = self.take_now(tallies, self.now());
+        Box::pin(async move { taken })
+    }
+
+    fn backend(&self) -> &'static str {
+        "memory"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limit::RateLimit;
+
+    fn tally(group: &str, name: &str, rate: &str) -> Tally {
+        Tally::new(group, name, rate.parse::<RateLimit>().expect("rate"))
+    }
+
+    #[test]
+    fn a_call_is_counted_on_all_its_tallies_or_on_none() {
+        let store = MemoryLimitStore::new(10);
+        let both = [
+            tally("alice", "all", "5/s burst 5"),
+            tally("alice", "echo", "1/s"),
+        ];
+        assert_eq!(store.take_now(&both, 0), Ok(Taken::Admitted));
+        // The second tally is out: the first is not counted either.
+        assert_eq!(
+            store.take_now(&both, 1),
+            Ok(Taken::Limited {
+                tally: 1,
+                retry_after: Duration::from_micros(999_999)
+            })
+        );
+        // "all" holds a burst of 5 and was counted once: four more pass, the fifth does not.
+        let first = [tally("alice", "all", "5/s burst 5")];
+        for _ in 0..4 {
+            assert_eq!(store.take_now(&first, 2), Ok(Taken::Admitted));
+        }
+        assert!(matches!(
+            store.take_now(&first, 2),
+            Ok(Taken::Limited { tally: 0, .. })
+        ));
+    }
+
+    #[test]
+    fn one_caller_does_not_touch_another() {
+        let store = MemoryLimitStore::new(10);
+        let alice = [tally("alice", "all", "1/minute")];
+        let bob = [tally("bob", "all", "1/minute")];
+        assert_eq!(store.take_now(&alice, 0), Ok(Taken::Admitted));
+        assert!(matches!(
+            store.take_now(&alice, 1),
+            Ok(Taken::Limited { .. })
+        ));
+        assert_eq!(store.take_now(&bob, 2), Ok(Taken::Admitted));
+    }
+
+    #[test]
+    fn a_full_store_refuses_then_forgets_counters_that_are_due() {
+        let store = MemoryLimitStore::new(2);
+        for (at, who) in ["a", "b"].into_iter().enumerate() {
+            let taken = store.take_now(&[tally(who, "all", "1/s")], at as u64);
+            assert_eq!(taken, Ok(Taken::Admitted));
+        }
+        assert_eq!(
+            store.take_now(&[tally("c", "all", "1/s")], 10),
+            Err(StoreError::Full {
+                store: StoreKind::Limits,
+                capacity: 2
+            })
+        );
+        // A second on, a's and b's counters are due: forgotten, and c has room.
+        assert_eq!(
+            store.take_now(&[tally("c", "all", "1/s")], 1_000_002),
+            Ok(Taken::Admitted)
+        );
+    }
+}
