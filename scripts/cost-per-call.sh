@@ -59,9 +59,13 @@ cleanup() {
 trap cleanup EXIT
 
 # build DIR FEATURES: the pipeline bench's binary, copied out (cargo reuses the name).
+# The crate's own artifacts are removed first: the two trees are one package to cargo (its
+# artifact names hash the path relative to the workspace, not the checkout), and with the same
+# manifest cargo takes the other tree's build as fresh, since its sources are older than it.
 build() {
   local dir=$1 with=() binary
   [[ -z "$2" ]] || with=(--features "$2")
+  (cd "$dir" && CARGO_TARGET_DIR="$target" cargo clean --quiet --release -p mcp-gate)
   binary=$(cd "$dir" && CARGO_TARGET_DIR="$target" timeout 3600 cargo bench --bench pipeline \
     --no-run "${with[@]}" ${COST_CARGO_ARGS:-} --message-format=json 2>/dev/null |
     sed -n 's/.*"executable":"\([^"]*\)".*/\1/p' | tail -n 1)
@@ -76,6 +80,10 @@ log "building $base_rev (worktree) and this tree"
 git -C "$root" worktree add --detach --quiet "$worktree" "$base_rev"
 cp "$(build "$worktree" "$base_features")" "$scratch/before"
 cp "$(build "$root" "$features")" "$scratch/after"
+if cmp -s "$scratch/before" "$scratch/after"; then
+  log "the two builds are the same binary: nothing to compare"
+  exit 1
+fi
 if [[ -n "${COST_KEEP:-}" ]]; then
   mkdir -p "$COST_KEEP"
   cp "$scratch/before" "$scratch/after" "$COST_KEEP/"
