@@ -17,7 +17,8 @@
 //!
 //! With the feature `metrics`, the gate counts every decision; `PIPELINE_METRICS=prometheus`
 //! installs the Prometheus recorder first (without it the counts go to no recorder):
-//! `cargo bench --features metrics --bench pipeline`.
+//! `cargo bench --features metrics --bench pipeline`. `PIPELINE_LIMIT=<rate>` adds a
+//! per-principal rate limit in memory (`1000000/s burst 1000000` never refuses here).
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -114,6 +115,15 @@ fn gate(keys: StaticKeys, deny: bool) -> Gate {
         })
     } else {
         builder.evaluate(mcp_gate::policy::allow_all())
+    };
+    // `PIPELINE_LIMIT=<rate>` (for instance `1000000/s burst 1000000`): every allowed call is
+    // also counted on a per-principal limit in memory, one that never refuses here.
+    let builder = match std::env::var("PIPELINE_LIMIT") {
+        Ok(rate) => builder.rate_limit(mcp_gate::limit::Limit::per_principal(
+            rate.parse()
+                .expect("PIPELINE_LIMIT is a rate, like `1000000/s`"),
+        )),
+        Err(_) => builder,
     };
     builder.build().expect("gate builds")
 }

@@ -129,6 +129,21 @@ impl std::fmt::Debug for PolicySlot {
 #[derive(Clone)]
 struct ReplaySlot(Arc<dyn ReplayStore>);
 
+/// The rate limits and the store their counters are kept in, kept opaque in `Debug` output.
+#[derive(Clone, Default)]
+struct LimitSlot {
+    rules: Vec<crate::limit::Limit>,
+    store: Option<Arc<dyn crate::store::limits::LimitStore>>,
+}
+
+impl std::fmt::Debug for LimitSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LimitSlot")
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
 impl std::fmt::Debug for ReplaySlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("<replay store>")
@@ -236,6 +251,7 @@ pub struct GateBuilder {
     continuation_keys: Option<crate::continuation::Keyring>,
     continuation_ttl: Duration,
     replay: Option<ReplaySlot>,
+    limits: LimitSlot,
     max_rounds: u32,
     development_mode: bool,
     conceal: bool,
@@ -298,6 +314,7 @@ impl Default for GateBuilder {
                 MemoryReplayStore::DEFAULT_CAPACITY,
                 MemoryReplayStore::DEFAULT_PER_OWNER,
             )))),
+            limits: LimitSlot::default(),
             max_rounds: 3,
             development_mode: false,
             conceal: false,
@@ -651,6 +668,28 @@ impl GateBuilder {
         self
     }
 
+    /// Adds a rate limit ([`Limit`](crate::limit::Limit)); call it once per limit. Every
+    /// operation the policy would judge is counted on each limit that applies to it, before
+    /// the policy is asked, and refused past its rate: HTTP 200 with the limit answer and
+    /// `Retry-After` (`docs/limits.md` says the answer's shape in each era and revision).
+    /// Listings and lifecycle messages are not counted. The counters are kept in memory unless
+    /// [`limit_store`](Self::limit_store) says otherwise.
+    pub fn rate_limit(mut self, limit: crate::limit::Limit) -> Self {
+        self.limits.rules.push(limit);
+        self
+    }
+
+    /// Where the rate limits' counters are kept (default: a
+    /// [`MemoryLimitStore`](crate::store::limits::MemoryLimitStore) of this process; share a
+    /// `RedisLimitStore`, feature `redis`, between replicas, or each replica counts alone).
+    pub fn limit_store(
+        mut self,
+        store: impl IntoShared<dyn crate::store::limits::LimitStore>,
+    ) -> Self {
+        self.limits.store = Some(store.into_shared());
+        self
+    }
+
     /// The name [`replay_store`](Self::replay_store) had before the three stores were named
     /// alike.
     #[deprecated(since = "0.1.0", note = "use replay_store")]
@@ -963,6 +1002,13 @@ impl GateBuilder {
             evaluate_unknown_methods: self.evaluate_unknown_methods,
             tool_annotations: ToolAnnotations::new(10_000),
             observers: observers(resource, &self.audit.0),
+            limits: crate::limit::Limits::new(
+                self.limits.rules.clone(),
+                self.limits
+                    .store
+                    .clone()
+                    .unwrap_or_else(|| Arc::new(crate::store::limits::MemoryLimitStore::default())),
+            ),
         })
     }
 

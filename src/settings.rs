@@ -96,6 +96,8 @@ pub(crate) struct PolicySettings {
     pub tool_annotations: ToolAnnotations,
     /// Who is told of every decision: the decision log first.
     pub observers: Observers,
+    /// The rate limits, counted before the policy is asked (none configured: `None`).
+    pub limits: Option<crate::limit::Limits>,
 }
 
 impl PolicySettings {
@@ -108,6 +110,7 @@ impl PolicySettings {
             &self.observers,
             request,
         )
+        .limited(self.limits.as_ref(), &self.tool_annotations)
     }
 }
 

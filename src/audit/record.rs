@@ -79,12 +79,17 @@ pub struct AuditData {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
     /// Why the layer refused: a decision it could not make (`error`, `panic`, `timeout`,
-    /// `unusable_remediation`, `no_randomness`), or the authentication failure's reason code.
+    /// `unusable_remediation`, `no_randomness`, `limit_store`), or the authentication
+    /// failure's reason code.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refusal: Option<&'static str>,
     /// The HTTP status of an authentication refusal.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
+    /// The scope of the rate limit a `limited` call was past (`principal`, `principal_tool`,
+    /// `client`, `tool`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit_scope: Option<&'static str>,
     /// What the policy said decided it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy: Option<AuditPolicy>,
@@ -177,6 +182,7 @@ impl AuditRecord {
             task_id: said.task_id.clone(),
             refusal: said.refusal.as_ref().map(|r| r.as_str()),
             status: None,
+            limit_scope: said.limit.map(|scope| scope.as_str()),
             policy: event.explanation.map(AuditPolicy::of),
             shadow: event.shadow.as_ref().map(|shadow| AuditShadow {
                 decision: shadow.verdict.decision.as_str(),
@@ -207,6 +213,7 @@ impl AuditRecord {
             task_id: None,
             refusal: Some(reason),
             status: Some(status),
+            limit_scope: None,
             policy: None,
             shadow: None,
             latency_us: None,

@@ -22,6 +22,7 @@ mod call;
 mod conceal;
 pub(crate) mod entry;
 pub(crate) mod interaction;
+mod limited;
 pub(crate) mod reply;
 mod router;
 pub(crate) mod routes;

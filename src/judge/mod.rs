@@ -33,7 +33,8 @@ pub(crate) use request_id::RequestId;
 pub(crate) use shadow::Verdict;
 
 use crate::auth::Principal;
-use crate::mcp::annotations::ListedTool;
+use crate::limit::Limits;
+use crate::mcp::annotations::{ListedTool, ToolAnnotations};
 use crate::mcp::{ProtocolContext, Target};
 use crate::measure::traced::{KeptSpan, traced};
 use crate::policy::{
@@ -83,6 +84,9 @@ pub(crate) struct Judge<'a> {
     timeout: Duration,
     observers: &'a Observers,
     request: RequestId,
+    /// The rate limits counted before the policy is asked, and the tools the inner server
+    /// lists (a tool's name keys a counter only when listed).
+    limits: Option<(&'a Limits, &'a ToolAnnotations)>,
 }
 
 impl<'a> Judge<'a> {
@@ -101,7 +105,14 @@ impl<'a> Judge<'a> {
             timeout,
             observers,
             request,
+            limits: None,
         }
+    }
+
+    /// The same judge, counting invocations on `limits` (if any) before the policy is asked.
+    pub fn limited(mut self, limits: Option<&'a Limits>, tools: &'a ToolAnnotations) -> Self {
+        self.limits = limits.map(|limits| (limits, tools));
+        self
     }
 
     /// Asks the policy about `case`, lets `express` answer, and writes the one decision
@@ -119,6 +130,31 @@ impl<'a> Judge<'a> {
             // No clock is read when no observer reads the latencies (they are then zero).
             let started = self.observers.timed().then(Instant::now);
             let listed = case.listed.is_some();
+            let asked = Asked {
+                principal: case.principal,
+                method: case.method,
+                target: case.target,
+                phase: case.phase,
+            };
+            // The limits first: a caller past its rate does not reach the policy.
+            if case.phase == Phase::Invocation
+                && let Some((limits, tools)) = self.limits
+            {
+                let known = |name: &str| tools.contains(name);
+                let checked = limits.check(case.principal, case.method, case.target, known);
+                let ruling = match Box::pin(checked).await {
+                    Ok(None) => None,
+                    Ok(Some(limited)) => Some(Ruling::Limited(limited)),
+                    Err(error) => Some(Ruling::LimitFailed(error)),
+                };
+                if let Some(ruling) = ruling {
+                    let verdict = Verdict::unasked(&ruling);
+                    let judged = express.express(ruling).await;
+                    let event = self.event(&asked, listed, verdict, &judged.said, started);
+                    self.observers.decided(&event);
+                    return judged.then;
+                }
+            }
             let evaluation = Evaluation::new(EvaluationData {
                 principal: case.principal.clone(),
                 method: case.method.clone(),
@@ -158,24 +194,13 @@ impl<'a> Judge<'a> {
             spanned(span.get(), &ruling, case.phase);
             let judged = express.express(ruling).await;
             let event = DecisionEvent {
-                request: self.request,
-                principal: case.principal,
-                method: case.method,
-                target: case.target,
-                phase: case.phase,
-                live: verdict,
-                said: &judged.said,
                 explanation: evaluation.explanation(),
                 shadow: candidate.as_ref().map(|(verdict, twin)| Shadowed {
                     verdict: *verdict,
                     explanation: twin.explanation(),
                 }),
-                listed_tool: match case.target {
-                    Target::Tool { name, .. } if listed => Some(name.as_str()),
-                    _ => None,
-                },
                 policy_time,
-                latency: since(started),
+                ..self.event(&asked, listed, verdict, &judged.said, started)
             };
             self.observers.decided(&event);
             judged.then
@@ -186,6 +211,46 @@ impl<'a> Judge<'a> {
 /// The time since `started`, or zero when there was no start.
 fn since(started: Option<Instant>) -> Duration {
     started.map_or(Duration::ZERO, |started| started.elapsed())
+}
+
+/// What a decision event names of the question: who asked what, in which phase.
+struct Asked<'c> {
+    principal: &'c Principal,
+    method: &'c Cow<'static, str>,
+    target: &'c Target,
+    phase: Phase,
+}
+
+impl Judge<'_> {
+    /// The decision event of `asked`, said as `said`, with no policy's explanation, no shadow
+    /// and no policy time (a ruling made before any policy was asked; the policy's path adds
+    /// its own).
+    fn event<'e>(
+        &self,
+        asked: &Asked<'e>,
+        listed: bool,
+        live: Verdict,
+        said: &'e Said,
+        started: Option<Instant>,
+    ) -> DecisionEvent<'e> {
+        DecisionEvent {
+            request: self.request,
+            principal: asked.principal,
+            method: asked.method,
+            target: asked.target,
+            phase: asked.phase,
+            live,
+            said,
+            explanation: None,
+            shadow: None,
+            listed_tool: match asked.target {
+                Target::Tool { name, .. } if listed => Some(name.as_str()),
+                _ => None,
+            },
+            policy_time: Duration::ZERO,
+            latency: since(started),
+        }
+    }
 }
 
 /// What the policy answered, as the event's verdict and the ruling the phase expresses.
@@ -230,6 +295,8 @@ fn spanned(span: Option<&tracing::Span>, ruling: &Ruling, phase: Phase) {
         Ruling::Deny(_) => (DecisionKind::Deny, Some("denied")),
         Ruling::Abstain => (DecisionKind::Abstain, Some("abstained")),
         Ruling::Failed(_) => (DecisionKind::Refused, Some("policy_failed")),
+        Ruling::Limited(_) => (DecisionKind::Limited, Some("rate_limited")),
+        Ruling::LimitFailed(_) => (DecisionKind::Refused, Some("limit_store")),
     };
     if !tracing::level_enabled!(tracing::Level::INFO) {
         // No subscriber wants a span: there is none to record on.
@@ -282,7 +349,8 @@ mod tests {
                 Ruling::Ask { .. } => DecisionKind::Ask,
                 Ruling::Deny(_) => DecisionKind::Deny,
                 Ruling::Abstain => DecisionKind::Abstain,
-                Ruling::Failed(_) => DecisionKind::Refused,
+                Ruling::Failed(_) | Ruling::LimitFailed(_) => DecisionKind::Refused,
+                Ruling::Limited(_) => DecisionKind::Limited,
             };
             Judged {
                 said: Said::plain(decision),

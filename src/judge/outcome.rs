@@ -1,6 +1,8 @@
 //! The judge's typed outcome: the policy's [`Ruling`], and what the layer [`Said`] for it.
 
+use crate::limit::Limited;
 use crate::policy::{PolicyFailure, Remediation};
+use crate::store::StoreError;
 
 /// What the policy ruled, or that it could not.
 pub(crate) enum Ruling {
@@ -14,6 +16,11 @@ pub(crate) enum Ruling {
     Abstain,
     /// The policy failed, panicked or timed out: the layer refuses.
     Failed(PolicyFailure),
+    /// A rate limit was reached, before the policy was asked: come back later.
+    Limited(Limited),
+    /// The rate limits' store could not count the call: the layer refuses (never admits it
+    /// uncounted).
+    LimitFailed(StoreError),
 }
 
 /// The decision, as the log names it.
@@ -25,6 +32,8 @@ pub(crate) enum DecisionKind {
     Abstain,
     /// The layer refused without a decision of the policy's (see [`Refusal`]).
     Refused,
+    /// A rate limit was reached before the policy was asked.
+    Limited,
 }
 
 impl DecisionKind {
@@ -36,6 +45,7 @@ impl DecisionKind {
             Self::Deny => "deny",
             Self::Abstain => "abstain",
             Self::Refused => "refused",
+            Self::Limited => "limited",
         }
     }
 }
@@ -86,6 +96,8 @@ pub(crate) enum Refusal {
     UnusableRemediation(&'static str),
     /// No random source for a state or context id.
     NoRandomness,
+    /// The rate limits' store failed; its error's text.
+    LimitStore(String),
 }
 
 impl Refusal {
@@ -95,6 +107,7 @@ impl Refusal {
             Self::PolicyFailed { kind, .. } => kind,
             Self::UnusableRemediation(_) => "unusable_remediation",
             Self::NoRandomness => "no_randomness",
+            Self::LimitStore(_) => "limit_store",
         }
     }
 
@@ -104,6 +117,7 @@ impl Refusal {
             Self::PolicyFailed { error, .. } => Some(error),
             Self::UnusableRemediation(problem) => Some(problem),
             Self::NoRandomness => None,
+            Self::LimitStore(error) => Some(error),
         }
     }
 }
@@ -119,6 +133,8 @@ pub(crate) struct Said {
     pub task_id: Option<String>,
     /// Why the layer refused, when it did.
     pub refusal: Option<Refusal>,
+    /// The scope of the rate limit the call was past, when it was limited.
+    pub limit: Option<crate::limit::LimitScope>,
 }
 
 impl Said {
@@ -131,6 +147,7 @@ impl Said {
             context_id: None,
             task_id: None,
             refusal: None,
+            limit: None,
         }
     }
 

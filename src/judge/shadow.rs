@@ -40,6 +40,20 @@ impl Verdict {
     }
 }
 
+impl Verdict {
+    /// The verdict of a ruling made before any policy was asked (a rate limit).
+    pub fn unasked(ruling: &super::Ruling) -> Self {
+        let decision = match ruling {
+            super::Ruling::Limited(_) => DecisionKind::Limited,
+            _ => DecisionKind::Refused,
+        };
+        Self {
+            decision,
+            remediation: None,
+        }
+    }
+}
+
 /// What the candidate ruled on one question, beside the live policy's verdict.
 pub(crate) struct Shadowed<'a> {
     /// The candidate's verdict.

@@ -2,14 +2,380 @@
 //!
 //! **Threat.** One token can run an expensive tool thousands of times a second, keep the
 //! policy busy with calls it denies, or flood the inner server for everyone. Quotas bound how
-//! much *state* a caller holds, not how often it calls. A limit bounds the calls: counted per
-//! principal (issuer, subject and client id together), per principal and tool, per client
-//! id, or over every caller for one tool, at a [`RateLimit`] enforced with GCRA.
+//! much *state* a caller holds, not how often it calls. A [`Limit`] bounds the calls, at a
+//! [`RateLimit`] enforced with GCRA, counted per principal (issuer, subject and client id
+//! together), per principal and tool, per client id, or over every caller for one tool.
 //!
-//! The counters are kept in a [`LimitStore`](crate::store::limits::LimitStore): in memory
-//! for one process, in Redis for every replica.
+//! **Where.** Limits are checked by the one decision point, before the policy is asked, for
+//! every operation the policy would judge (`tools/call`, `resources/read`, `prompts/get`,
+//! `completion/complete`, subscriptions, ...). So a call the policy would deny counts against
+//! its caller (a flood of denied calls is held to the rate and never reaches the policy), and
+//! a refused call costs one counter look-up. Listings and lifecycle messages (`initialize`,
+//! `ping`, `tools/list`, notifications) are not counted: they are not judged per call, and a
+//! caller held at its limit can still list and reconnect.
+//!
+//! **Keys.** A caller's counters are keyed by its principal and the limit; a tool is named
+//! in a key only when the inner server lists it or the limit names it, any other name counts
+//! as `other`: a caller sending new tool names cannot make new counters. The counters live in
+//! a [`LimitStore`], in memory or in Redis; a store that
+//! cannot answer refuses the call.
+//!
+//! ```
+//! use mcp_gate::limit::{Limit, RateLimit};
+//!
+//! // Every caller: 600 calls a minute, 20 at once; `transfer`: 10 a minute per caller.
+//! let everything = Limit::per_principal(RateLimit::per_minute(600)?.with_burst(20)?);
+//! let transfer = Limit::per_principal("10/minute".parse()?).for_tool("transfer");
+//! # let _ = (everything, transfer);
+//! # Ok::<(), mcp_gate::limit::RateError>(())
+//! ```
 
-pub(crate) mod gcra;
-mod rate;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
-pub use rate::{RateError, RateLimit};
+use sha2::{Digest, Sha256};
+
+pub use crate::store::limits::{RateError, RateLimit};
+
+use crate::auth::Principal;
+use crate::mcp::Target;
+use crate::store::StoreError;
+use crate::store::limits::{LimitStore, Taken, Tally};
+
+/// Whose calls one limit counts together.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LimitScope {
+    /// One principal's calls (issuer, subject and client id together).
+    Principal,
+    /// One principal's calls of one tool (or, for an operation that is not a tool call, of
+    /// one method).
+    PrincipalAndTool,
+    /// Every call made through one client id, whoever the user; a token without a client id
+    /// is counted per principal.
+    Client,
+    /// Every caller's calls of one tool (or method) together.
+    Tool,
+}
+
+impl LimitScope {
+    /// The scope's word in answers, logs and metric labels: `principal`, `principal_tool`,
+    /// `client` or `tool`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Principal => "principal",
+            Self::PrincipalAndTool => "principal_tool",
+            Self::Client => "client",
+            Self::Tool => "tool",
+        }
+    }
+}
+
+impl fmt::Display for LimitScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One rate limit: whose calls it counts, at what rate, and optionally for one tool only.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limit {
+    scope: LimitScope,
+    rate: RateLimit,
+    tool: Option<String>,
+}
+
+impl Limit {
+    /// Each principal's calls, all operations together.
+    pub fn per_principal(rate: RateLimit) -> Self {
+        Self::new(LimitScope::Principal, rate)
+    }
+
+    /// Each principal's calls of each tool (each method, for other operations).
+    pub fn per_principal_and_tool(rate: RateLimit) -> Self {
+        Self::new(LimitScope::PrincipalAndTool, rate)
+    }
+
+    /// Each client id's calls, all users together.
+    pub fn per_client(rate: RateLimit) -> Self {
+        Self::new(LimitScope::Client, rate)
+    }
+
+    /// Each tool's calls (each method's, for other operations), all callers together.
+    pub fn per_tool(rate: RateLimit) -> Self {
+        Self::new(LimitScope::Tool, rate)
+    }
+
+    /// `scope`'s calls at `rate`.
+    pub fn new(scope: LimitScope, rate: RateLimit) -> Self {
+        Self {
+            scope,
+            rate,
+            tool: None,
+        }
+    }
+
+    /// The same limit, counting only calls of the tool `name` (`tools/call`).
+    pub fn for_tool(mut self, name: impl Into<String>) -> Self {
+        self.tool = Some(name.into());
+        self
+    }
+
+    /// Whose calls it counts.
+    pub fn scope(&self) -> LimitScope {
+        self.scope
+    }
+
+    /// Its rate.
+    pub fn rate(&self) -> RateLimit {
+        self.rate
+    }
+
+    /// The one tool it counts, if it names one.
+    pub fn tool(&self) -> Option<&str> {
+        self.tool.as_deref()
+    }
+
+    /// The limit's id in counter names: a digest of what it is, the same on every replica
+    /// configured alike, and new when the limit changes.
+    fn id(&self) -> String {
+        let text = format!(
+            "{}\u{0}{}\u{0}{}",
+            self.scope,
+            self.tool.as_deref().unwrap_or(""),
+            self.rate
+        );
+        Sha256::digest(text.as_bytes())[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
+}
+
+/// A call refused by a limit: which one, and when to come back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Limited {
+    pub scope: LimitScope,
+    pub retry_after: Duration,
+}
+
+impl Limited {
+    /// The wait in whole seconds, rounded up and at least 1: a retry after that many seconds
+    /// passes (unless other calls took the room first).
+    pub fn retry_after_secs(&self) -> u64 {
+        let wait = self.retry_after;
+        let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        secs.max(1)
+    }
+}
+
+/// The limits a gate enforces, their ids, and where their counters are kept.
+pub(crate) struct Limits {
+    rules: Vec<(Limit, String)>,
+    store: Arc<dyn LimitStore>,
+}
+
+impl Limits {
+    /// `rules`, counted in `store`; `None` when there are none.
+    pub fn new(rules: Vec<Limit>, store: Arc<dyn LimitStore>) -> Option<Self> {
+        if rules.is_empty() {
+            return None;
+        }
+        let rules = rules
+            .into_iter()
+            .map(|rule| {
+                let id = rule.id();
+                (rule, id)
+            })
+            .collect();
+        Some(Self { rules, store })
+    }
+
+    /// The store's backend, for start-up lines.
+    pub fn backend(&self) -> &'static str {
+        self.store.backend()
+    }
+
+    /// The store, for a readiness report.
+    pub fn store(&self) -> &dyn LimitStore {
+        &*self.store
+    }
+
+    /// Counts one operation of `principal` (`method`, on `target`) on every limit that
+    /// applies; `listed` says whether the inner server lists a tool of that name. `Ok(None)`:
+    /// admitted (or no limit applies).
+    pub async fn check(
+        &self,
+        principal: &Principal,
+        method: &str,
+        target: &Target,
+        listed: impl Fn(&str) -> bool,
+    ) -> Result<Option<Limited>, StoreError> {
+        let tool = match target {
+            Target::Tool { name, .. } => Some(name.as_str()),
+            _ => None,
+        };
+        let mut tallies = Vec::new();
+        let mut scopes = Vec::new();
+        for (rule, id) in &self.rules {
+            if let Some(only) = &rule.tool
+                && tool != Some(only.as_str())
+            {
+                continue;
+            }
+            // What a per-tool counter is named by: the tool if it is known, else `other`; the
+            // method's table name for an operation that is not a tool call.
+            let what = match tool {
+                Some(name) if rule.tool.is_some() || listed(name) => name,
+                Some(_) => "other",
+                None => crate::mcp::method_label(method),
+            };
+            let (group, name) = match rule.scope {
+                LimitScope::Principal => (caller(principal), id.clone()),
+                LimitScope::PrincipalAndTool => (caller(principal), format!("{id}:{what}")),
+                LimitScope::Client => match principal.client_id() {
+                    Some(client) => (
+                        format!("client\u{0}{}\u{0}{client}", principal.issuer()),
+                        id.clone(),
+                    ),
+                    None => (caller(principal), id.clone()),
+                },
+                LimitScope::Tool => (format!("tool\u{0}{what}"), id.clone()),
+            };
+            tallies.push(Tally::new(group, name, rule.rate));
+            scopes.push(rule.scope);
+        }
+        if tallies.is_empty() {
+            return Ok(None);
+        }
+        Ok(match self.store.take(&tallies).await? {
+            Taken::Admitted => None,
+            Taken::Limited { tally, retry_after } => Some(Limited {
+                scope: scopes.get(tally).copied().unwrap_or(LimitScope::Principal),
+                retry_after,
+            }),
+        })
+    }
+}
+
+/// The group of a principal's own counters: issuer, subject and client id.
+fn caller(principal: &Principal) -> String {
+    format!(
+        "principal\u{0}{}\u{0}{}\u{0}{}",
+        principal.issuer(),
+        principal.subject().unwrap_or(""),
+        principal.client_id().unwrap_or("")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::limits::MemoryLimitStore;
+
+    fn principal(subject: &str, client: Option<&str>) -> Principal {
+        let mut builder = Principal::builder()
+            .issuer("https://as.example")
+            .subject(subject);
+        if let Some(client) = client {
+            builder = builder.client_id(client);
+        }
+        builder.build().expect("a principal")
+    }
+
+    fn tool(name: &str) -> Target {
+        Target::Tool {
+            name: name.to_owned(),
+            arguments: Default::default(),
+        }
+    }
+
+    /// A `tools/call` of `name` by `who`, where only `echo` is listed.
+    async fn call(
+        limits: &Limits,
+        who: &Principal,
+        name: &str,
+    ) -> Result<Option<Limited>, StoreError> {
+        let listed = |tool: &str| tool == "echo";
+        limits.check(who, "tools/call", &tool(name), listed).await
+    }
+
+    #[tokio::test]
+    async fn a_limit_for_one_tool_counts_only_that_tool() {
+        let transfer =
+            Limit::per_principal(RateLimit::per_minute(1).expect("rate")).for_tool("transfer");
+        let limits =
+            Limits::new(vec![transfer], Arc::new(MemoryLimitStore::default())).expect("limits");
+        let alice = principal("alice", None);
+        assert_eq!(call(&limits, &alice, "transfer").await, Ok(None));
+        let second = call(&limits, &alice, "transfer")
+            .await
+            .expect("an answer")
+            .expect("limited");
+        assert_eq!(second.scope, LimitScope::Principal);
+        assert_eq!(second.retry_after_secs(), 60);
+        // Other tools are not counted.
+        for _ in 0..5 {
+            assert_eq!(call(&limits, &alice, "echo").await, Ok(None));
+        }
+    }
+
+    #[tokio::test]
+    async fn unlisted_tool_names_share_one_counter() {
+        let each = Limit::per_principal_and_tool(RateLimit::per_minute(1).expect("rate"));
+        let limits = Limits::new(vec![each], Arc::new(MemoryLimitStore::new(4))).expect("limits");
+        let alice = principal("alice", None);
+        assert_eq!(call(&limits, &alice, "echo").await, Ok(None));
+        assert_eq!(call(&limits, &alice, "made-up-1").await, Ok(None));
+        // A second made-up name is `other` too: limited, and no new counter was made.
+        assert!(matches!(
+            call(&limits, &alice, "made-up-2").await,
+            Ok(Some(_))
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_client_limit_counts_every_user_of_the_client() {
+        let two = RateLimit::per_minute(2).and_then(|rate| rate.with_burst(2));
+        let per_client = Limit::per_client(two.expect("rate"));
+        let limits =
+            Limits::new(vec![per_client], Arc::new(MemoryLimitStore::default())).expect("limits");
+        let none = |_: &str| false;
+        let target = Target::None;
+        for user in ["alice", "bob"] {
+            let who = principal(user, Some("cli"));
+            assert_eq!(
+                limits.check(&who, "resources/read", &target, none).await,
+                Ok(None)
+            );
+        }
+        let carol = principal("carol", Some("cli"));
+        let limited = limits.check(&carol, "resources/read", &target, none).await;
+        assert!(matches!(
+            limited,
+            Ok(Some(Limited {
+                scope: LimitScope::Client,
+                ..
+            }))
+        ));
+        // Another client is not touched.
+        let dave = principal("dave", Some("web"));
+        assert_eq!(
+            limits.check(&dave, "resources/read", &target, none).await,
+            Ok(None)
+        );
+    }
+
+    #[test]
+    fn retry_after_rounds_up_to_whole_seconds() {
+        let at = |micros| Limited {
+            scope: LimitScope::Principal,
+            retry_after: Duration::from_micros(micros),
+        };
+        assert_eq!(at(1).retry_after_secs(), 1);
+        assert_eq!(at(1_000_000).retry_after_secs(), 1);
+        assert_eq!(at(1_000_001).retry_after_secs(), 2);
+        assert_eq!(at(59_999_999).retry_after_secs(), 60);
+    }
+}

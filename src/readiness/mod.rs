@@ -242,8 +242,18 @@ async fn store_checks(settings: &Settings) -> Vec<Check> {
         let store = &settings.tasks.store;
         (StoreKind::Tasks, store.backend(), store.reachable().await)
     };
-    let (sessions, replay, tasks) = futures_util::future::join3(sessions, replay, tasks).await;
-    [Some(sessions), replay, Some(tasks)]
+    let limits = async {
+        match &settings.policy.limits {
+            Some(limits) => {
+                let reached = limits.store().reachable().await;
+                Some((StoreKind::Limits, limits.backend(), reached))
+            }
+            None => None,
+        }
+    };
+    let (sessions, replay, tasks, limits) =
+        futures_util::future::join4(sessions, replay, tasks, limits).await;
+    [Some(sessions), replay, Some(tasks), limits]
         .into_iter()
         .flatten()
         .map(|(kind, backend, reached)| Check {

@@ -52,6 +52,8 @@ static AUTH_REFUSALS: Keys<2> = Keys::new("mcp_gate_auth_refusals_total", ["reas
 static POLICY_DURATION: Keys<1> = Keys::new("mcp_gate_policy_duration_seconds", ["phase"]);
 /// How long a decision took, from the question to the answer said.
 static DECISION_DURATION: Keys<1> = Keys::new("mcp_gate_decision_duration_seconds", ["phase"]);
+/// Operations refused by a rate limit, by the limit's scope.
+static RATE_LIMITED: Keys<1> = Keys::new("mcp_gate_rate_limited_total", ["scope"]);
 /// Decisions a shadow policy was asked about, and whether it ruled otherwise.
 static SHADOW_DECISIONS: Keys<2> =
     Keys::new("mcp_gate_shadow_decisions_total", ["phase", "differs"]);
@@ -77,6 +79,9 @@ impl Observer for DecisionMetrics {
             .increment(1);
         if let Some(refusal) = &said.refusal {
             DECISION_REFUSALS.counter([refusal.as_str()]).increment(1);
+        }
+        if let Some(scope) = said.limit {
+            RATE_LIMITED.counter([scope.as_str()]).increment(1);
         }
         POLICY_DURATION
             .histogram([phase])

@@ -123,3 +123,138 @@ async fn a_redis_that_is_gone_refuses_the_call() {
         "{taken:?}"
     );
 }
+
+mod through_the_layer {
+    //! The limits as the layer applies them, against the example's rmcp server on 127.0.0.1.
+
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use axum::Router;
+    use mcp_gate::limit::{Limit, RateLimit};
+    use mcp_gate::policy::{Decision, Evaluation};
+    use serde_json::{Value, json};
+
+    use crate::common::peers::GatedServer;
+    use crate::common::tokens::{TestKey, claims};
+    use crate::common::tools;
+
+    const ISSUER: &str = "https://as.example";
+
+    /// A gate over the example server: `deny` denies every call (else allows), `limits` are
+    /// its rate limits, and the count is how many times the policy was asked.
+    async fn gate(deny: bool, limits: Vec<Limit>) -> (GatedServer, TestKey, Arc<AtomicUsize>) {
+        let key = TestKey::es256("k1");
+        let asked = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&asked);
+        let server = GatedServer::start_trusting(
+            ISSUER,
+            &key,
+            move |builder| {
+                let mut builder = builder.evaluate(move |_: Evaluation| {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    async move {
+                        Ok::<_, Infallible>(if deny {
+                            Decision::unavailable("Not for you.")
+                        } else {
+                            Decision::allow()
+                        })
+                    }
+                });
+                for limit in limits {
+                    builder = builder.rate_limit(limit);
+                }
+                builder
+            },
+            Router::new().nest_service("/mcp", tools::mcp_service()),
+        )
+        .await;
+        (server, key, asked)
+    }
+
+    fn token(key: &TestKey, server: &GatedServer, subject: &str) -> String {
+        let mut claims = claims(ISSUER, &server.url, "");
+        claims["sub"] = json!(subject);
+        key.mint(&claims)
+    }
+
+    fn one_a_minute() -> Limit {
+        Limit::per_principal(RateLimit::per_minute(1).expect("a rate"))
+    }
+
+    #[tokio::test]
+    async fn a_caller_past_its_rate_gets_the_limit_answer_and_others_do_not() {
+        let (server, key, asked) = gate(false, vec![one_a_minute()]).await;
+        let alice = token(&key, &server, "alice");
+        let echo = json!({"text": "hi"});
+        let first = server.call_tool(Some(&alice), "echo", echo.clone()).await;
+        assert_eq!(first.status, 200, "{}", first.text);
+        assert_eq!(first.body["result"]["content"][0]["text"], "hi");
+        let second = server.call_tool(Some(&alice), "echo", echo.clone()).await;
+        assert_eq!(second.status, 200, "{}", second.text);
+        // A legacy request under the current (result-based) revision: a tool result.
+        let result = &second.body["result"];
+        assert_eq!(result["isError"], true, "{}", second.text);
+        let info = &result["_meta"]["mcp-gate/rateLimit"];
+        assert_eq!(info["scope"], "principal");
+        let seconds = info["retryAfterSeconds"].as_u64().expect("seconds");
+        assert!((59..=60).contains(&seconds), "{seconds}");
+        let header = second.headers.get("retry-after").expect("Retry-After");
+        assert_eq!(header.to_str().ok(), Some(seconds.to_string().as_str()));
+        // The policy was asked once: the limited call never reached it.
+        assert_eq!(asked.load(Ordering::SeqCst), 1);
+        // Bob has his own allowance.
+        let bob = token(&key, &server, "bob");
+        let his = server.call_tool(Some(&bob), "echo", echo).await;
+        assert_eq!(
+            his.body["result"]["content"][0]["text"], "hi",
+            "{}",
+            his.text
+        );
+    }
+
+    #[tokio::test]
+    async fn denied_calls_count_against_the_caller() {
+        let (server, key, asked) = gate(true, vec![one_a_minute()]).await;
+        let alice = token(&key, &server, "alice");
+        let first = server
+            .call_tool(Some(&alice), "echo", json!({"text": "x"}))
+            .await;
+        assert_eq!(first.body["result"]["isError"], true);
+        assert!(first.body["result"]["_meta"]["mcp-gate/rateLimit"].is_null());
+        let second = server
+            .call_tool(Some(&alice), "echo", json!({"text": "x"}))
+            .await;
+        assert!(
+            second.body["result"]["_meta"]["mcp-gate/rateLimit"].is_object(),
+            "{}",
+            second.text
+        );
+        assert_eq!(
+            asked.load(Ordering::SeqCst),
+            1,
+            "the flood is not the policy's"
+        );
+    }
+
+    #[tokio::test]
+    async fn listings_are_not_counted_and_other_operations_get_an_error() {
+        let (server, key, _) = gate(false, vec![one_a_minute()]).await;
+        let alice = token(&key, &server, "alice");
+        let list = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#;
+        let read = r#"{"jsonrpc":"2.0","id":8,"method":"resources/read","params":{"uri":"demo://public"}}"#;
+        for _ in 0..3 {
+            let listed = server.post(Some(&alice), &[], list).await;
+            assert!(listed.body["result"]["tools"].is_array(), "{}", listed.text);
+        }
+        let first = server.post(Some(&alice), &[], read).await;
+        assert!(first.body.get("error").is_none() || first.body["error"]["code"] != -32029);
+        let second = server.post(Some(&alice), &[], read).await;
+        let error: &Value = &second.body["error"];
+        assert_eq!(error["code"], -32029, "{}", second.text);
+        assert_eq!(error["data"]["rateLimit"]["scope"], "principal");
+        assert_eq!(second.body["id"], 8);
+        assert!(second.headers.get("retry-after").is_some());
+    }
+}

@@ -18,6 +18,7 @@ use crate::enforce::bounds::Inner;
 use crate::enforce::call::{Call, Routed, scrubbed};
 use crate::enforce::conceal::{ConcealedField, conceal, concealable};
 use crate::enforce::interaction::{self, Elicited, answered, forwarded_body};
+use crate::enforce::limited::{limit_store_refusal, limited_answer};
 use crate::enforce::reply::{Reply, internal_error};
 use crate::enforce::routes::discover::{self, side_request};
 use crate::enforce::routes::tasks;
@@ -324,6 +325,18 @@ impl Express for Invocation<'_> {
                 kind: failure.kind(),
                 error: failure.to_string(),
             }),
+            Ruling::Limited(limited) => {
+                let round = &self.round;
+                let revision = round.settings.denial.revision;
+                let answer = limited_answer(round.request, round.protocol, revision, &limited);
+                let mut told = Said::plain(DecisionKind::Limited);
+                told.limit = Some(limited.scope);
+                said(told, Action::Reply(answer))
+            }
+            Ruling::LimitFailed(error) => said(
+                Said::refused(Refusal::LimitStore(error.to_string())),
+                Action::Reply(limit_store_refusal(&error, self.round.request)),
+            ),
         }
     }
 }

@@ -523,6 +523,10 @@ impl Express for Approved<'_> {
             },
             Ruling::Ask { .. } => refused(told(DecisionKind::Ask)),
             Ruling::Abstain => refused(told(DecisionKind::Abstain)),
+            // An approved call is not counted again (the judge limits invocations only); were
+            // it ever limited, it would not run.
+            Ruling::Limited(_) => refused(told(DecisionKind::Limited)),
+            Ruling::LimitFailed(_) => refused(told(DecisionKind::Refused)),
             Ruling::Deny(remediation) => {
                 refused(told(DecisionKind::Deny).remedy(RemedyKind::of(&remediation)))
             }

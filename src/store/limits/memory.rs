@@ -4,8 +4,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use super::gcra::{Step, step};
 use super::{LimitFuture, LimitStore, Taken, Tally};
-use crate::limit::gcra::{Step, step};
 use crate::store::{StoreError, StoreKind};
 
 /// An in-memory [`LimitStore`] for one process: at most `capacity` live counters. A counter
@@ -105,7 +105,7 @@ impl LimitStore for MemoryLimitStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limit::RateLimit;
+    use crate::store::limits::RateLimit;
 
     fn tally(group: &str, name: &str, rate: &str) -> Tally {
         Tally::new(group, name, rate.parse::<RateLimit>().expect("rate"))

@@ -17,14 +17,16 @@
 
 use std::time::Duration;
 
-use super::StoreFuture;
-use crate::limit::RateLimit;
+use super::{StoreFuture, into_shared};
 
+pub(crate) mod gcra;
 mod memory;
+mod rate;
 #[cfg(feature = "redis")]
 mod redis;
 
 pub use memory::MemoryLimitStore;
+pub use rate::{RateError, RateLimit};
 #[cfg(feature = "redis")]
 pub use redis::RedisLimitStore;
 
@@ -90,3 +92,5 @@ pub trait LimitStore: Send + Sync + 'static {
         Box::pin(async { Ok(()) })
     }
 }
+
+into_shared!(LimitStore);
