@@ -258,3 +258,105 @@ mod through_the_layer {
         assert!(second.headers.get("retry-after").is_some());
     }
 }
+
+mod read_by_the_sdks {
+    //! The limit answer as the official SDK clients hand it to the code that made the call:
+    //! the TypeScript SDK (legacy) and the Python SDK (2026-07-28), under the current
+    //! (result-based) revision and the error-based one.
+
+    use std::convert::Infallible;
+
+    use axum::Router;
+    use mcp_gate::limit::{Limit, RateLimit};
+    use mcp_gate::policy::{Decision, Evaluation};
+    use serde_json::{Value, json};
+
+    use crate::common::peers::{GatedServer, Sdk, run_client};
+    use crate::common::tokens::{TestKey, claims};
+    use crate::common::tools;
+
+    const ISSUER: &str = "https://as.example";
+    const ERROR_BASED: &str = "1c5b0cec97691cb9db3d880474a71d604d6addee";
+
+    /// The two `echo` calls of `sdk` through a gate of `revision` with a limit of one a day
+    /// per principal.
+    async fn two_calls(sdk: Sdk, revision: &str) -> Vec<Value> {
+        let key = TestKey::es256("k1");
+        let server = GatedServer::start_trusting(
+            ISSUER,
+            &key,
+            |builder| {
+                builder
+                    .revision(revision)
+                    .evaluate(|_: Evaluation| async { Ok::<_, Infallible>(Decision::allow()) })
+                    .rate_limit(Limit::per_principal(
+                        RateLimit::new(1, std::time::Duration::from_secs(86_400)).expect("rate"),
+                    ))
+            },
+            Router::new().nest_service("/mcp", tools::mcp_service()),
+        )
+        .await;
+        let token = key.mint(&claims(ISSUER, &server.url, ""));
+        let call = r#"echo={"text":"hi"}"#;
+        let args = [
+            "--token",
+            token.as_str(),
+            "--no-list",
+            "--call",
+            call,
+            "--call",
+            call,
+        ];
+        let run = run_client(sdk, &server.url, &args).await;
+        run.calls("echo").into_iter().cloned().collect()
+    }
+
+    /// The second call came back as a tool result with the limit's `_meta`.
+    fn assert_limited_result(calls: &[Value]) {
+        assert_eq!(calls.len(), 2, "{calls:#?}");
+        assert_eq!(calls[0]["result"]["content"][0]["text"], "hi", "{calls:#?}");
+        let second = &calls[1];
+        assert_eq!(second["ok"], true, "{second}");
+        assert_eq!(second["result"]["isError"], true, "{second}");
+        let info = &second["result"]["_meta"]["mcp-gate/rateLimit"];
+        assert_eq!(info["scope"], "principal", "{second}");
+        assert!(
+            info["retryAfterSeconds"]
+                .as_u64()
+                .is_some_and(|s| s > 86_000),
+            "{second}"
+        );
+    }
+
+    /// The second call came back as the JSON-RPC error `-32029` with `data.rateLimit`.
+    fn assert_limited_error(calls: &[Value]) {
+        assert_eq!(calls.len(), 2, "{calls:#?}");
+        let second = &calls[1];
+        assert_eq!(second["ok"], false, "{second}");
+        let error = &second["error"];
+        assert_eq!(error["code"], -32029, "{second}");
+        assert_eq!(error["data"]["rateLimit"]["scope"], "principal", "{second}");
+        assert!(
+            error["data"]["rateLimit"]["retryAfterSeconds"]
+                .as_u64()
+                .is_some_and(|s| s > 86_000),
+            "{second}"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_typescript_sdk_reads_the_limit_answer() {
+        let current = two_calls(Sdk::TypeScript, "current").await;
+        assert_limited_result(&current);
+        let error_based = two_calls(Sdk::TypeScript, ERROR_BASED).await;
+        assert_limited_error(&error_based);
+    }
+
+    #[tokio::test]
+    async fn the_python_sdk_reads_the_limit_answer() {
+        let current = two_calls(Sdk::Python, "current").await;
+        assert_limited_result(&current);
+        let error_based = two_calls(Sdk::Python, ERROR_BASED).await;
+        assert_limited_error(&error_based);
+    }
+}

@@ -28,6 +28,7 @@ mod hostile;
 mod house;
 mod interactive;
 mod introspection;
+mod limit_golden;
 mod limits;
 mod method_model;
 mod quotas;
