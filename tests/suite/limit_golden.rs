@@ -31,8 +31,11 @@ const REVISIONS: [&str; 3] = [
 /// The headers a fixture pins.
 const PINNED: [&str; 3] = ["content-type", "retry-after", "cache-control"];
 
+/// A request's headers, as names and values.
+type Headers = Vec<(&'static str, &'static str)>;
+
 /// One case: its name, and the request's body and headers (the token is `<token>`).
-fn cases() -> Vec<(String, Value, Vec<(&'static str, &'static str)>)> {
+fn cases() -> Vec<(String, Value, Headers)> {
     let modern_meta = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",
         "io.modelcontextprotocol/clientCapabilities": {},

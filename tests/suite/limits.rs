@@ -269,7 +269,7 @@ mod read_by_the_sdks {
     use axum::Router;
     use mcp_gate::limit::{Limit, RateLimit};
     use mcp_gate::policy::{Decision, Evaluation};
-    use serde_json::{Value, json};
+    use serde_json::Value;
 
     use crate::common::peers::{GatedServer, Sdk, run_client};
     use crate::common::tokens::{TestKey, claims};
