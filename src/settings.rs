@@ -96,8 +96,9 @@ pub(crate) struct PolicySettings {
     pub tool_annotations: ToolAnnotations,
     /// Who is told of every decision: the decision log first.
     pub observers: Observers,
-    /// The rate limits, counted before the policy is asked (none configured: `None`).
-    pub limits: Option<crate::limit::Limits>,
+    /// The rate limits counted before the policy is asked, and the store of those a policy
+    /// names.
+    pub limits: crate::limit::Limits,
 }
 
 impl PolicySettings {
@@ -110,7 +111,7 @@ impl PolicySettings {
             &self.observers,
             request,
         )
-        .limited(self.limits.as_ref(), &self.tool_annotations)
+        .limited(&self.limits, &self.tool_annotations)
     }
 }
 

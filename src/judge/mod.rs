@@ -109,9 +109,10 @@ impl<'a> Judge<'a> {
         }
     }
 
-    /// The same judge, counting invocations on `limits` (if any) before the policy is asked.
-    pub fn limited(mut self, limits: Option<&'a Limits>, tools: &'a ToolAnnotations) -> Self {
-        self.limits = limits.map(|limits| (limits, tools));
+    /// The same judge, counting invocations on `limits`: the configured ones before the
+    /// policy is asked, those the policy names once it has allowed the call.
+    pub fn limited(mut self, limits: &'a Limits, tools: &'a ToolAnnotations) -> Self {
+        self.limits = Some((limits, tools));
         self
     }
 
@@ -139,6 +140,7 @@ impl<'a> Judge<'a> {
             // The limits first: a caller past its rate does not reach the policy.
             if case.phase == Phase::Invocation
                 && let Some((limits, tools)) = self.limits
+                && limits.configured()
             {
                 let known = |name: &str| tools.contains(name);
                 let checked = limits.check(case.principal, case.method, case.target, known);
@@ -165,6 +167,7 @@ impl<'a> Judge<'a> {
                 listed: case.listed,
                 approval: case.approval,
                 explained: std::sync::OnceLock::new(),
+                limits: Default::default(),
             });
             let span = KeptSpan::new(policy_span(case.phase));
             let live = async {
@@ -191,6 +194,26 @@ impl<'a> Judge<'a> {
                 }
             };
             let (verdict, ruling) = ruled(decision);
+            // An allowed invocation is counted on the limits the policy named for it.
+            let ruling = match (&ruling, self.limits) {
+                (Ruling::Allow, Some((limits, tools))) if asked.phase == Phase::Invocation => {
+                    let named = evaluation.named_limits();
+                    if named.is_empty() {
+                        ruling
+                    } else {
+                        let known = |name: &str| tools.contains(name);
+                        let (principal, method, target) =
+                            (asked.principal, asked.method, asked.target);
+                        let checked = limits.check_named(principal, method, target, known, &named);
+                        match Box::pin(checked).await {
+                            Ok(None) => ruling,
+                            Ok(Some(limited)) => Ruling::Limited(limited),
+                            Err(error) => Ruling::LimitFailed(error),
+                        }
+                    }
+                }
+                _ => ruling,
+            };
             spanned(span.get(), &ruling, case.phase);
             let judged = express.express(ruling).await;
             let event = DecisionEvent {

@@ -170,18 +170,16 @@ impl Limited {
     }
 }
 
-/// The limits a gate enforces, their ids, and where their counters are kept.
+/// The limits a gate enforces, their ids, and where their counters are kept (also those a
+/// policy names for one call).
 pub(crate) struct Limits {
     rules: Vec<(Limit, String)>,
     store: Arc<dyn LimitStore>,
 }
 
 impl Limits {
-    /// `rules`, counted in `store`; `None` when there are none.
-    pub fn new(rules: Vec<Limit>, store: Arc<dyn LimitStore>) -> Option<Self> {
-        if rules.is_empty() {
-            return None;
-        }
+    /// `rules` (perhaps none), counted in `store`.
+    pub fn new(rules: Vec<Limit>, store: Arc<dyn LimitStore>) -> Self {
         let rules = rules
             .into_iter()
             .map(|rule| {
@@ -189,7 +187,12 @@ impl Limits {
                 (rule, id)
             })
             .collect();
-        Some(Self { rules, store })
+        Self { rules, store }
+    }
+
+    /// Whether the builder configured any limit.
+    pub fn configured(&self) -> bool {
+        !self.rules.is_empty()
     }
 
     /// The store's backend, for start-up lines.
@@ -202,9 +205,9 @@ impl Limits {
         &*self.store
     }
 
-    /// Counts one operation of `principal` (`method`, on `target`) on every limit that
-    /// applies; `listed` says whether the inner server lists a tool of that name. `Ok(None)`:
-    /// admitted (or no limit applies).
+    /// Counts one operation of `principal` (`method`, on `target`) on every configured limit
+    /// that applies; `listed` says whether the inner server lists a tool of that name.
+    /// `Ok(None)`: admitted (or no limit applies).
     pub async fn check(
         &self,
         principal: &Principal,
@@ -212,13 +215,38 @@ impl Limits {
         target: &Target,
         listed: impl Fn(&str) -> bool,
     ) -> Result<Option<Limited>, StoreError> {
+        let rules = self.rules.iter().map(|(rule, id)| (rule, id.clone()));
+        self.count(principal, method, target, listed, rules).await
+    }
+
+    /// Counts one operation on the limits a policy named for it (`named`).
+    pub async fn check_named(
+        &self,
+        principal: &Principal,
+        method: &str,
+        target: &Target,
+        listed: impl Fn(&str) -> bool,
+        named: &[Limit],
+    ) -> Result<Option<Limited>, StoreError> {
+        let rules = named.iter().map(|rule| (rule, rule.id()));
+        self.count(principal, method, target, listed, rules).await
+    }
+
+    async fn count<'r>(
+        &self,
+        principal: &Principal,
+        method: &str,
+        target: &Target,
+        listed: impl Fn(&str) -> bool,
+        rules: impl Iterator<Item = (&'r Limit, String)>,
+    ) -> Result<Option<Limited>, StoreError> {
         let tool = match target {
             Target::Tool { name, .. } => Some(name.as_str()),
             _ => None,
         };
         let mut tallies = Vec::new();
         let mut scopes = Vec::new();
-        for (rule, id) in &self.rules {
+        for (rule, id) in rules {
             if let Some(only) = &rule.tool
                 && tool != Some(only.as_str())
             {
@@ -232,16 +260,16 @@ impl Limits {
                 None => crate::mcp::method_label(method),
             };
             let (group, name) = match rule.scope {
-                LimitScope::Principal => (caller(principal), id.clone()),
+                LimitScope::Principal => (caller(principal), id),
                 LimitScope::PrincipalAndTool => (caller(principal), format!("{id}:{what}")),
                 LimitScope::Client => match principal.client_id() {
                     Some(client) => (
                         format!("client\u{0}{}\u{0}{client}", principal.issuer()),
-                        id.clone(),
+                        id,
                     ),
-                    None => (caller(principal), id.clone()),
+                    None => (caller(principal), id),
                 },
-                LimitScope::Tool => (format!("tool\u{0}{what}"), id.clone()),
+                LimitScope::Tool => (format!("tool\u{0}{what}"), id),
             };
             tallies.push(Tally::new(group, name, rule.rate));
             scopes.push(rule.scope);
@@ -305,8 +333,7 @@ mod tests {
     async fn a_limit_for_one_tool_counts_only_that_tool() {
         let transfer =
             Limit::per_principal(RateLimit::per_minute(1).expect("rate")).for_tool("transfer");
-        let limits =
-            Limits::new(vec![transfer], Arc::new(MemoryLimitStore::default())).expect("limits");
+        let limits = Limits::new(vec![transfer], Arc::new(MemoryLimitStore::default()));
         let alice = principal("alice", None);
         assert_eq!(call(&limits, &alice, "transfer").await, Ok(None));
         let second = call(&limits, &alice, "transfer")
@@ -324,7 +351,7 @@ mod tests {
     #[tokio::test]
     async fn unlisted_tool_names_share_one_counter() {
         let each = Limit::per_principal_and_tool(RateLimit::per_minute(1).expect("rate"));
-        let limits = Limits::new(vec![each], Arc::new(MemoryLimitStore::new(4))).expect("limits");
+        let limits = Limits::new(vec![each], Arc::new(MemoryLimitStore::new(4)));
         let alice = principal("alice", None);
         assert_eq!(call(&limits, &alice, "echo").await, Ok(None));
         assert_eq!(call(&limits, &alice, "made-up-1").await, Ok(None));
@@ -339,8 +366,7 @@ mod tests {
     async fn a_client_limit_counts_every_user_of_the_client() {
         let two = RateLimit::per_minute(2).and_then(|rate| rate.with_burst(2));
         let per_client = Limit::per_client(two.expect("rate"));
-        let limits =
-            Limits::new(vec![per_client], Arc::new(MemoryLimitStore::default())).expect("limits");
+        let limits = Limits::new(vec![per_client], Arc::new(MemoryLimitStore::default()));
         let none = |_: &str| false;
         let target = Target::None;
         for user in ["alice", "bob"] {

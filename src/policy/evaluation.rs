@@ -83,6 +83,36 @@ pub(crate) struct EvaluationData {
     pub(crate) approval: Option<Approval>,
     /// What the policy said decided it ([`Evaluation::explain`]); empty until then.
     pub(crate) explained: std::sync::OnceLock<super::Explanation>,
+    /// The rate limits the policy named for this call ([`Evaluation::limit`]).
+    pub(crate) limits: NamedLimits,
+}
+
+/// The rate limits a policy named for one call: kept beside the evaluation, read by the judge
+/// once the policy has answered.
+#[derive(Debug, Default)]
+pub(crate) struct NamedLimits(std::sync::Mutex<Vec<crate::limit::Limit>>);
+
+impl Clone for NamedLimits {
+    fn clone(&self) -> Self {
+        Self(std::sync::Mutex::new(self.taken_copy()))
+    }
+}
+
+impl NamedLimits {
+    /// The limits named so far.
+    pub(crate) fn taken_copy(&self) -> Vec<crate::limit::Limit> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    fn push(&self, limit: crate::limit::Limit) {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(limit);
+    }
 }
 
 impl Evaluation {
@@ -95,6 +125,7 @@ impl Evaluation {
     pub(crate) fn twin(&self) -> Self {
         let mut data = EvaluationData::clone(&self.0);
         data.explained = std::sync::OnceLock::new();
+        data.limits = NamedLimits::default();
         Self::new(data)
     }
 
@@ -206,6 +237,34 @@ impl Evaluation {
     /// `None` otherwise. Set by the layer from its own task store, never from the request.
     pub fn approval(&self) -> Option<&Approval> {
         self.0.approval.as_ref()
+    }
+
+    /// The limits the policy named for this call.
+    pub(crate) fn named_limits(&self) -> Vec<crate::limit::Limit> {
+        self.0.limits.taken_copy()
+    }
+
+    /// Names a rate limit for this call: if the answer allows it, the call is also counted on
+    /// `limit` (beside the builder's limits, which are counted before the policy is asked),
+    /// and refused with the limit answer past its rate. A limit for one tool
+    /// ([`Limit::for_tool`](crate::limit::Limit::for_tool)) counts only calls of that tool;
+    /// call it once per limit. Named on a denial, it counts nothing: the call does not run.
+    ///
+    /// ```
+    /// use mcp_gate::limit::Limit;
+    /// use mcp_gate::policy::{Decision, Evaluation};
+    ///
+    /// fn evaluate(evaluation: &Evaluation) -> Decision {
+    ///     if evaluation.tool() == Some("transfer") {
+    ///         // `transfer`: 10 a minute per principal.
+    ///         evaluation.limit(Limit::per_principal("10/minute".parse().unwrap()).for_tool("transfer"));
+    ///     }
+    ///     Decision::allow()
+    /// }
+    /// # let _ = evaluate;
+    /// ```
+    pub fn limit(&self, limit: crate::limit::Limit) {
+        self.0.limits.push(limit);
     }
 }
 
@@ -611,6 +670,7 @@ impl EvaluationBuilder {
             listed: self.listed.map(Arc::new),
             approval: self.approval,
             explained: std::sync::OnceLock::new(),
+            limits: NamedLimits::default(),
         })))
     }
 }

@@ -268,6 +268,7 @@ mod tests {
             }),
             approval: None,
             explained: std::sync::OnceLock::new(),
+            limits: Default::default(),
         })
     }
 

@@ -243,12 +243,12 @@ async fn store_checks(settings: &Settings) -> Vec<Check> {
         (StoreKind::Tasks, store.backend(), store.reachable().await)
     };
     let limits = async {
-        match &settings.policy.limits {
-            Some(limits) => {
-                let reached = limits.store().reachable().await;
-                Some((StoreKind::Limits, limits.backend(), reached))
-            }
-            None => None,
+        let limits = &settings.policy.limits;
+        if limits.configured() {
+            let reached = limits.store().reachable().await;
+            Some((StoreKind::Limits, limits.backend(), reached))
+        } else {
+            None
         }
     };
     let (sessions, replay, tasks, limits) =

@@ -239,6 +239,47 @@ mod through_the_layer {
     }
 
     #[tokio::test]
+    async fn a_limit_the_policy_names_counts_the_calls_it_allows() {
+        let key = TestKey::es256("k1");
+        let server = GatedServer::start_trusting(
+            ISSUER,
+            &key,
+            |builder| {
+                builder.evaluate(|evaluation: Evaluation| async move {
+                    // `echo`: one a minute per principal, named by the policy for this call.
+                    let rate = RateLimit::per_minute(1).expect("a rate");
+                    evaluation.limit(Limit::per_principal(rate).for_tool("echo"));
+                    Ok::<_, Infallible>(Decision::allow())
+                })
+            },
+            Router::new().nest_service("/mcp", tools::mcp_service()),
+        )
+        .await;
+        let alice = token(&key, &server, "alice");
+        let echo = json!({"text": "hi"});
+        let first = server.call_tool(Some(&alice), "echo", echo.clone()).await;
+        assert_eq!(
+            first.body["result"]["content"][0]["text"], "hi",
+            "{}",
+            first.text
+        );
+        let second = server.call_tool(Some(&alice), "echo", echo).await;
+        let info = &second.body["result"]["_meta"]["mcp-gate/rateLimit"];
+        assert_eq!(info["scope"], "principal", "{}", second.text);
+        // Another tool is not counted by the limit named for `echo`.
+        for _ in 0..3 {
+            let other = server
+                .call_tool(Some(&alice), "uppercase", json!({"text": "hi"}))
+                .await;
+            assert_eq!(
+                other.body["result"]["content"][0]["text"], "HI",
+                "{}",
+                other.text
+            );
+        }
+    }
+
+    #[tokio::test]
     async fn listings_are_not_counted_and_other_operations_get_an_error() {
         let (server, key, _) = gate(false, vec![one_a_minute()]).await;
         let alice = token(&key, &server, "alice");

@@ -287,6 +287,9 @@ async fn decide_on(
     }
     determining.extend(response.diagnostics().reason().map(ToString::to_string));
     if response.decision() == CedarDecision::Allow {
+        loaded
+            .limits
+            .name(response.diagnostics().reason(), &evaluation);
         return Ok(Decision::allow());
     }
     let (decision, note) = loaded

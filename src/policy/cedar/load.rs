@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::actions::{ActionPolicies, by_action};
 use super::evaluate::chain;
 use super::mapping::Names;
-use super::remedy::Remedies;
+use super::remedy::{AnnotationError, Remedies};
 use crate::error::{CedarError, Diagnostic};
 
 /// Where a text came from: a file, or a name the application gave it.
@@ -127,6 +127,8 @@ pub(super) struct Loaded {
     /// The entities file's entities plus the schema's action entities.
     pub entities: Entities,
     pub remedies: Remedies,
+    /// The rate limits the permit policies name (`@rate_limit`).
+    pub limits: super::limits::SetLimits,
     /// Input schemas by tool name, from the tool list, when one was given.
     pub tools: Option<HashMap<String, Value>>,
     /// The actions the schema declares, each with the policies that can apply to it: a
@@ -364,7 +366,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
     let names = names(&schema, &schema_source.name())?;
     let (policies, texts) = parse_policies(&sources.policies)?;
     validate(&policies, &schema, &texts)?;
-    let remedies = Remedies::compile(&policies).map_err(|(id, error)| {
+    let annotation = |(id, error): (PolicyId, AnnotationError)| {
         let file = texts.get(&id).map_or("?", |(file, _)| file.as_str());
         CedarError::Annotation(Diagnostic {
             file: file.to_owned(),
@@ -373,7 +375,9 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
             policy: Some(id.to_string()),
             message: error.to_string(),
         })
-    })?;
+    };
+    let remedies = Remedies::compile(&policies).map_err(annotation)?;
+    let limits = super::limits::SetLimits::compile(&policies).map_err(annotation)?;
     let entities = parse_entities(sources.entities.as_ref(), &schema)?;
     let tools = sources.tools.as_ref().map(parse_tools).transpose()?;
     let file = schema_source.name();
@@ -385,6 +389,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
         names,
         entities,
         remedies,
+        limits,
         tools,
         actions,
         principals: quick_cache::sync::Cache::new(cached),

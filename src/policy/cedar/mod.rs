@@ -63,6 +63,7 @@
 mod actions;
 mod evaluate;
 mod json_text;
+mod limits;
 mod load;
 mod mapping;
 mod number;

@@ -99,6 +99,23 @@ pub(super) enum AnnotationError {
         /// Why.
         error: TemplateError,
     },
+    /// `@rate_limit` is not a rate (`10/minute`, `5/s burst 2`).
+    #[error("@rate_limit({text:?}): {error}")]
+    BadRate {
+        /// The annotation's text.
+        text: String,
+        /// Why it is not a rate.
+        error: crate::limit::RateError,
+    },
+    /// `@rate_limit_per` names no scope.
+    #[error("@rate_limit_per({0:?}): expected principal, principal_tool, client or tool")]
+    BadLimitScope(String),
+    /// `@rate_limit_per` without `@rate_limit`.
+    #[error("@rate_limit_per needs @rate_limit")]
+    ScopeWithoutRate,
+    /// A rate limit on a `forbid`, where it would never apply (a forbidden call does not run).
+    #[error("@rate_limit on a forbid policy: rate limits belong on permit policies")]
+    LimitOnForbid,
 }
 
 /// The annotations this module reads.
