@@ -252,6 +252,7 @@ pub struct GateBuilder {
     continuation_ttl: Duration,
     replay: Option<ReplaySlot>,
     limits: LimitSlot,
+    extension_copies: Vec<crate::policy::ExtensionCopy>,
     max_rounds: u32,
     development_mode: bool,
     conceal: bool,
@@ -315,6 +316,7 @@ impl Default for GateBuilder {
                 MemoryReplayStore::DEFAULT_PER_OWNER,
             )))),
             limits: LimitSlot::default(),
+            extension_copies: Vec::new(),
             max_rounds: 3,
             development_mode: false,
             conceal: false,
@@ -679,6 +681,16 @@ impl GateBuilder {
         self
     }
 
+    /// Shows `evaluate` the request extension of type `T` that outer middleware set
+    /// ([`Evaluation::extension`](crate::policy::Evaluation::extension)); call it once per
+    /// type. Only the types named here are copied, once per judged call: a policy sees what
+    /// the application chose to show it. The client's address needs no call
+    /// ([`Evaluation::client_address`](crate::policy::Evaluation::client_address)).
+    pub fn evaluation_extension<T: Clone + Send + Sync + 'static>(mut self) -> Self {
+        self.extension_copies.push(crate::policy::copy_of::<T>());
+        self
+    }
+
     /// Where the rate limits' counters are kept (default: a
     /// [`MemoryLimitStore`](crate::store::limits::MemoryLimitStore) of this process; share a
     /// `RedisLimitStore`, feature `redis`, between replicas, or each replica counts alone).
@@ -1002,6 +1014,7 @@ impl GateBuilder {
             evaluate_unknown_methods: self.evaluate_unknown_methods,
             tool_annotations: ToolAnnotations::new(10_000),
             observers: observers(resource, &self.audit.0),
+            extension_copies: self.extension_copies.clone(),
             limits: crate::limit::Limits::new(
                 self.limits.rules.clone(),
                 self.limits

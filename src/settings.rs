@@ -99,6 +99,8 @@ pub(crate) struct PolicySettings {
     /// The rate limits counted before the policy is asked, and the store of those a policy
     /// names.
     pub limits: crate::limit::Limits,
+    /// The request extension types `evaluate` sees (`GateBuilder::evaluation_extension`).
+    pub extension_copies: Vec<crate::policy::ExtensionCopy>,
 }
 
 impl PolicySettings {
@@ -112,6 +114,7 @@ impl PolicySettings {
             request,
         )
         .limited(&self.limits, &self.tool_annotations)
+        .seeing(&self.extension_copies)
     }
 }
 

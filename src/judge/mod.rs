@@ -57,6 +57,9 @@ pub(crate) struct Case<'a> {
     pub listed: Option<Arc<ListedTool>>,
     /// The approval of a held call (phase [`Phase::Approval`]).
     pub approval: Option<Approval>,
+    /// The HTTP request's extensions, where the question comes from a request (the client's
+    /// address, and what outer middleware set).
+    pub extensions: Option<&'a http::Extensions>,
 }
 
 /// How a phase answers a ruling: what it sends or does (`Then`), and what it said, for the
@@ -87,6 +90,8 @@ pub(crate) struct Judge<'a> {
     /// The rate limits counted before the policy is asked, and the tools the inner server
     /// lists (a tool's name keys a counter only when listed).
     limits: Option<(&'a Limits, &'a ToolAnnotations)>,
+    /// Copies the extension types the builder asked `evaluate` to see.
+    copies: &'a [crate::policy::ExtensionCopy],
 }
 
 impl<'a> Judge<'a> {
@@ -106,7 +111,14 @@ impl<'a> Judge<'a> {
             observers,
             request,
             limits: None,
+            copies: &[],
         }
+    }
+
+    /// The same judge, showing `evaluate` the request extensions `copies` copy.
+    pub fn seeing(mut self, copies: &'a [crate::policy::ExtensionCopy]) -> Self {
+        self.copies = copies;
+        self
     }
 
     /// The same judge, counting invocations on `limits`: the configured ones before the
@@ -168,6 +180,13 @@ impl<'a> Judge<'a> {
                 approval: case.approval,
                 explained: std::sync::OnceLock::new(),
                 limits: Default::default(),
+                client: case.extensions.and_then(crate::policy::client_address),
+                extensions: match case.extensions {
+                    Some(from) if !self.copies.is_empty() => {
+                        crate::policy::copied(from, self.copies)
+                    }
+                    _ => http::Extensions::new(),
+                },
             });
             let span = KeptSpan::new(policy_span(case.phase));
             let live = async {
@@ -415,6 +434,7 @@ mod tests {
                 answered: None,
                 listed: None,
                 approval: None,
+                extensions: None,
             };
             judge.judge(case, Plain).await;
         }

@@ -85,6 +85,10 @@ pub(crate) struct EvaluationData {
     pub(crate) explained: std::sync::OnceLock<super::Explanation>,
     /// The rate limits the policy named for this call ([`Evaluation::limit`]).
     pub(crate) limits: NamedLimits,
+    /// The client's address, when the server knows it ([`Evaluation::client_address`]).
+    pub(crate) client: Option<std::net::SocketAddr>,
+    /// The request extensions the builder asked to show ([`Evaluation::extension`]).
+    pub(crate) extensions: http::Extensions,
 }
 
 /// The rate limits a policy named for one call: kept beside the evaluation, read by the judge
@@ -237,6 +241,23 @@ impl Evaluation {
     /// `None` otherwise. Set by the layer from its own task store, never from the request.
     pub fn approval(&self) -> Option<&Approval> {
         self.0.approval.as_ref()
+    }
+
+    /// The client's address: axum's `ConnectInfo<SocketAddr>` (a server made with
+    /// `into_make_service_with_connect_info::<SocketAddr>()`), or a `SocketAddr` extension
+    /// another server put on the request. `None` when the server does not say, and for a held
+    /// call's approval. Behind a proxy it is the proxy's: a forwarded address is the
+    /// application's to trust, through [`extension`](Self::extension).
+    pub fn client_address(&self) -> Option<std::net::SocketAddr> {
+        self.0.client
+    }
+
+    /// A request extension of type `T` that outer middleware set, if the builder asked
+    /// `evaluate` to see that type (`GateBuilder::evaluation_extension::<T>()`): a tenant, a
+    /// verified forwarded address, a risk score. `None` for any other type, and for a held
+    /// call's approval.
+    pub fn extension<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.0.extensions.get::<T>()
     }
 
     /// The limits the policy named for this call.
@@ -671,6 +692,8 @@ impl EvaluationBuilder {
             approval: self.approval,
             explained: std::sync::OnceLock::new(),
             limits: NamedLimits::default(),
+            client: None,
+            extensions: http::Extensions::new(),
         })))
     }
 }

@@ -71,6 +71,7 @@ mod details;
 mod evaluation;
 mod explanation;
 mod presets;
+mod seen;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -89,6 +90,7 @@ pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
     deny_all, first_match, scopes_per_tool,
 };
+pub(crate) use seen::{ExtensionCopy, client_address, copied, copy_of};
 
 /// An error a policy may return; the layer turns it into an internal error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

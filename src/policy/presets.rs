@@ -269,6 +269,8 @@ mod tests {
             approval: None,
             explained: std::sync::OnceLock::new(),
             limits: Default::default(),
+            client: None,
+            extensions: http::Extensions::new(),
         })
     }
 

@@ -45,6 +45,7 @@ mod resume;
 mod sdk_denials;
 mod sdk_error_based;
 mod seam;
+mod seen;
 mod task_store_redis;
 mod tasks;
 mod tasks_redis;

@@ -63,6 +63,7 @@ pub(crate) async fn guard<S: Inner>(
         answered: answered.clone(),
         listed,
         approval: None,
+        extensions: Some(&call.parts.extensions),
     };
     let invocation = Invocation {
         round: interaction::Round {
@@ -276,6 +277,7 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
             answered: None,
             listed: None,
             approval: None,
+            extensions: Some(&call.parts.extensions),
         };
         let invocation = Invocation {
             round: interaction::Round {

@@ -63,6 +63,9 @@ pub(crate) struct ListRequest<'a> {
     pub class: Listing,
     /// The request's id, on every entry's decision.
     pub id: crate::judge::RequestId,
+    /// What the entries' decisions see of the request's extensions (the request itself goes
+    /// on to the inner server before its entries are judged).
+    pub seen: http::Extensions,
 }
 
 impl ListRequest<'_> {
@@ -152,6 +155,7 @@ impl ListRequest<'_> {
             answered: None,
             listed: annotations,
             approval: None,
+            extensions: Some(&self.seen),
         };
         let entry = Entry {
             list_remediable: self.settings.discovery.list_remediable,

@@ -482,6 +482,8 @@ async fn judge_again(
         answered: None,
         listed: annotations,
         approval: Some(approval),
+        // Re-judged on the approval's request, not the caller's: nothing of it is shown.
+        extensions: None,
     };
     let approved = Approved {
         claimed,
