@@ -401,3 +401,125 @@ mod read_by_the_sdks {
         assert_limited_error(&error_based);
     }
 }
+
+/// Redis round trips per allowed call, from Redis itself (`INFO commandstats`): none for a
+/// call that carries no state when no limit is configured, though every store is in Redis;
+/// one with a Redis limit.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_round_trips_per_allowed_call_are_zero_without_limits_and_one_with() {
+    use std::convert::Infallible;
+    use std::time::Duration;
+
+    use axum::Router;
+    use axum::body::Body;
+    use axum::routing::post;
+    use mcp_gate::continuation::RedisReplayStore;
+    use mcp_gate::limit::Limit;
+    use mcp_gate::policy::{Decision, Evaluation};
+    use mcp_gate::store::limits::RedisLimitStore;
+    use mcp_gate::store::sessions::RedisSessionStore;
+    use mcp_gate::tasks::RedisTaskStore;
+    use mcp_gate::{Gate, Issuer, StaticKeys};
+    use serde_json::json;
+
+    use crate::common::tokens::{TestKey, claims};
+
+    let Some(redis) = crate::common::redis_server::RedisServer::start_or_skip() else {
+        return;
+    };
+    let url = redis.url();
+    let key = TestKey::es256("trips");
+    let resource = "https://mcp.example.com/mcp";
+    let token = key.mint(&claims("https://as.example", resource, ""));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "echo", "arguments": {"text": "hi"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let mut raw = redis.raw().await;
+    for limited in [false, true] {
+        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("a key set");
+        let sessions = RedisSessionStore::new(&url, "trips", 100, 10, Duration::from_secs(60))
+            .await
+            .expect("sessions");
+        let mut builder = Gate::builder()
+            .resource(resource)
+            .issuer(Issuer::with_keys("https://as.example", keys))
+            .evaluate(|_: Evaluation| async { Ok::<_, Infallible>(Decision::allow()) })
+            .session_store(sessions)
+            .replay_store(RedisReplayStore::new(&url, "trips").await.expect("replay"))
+            .task_store(RedisTaskStore::new(&url, "trips").await.expect("tasks"))
+            .limit_store(RedisLimitStore::new(&url, "trips").await.expect("limits"));
+        if limited {
+            builder = builder.rate_limit(Limit::per_principal(
+                "1000/s burst 100".parse().expect("a rate"),
+            ));
+        }
+        let gate = builder.build().expect("a gate");
+        let app = Router::new()
+            .route(
+                "/mcp",
+                post(|| async {
+                    axum::Json(json!({"jsonrpc": "2.0", "id": 1, "result": {"content": []}}))
+                }),
+            )
+            .layer(gate.layer());
+        let call = || {
+            http::Request::post("/mcp")
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", "tools/call")
+                .header("mcp-name", "echo")
+                .header("authorization", format!("Bearer {token}"))
+                .body(Body::from(body.to_string()))
+                .expect("a request")
+        };
+        // One call first: the token cached, the script loaded.
+        let warm = crate::common::fixtures::through(&app, call()).await;
+        assert_eq!(warm.status(), 200);
+        let _: () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut raw)
+            .await
+            .expect("reset");
+        for _ in 0..10 {
+            let answer = crate::common::fixtures::through(&app, call()).await;
+            assert_eq!(answer.status(), 200);
+        }
+        let stats: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut raw)
+            .await
+            .expect("stats");
+        let calls = |command: &str| {
+            stats
+                .lines()
+                .find_map(|line| line.strip_prefix(&format!("cmdstat_{command}:calls=")))
+                .and_then(|rest| rest.split(',').next()?.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
+        if limited {
+            // One script a call, and nothing else sent: the script's own commands (`TIME`,
+            // `GET`, `SET`) are counted by Redis too, one `TIME` per script.
+            assert_eq!(calls("evalsha"), 10, "{stats}");
+            assert_eq!(calls("time"), 10, "{stats}");
+            assert_eq!(calls("eval") + calls("script|load"), 0, "{stats}");
+        } else {
+            // Every command since the reset, but the reset itself: none.
+            let commands: u64 = stats
+                .lines()
+                .filter(|line| line.starts_with("cmdstat_") && !line.starts_with("cmdstat_config"))
+                .filter_map(|line| {
+                    line.split("calls=")
+                        .nth(1)?
+                        .split(',')
+                        .next()?
+                        .parse::<u64>()
+                        .ok()
+                })
+                .sum();
+            assert_eq!(commands, 0, "{stats}");
+        }
+    }
+}
