@@ -1017,10 +1017,9 @@ impl GateBuilder {
             extension_copies: self.extension_copies.clone(),
             limits: crate::limit::Limits::new(
                 self.limits.rules.clone(),
-                self.limits
-                    .store
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(crate::store::limits::MemoryLimitStore::default())),
+                crate::telemetry::measured_limits(self.limits.store.clone().unwrap_or_else(|| {
+                    Arc::new(crate::store::limits::MemoryLimitStore::default())
+                })),
             ),
         })
     }

@@ -25,16 +25,22 @@ pub(crate) mod trace;
 #[cfg(feature = "metrics")]
 pub(crate) use metrics::DecisionMetrics;
 #[cfg(feature = "metrics")]
-pub(crate) use stores::{measured_replay, measured_sessions, measured_tasks};
+pub(crate) use stores::{measured_limits, measured_replay, measured_sessions, measured_tasks};
 
 /// Without feature `metrics`: the stores as configured.
 #[cfg(not(feature = "metrics"))]
 mod unmeasured {
     use std::sync::Arc;
 
+    use crate::store::limits::LimitStore;
     use crate::store::replay::ReplayStore;
     use crate::store::sessions::SessionStore;
     use crate::store::tasks::TaskStore;
+
+    /// The limit store.
+    pub(crate) fn measured_limits(store: Arc<dyn LimitStore>) -> Arc<dyn LimitStore> {
+        store
+    }
 
     /// The task store.
     pub(crate) fn measured_tasks(store: Arc<dyn TaskStore>) -> Arc<dyn TaskStore> {
@@ -53,4 +59,4 @@ mod unmeasured {
 }
 
 #[cfg(not(feature = "metrics"))]
-pub(crate) use unmeasured::{measured_replay, measured_sessions, measured_tasks};
+pub(crate) use unmeasured::{measured_limits, measured_replay, measured_sessions, measured_tasks};

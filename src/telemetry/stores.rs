@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use crate::auth::Owner;
 use crate::measure::store_operation;
+use crate::store::limits::{LimitFuture, LimitStore, Tally};
 use crate::store::replay::{ReplayFuture, ReplayStore, StateUse};
 use crate::store::sessions::{SessionFuture, SessionRecord, SessionStore};
 use crate::store::tasks::{TaskChange, TaskFuture, TaskId, TaskQuery, TaskRecord, TaskStore};
@@ -120,6 +121,26 @@ impl SessionStore for Measured<dyn SessionStore> {
     fn reachable(&self) -> StoreFuture<'_, ()> {
         Box::pin(self.measure("ping", self.inner.reachable()))
     }
+}
+
+impl LimitStore for Measured<dyn LimitStore> {
+    fn take<'a>(&'a self, tallies: &'a [Tally]) -> LimitFuture<'a> {
+        Box::pin(self.measure("take", self.inner.take(tallies)))
+    }
+
+    fn backend(&self) -> &'static str {
+        self.backend
+    }
+
+    fn reachable(&self) -> StoreFuture<'_, ()> {
+        Box::pin(self.measure("ping", self.inner.reachable()))
+    }
+}
+
+/// The limit store, measured.
+pub(crate) fn measured_limits(store: Arc<dyn LimitStore>) -> Arc<dyn LimitStore> {
+    let backend = store.backend();
+    Arc::new(Measured::new(StoreKind::Limits, backend, store))
 }
 
 /// The task store, measured.
