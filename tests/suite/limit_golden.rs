@@ -163,7 +163,15 @@ async fn the_limit_answer_matches_its_fixture_in_every_revision_and_era() {
     let mut problems = Vec::new();
     for revision in REVISIONS {
         for (case, body, headers) in cases() {
-            let response = second_call(revision, &body, &headers).await;
+            // The wait is a day less the time between the two calls, rounded up: 86,400 s
+            // unless a call took a second (a machine that busy gets two more tries).
+            let mut response = second_call(revision, &body, &headers).await;
+            for _ in 0..2 {
+                if response["headers"]["retry-after"] == "86400" {
+                    break;
+                }
+                response = second_call(revision, &body, &headers).await;
+            }
             // The delay is said twice, and alike: the header and the body.
             let seconds = response["headers"]["retry-after"]
                 .as_str()
