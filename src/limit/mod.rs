@@ -341,7 +341,7 @@ mod tests {
             .expect("an answer")
             .expect("limited");
         assert_eq!(second.scope, LimitScope::Principal);
-        assert_eq!(second.retry_after_secs(), 60);
+        assert!((50..=60).contains(&second.retry_after_secs()));
         // Other tools are not counted.
         for _ in 0..5 {
             assert_eq!(call(&limits, &alice, "echo").await, Ok(None));
