@@ -206,7 +206,7 @@ impl Call<'_> {
             protocol: &self.protocol,
             class,
             id: RequestId::next(),
-            seen: seen_of(
+            seen: crate::policy::snapshot(
                 &self.parts.extensions,
                 &self.settings.policy.extension_copies,
             ),
@@ -248,14 +248,4 @@ impl Call<'_> {
             }
         }
     }
-}
-
-/// The extensions a listing's entry decisions see: the copied types, and the client's address
-/// as a `SocketAddr` (read back by `client_address`).
-fn seen_of(from: &http::Extensions, copies: &[crate::policy::ExtensionCopy]) -> http::Extensions {
-    let mut seen = crate::policy::copied(from, copies);
-    if let Some(address) = crate::policy::client_address(from) {
-        seen.insert(address);
-    }
-    seen
 }

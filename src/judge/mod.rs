@@ -36,7 +36,7 @@ use crate::auth::Principal;
 use crate::limit::Limits;
 use crate::mcp::annotations::{ListedTool, ToolAnnotations};
 use crate::mcp::{ProtocolContext, Target};
-use crate::measure::traced::{KeptSpan, traced};
+use crate::measure::traced::{KeptSpan, or_none, traced, wanted};
 use crate::policy::{
     self, Answered, Approval, Decision, Evaluation, EvaluationData, Phase, Policy,
 };
@@ -156,12 +156,7 @@ impl<'a> Judge<'a> {
             {
                 let known = |name: &str| tools.contains(name);
                 let checked = limits.check(case.principal, case.method, case.target, known);
-                let ruling = match Box::pin(checked).await {
-                    Ok(None) => None,
-                    Ok(Some(limited)) => Some(Ruling::Limited(limited)),
-                    Err(error) => Some(Ruling::LimitFailed(error)),
-                };
-                if let Some(ruling) = ruling {
+                if let Some(ruling) = counted(Box::pin(checked).await) {
                     let verdict = Verdict::unasked(&ruling);
                     let judged = express.express(ruling).await;
                     let event = self.event(&asked, listed, verdict, &judged.said, started);
@@ -224,11 +219,7 @@ impl<'a> Judge<'a> {
                         let (principal, method, target) =
                             (asked.principal, asked.method, asked.target);
                         let checked = limits.check_named(principal, method, target, known, &named);
-                        match Box::pin(checked).await {
-                            Ok(None) => ruling,
-                            Ok(Some(limited)) => Ruling::Limited(limited),
-                            Err(error) => Ruling::LimitFailed(error),
-                        }
+                        counted(Box::pin(checked).await).unwrap_or(ruling)
                     }
                 }
                 _ => ruling,
@@ -247,6 +238,18 @@ impl<'a> Judge<'a> {
             self.observers.decided(&event);
             judged.then
         }
+    }
+}
+
+/// The ruling a limit check comes to: none when the call was counted, else limited, or
+/// refused when the store could not count it.
+fn counted(
+    checked: Result<Option<crate::limit::Limited>, crate::store::StoreError>,
+) -> Option<Ruling> {
+    match checked {
+        Ok(None) => None,
+        Ok(Some(limited)) => Some(Ruling::Limited(limited)),
+        Err(error) => Some(Ruling::LimitFailed(error)),
     }
 }
 
@@ -308,25 +311,19 @@ fn ruled(decision: Result<Decision, policy::PolicyFailure>) -> (Verdict, Ruling)
     (verdict, ruling)
 }
 
-/// The policy call's span, or the empty span when no subscriber wants it (the judge sits below
-/// the telemetry, so the span is made here, as `telemetry::trace` makes the others).
+/// The policy call's span, or the empty span when no subscriber wants it.
 fn policy_span(phase: Phase) -> tracing::Span {
-    if !tracing::level_enabled!(tracing::Level::INFO) {
+    if !wanted() {
         return tracing::Span::none();
     }
-    let span = tracing::info_span!(
+    or_none(tracing::info_span!(
         target: "mcp_gate::policy",
         "mcp_gate::policy",
         otel.kind = "internal",
         mcp_gate.phase = phase.as_str(),
         mcp_gate.decision = tracing::field::Empty,
         error.type = tracing::field::Empty,
-    );
-    if span.is_disabled() {
-        tracing::Span::none()
-    } else {
-        span
-    }
+    ))
 }
 
 /// The ruling on the policy's span, and on an invocation's request span (the current one).
@@ -340,7 +337,7 @@ fn spanned(span: Option<&tracing::Span>, ruling: &Ruling, phase: Phase) {
         Ruling::Limited(_) => (DecisionKind::Limited, Some("rate_limited")),
         Ruling::LimitFailed(_) => (DecisionKind::Refused, Some("limit_store")),
     };
-    if !tracing::level_enabled!(tracing::Level::INFO) {
+    if !wanted() {
         // No subscriber wants a span: there is none to record on.
         return;
     }

@@ -17,6 +17,25 @@ use tracing::Instrument;
 use tracing::Span;
 use tracing::instrument::Instrumented;
 
+/// Whether a subscriber may want the gate's spans (all at INFO): one load of tracing's
+/// global level hint, which is `OFF` while no subscriber is installed. Where it says no, the
+/// span macro would make a disabled span, so the empty one is made straight away.
+pub(crate) fn wanted() -> bool {
+    tracing::level_enabled!(tracing::Level::INFO)
+}
+
+/// `span`, or [`Span::none`] when no subscriber wants it. A disabled span still keeps its
+/// metadata, and with `tracing`'s `log` feature on (axum's defaults turn it on) each of its
+/// entries, exits, records and its drop asks the `log` crate whether to write a line; the
+/// empty span asks nothing.
+pub(crate) fn or_none(span: Span) -> Span {
+    if span.is_disabled() {
+        Span::none()
+    } else {
+        span
+    }
+}
+
 /// A span held across awaits: nothing for the empty span, else a pointer to it.
 #[derive(Default)]
 pub(crate) struct KeptSpan(Option<Box<Span>>);

@@ -90,7 +90,7 @@ pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
     deny_all, first_match, scopes_per_tool,
 };
-pub(crate) use seen::{ExtensionCopy, client_address, copied, copy_of};
+pub(crate) use seen::{ExtensionCopy, client_address, copied, copy_of, snapshot};
 
 /// An error a policy may return; the layer turns it into an internal error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;

@@ -43,3 +43,14 @@ pub(crate) fn copied(from: &Extensions, copies: &[ExtensionCopy]) -> Extensions 
     }
     to
 }
+
+/// What a later question about the same request sees once the request itself has gone on
+/// (a listing's entries are judged after the list is forwarded): the copied types, and the
+/// client's address as a `SocketAddr`, which [`client_address`] reads back.
+pub(crate) fn snapshot(from: &Extensions, copies: &[ExtensionCopy]) -> Extensions {
+    let mut seen = copied(from, copies);
+    if let Some(address) = client_address(from) {
+        seen.insert(address);
+    }
+    seen
+}

@@ -38,6 +38,7 @@ use crate::mcp::era::{SESSION_HEADER, SUPPORTED_VERSIONS};
 use crate::mcp::method_label;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{ProtocolContext, Target};
+pub(crate) use crate::measure::traced::{or_none, wanted};
 
 /// The longest tool name an attribute carries, in bytes; a longer listed name is cut on a
 /// character boundary.
@@ -220,25 +221,6 @@ pub(crate) fn verify_span(parent: &Span, cache: &'static str) -> Span {
         mcp_gate.cache = cache,
         mcp_gate.outcome = Empty,
     ))
-}
-
-/// Whether a subscriber may want the gate's spans (all at INFO): one load of tracing's
-/// global level hint, which is `OFF` while no subscriber is installed. Where it says no, the
-/// span macro would make a disabled span, so the empty one is made straight away.
-pub(crate) fn wanted() -> bool {
-    tracing::level_enabled!(tracing::Level::INFO)
-}
-
-/// `span`, or [`Span::none`] when no subscriber wants it. A disabled span still keeps its
-/// metadata, and with `tracing`'s `log` feature on (axum's defaults turn it on) each of its
-/// entries, exits, records and its drop asks the `log` crate whether to write a line; the
-/// empty span asks nothing.
-pub(crate) fn or_none(span: Span) -> Span {
-    if span.is_disabled() {
-        Span::none()
-    } else {
-        span
-    }
 }
 
 /// What verification came to: `ok`, or the refusal's reason code.

@@ -20,7 +20,15 @@ use crate::store::{StoreError, StoreKind};
 pub struct MemoryLimitStore {
     capacity: usize,
     started: Instant,
-    counters: Mutex<HashMap<(String, String), u64>>,
+    counters: Mutex<Counters>,
+}
+
+/// Group -> counter name -> the TAT: looked up by borrowed names, so a call allocates only for
+/// a counter it creates; and how many counters there are.
+#[derive(Debug, Default)]
+struct Counters {
+    by_group: HashMap<String, HashMap<String, u64>>,
+    live: usize,
 }
 
 impl MemoryLimitStore {
@@ -32,7 +40,7 @@ impl MemoryLimitStore {
         Self {
             capacity,
             started: Instant::now(),
-            counters: Mutex::new(HashMap::new()),
+            counters: Mutex::new(Counters::default()),
         }
     }
 
@@ -50,9 +58,13 @@ impl MemoryLimitStore {
         let mut next = Vec::with_capacity(tallies.len());
         let mut wait: Option<(usize, u64)> = None;
         for (index, tally) in tallies.iter().enumerate() {
-            let key = (tally.group.clone(), tally.name.clone());
-            match step(counters.get(&key).copied(), now, &tally.rate) {
-                Step::Admit { tat } => next.push((key, tat)),
+            let tat = counters
+                .by_group
+                .get(&tally.group)
+                .and_then(|group| group.get(&tally.name))
+                .copied();
+            match step(tat, now, &tally.rate) {
+                Step::Admit { tat: moved } => next.push((tally, tat.is_none(), moved)),
                 Step::Wait { micros } => {
                     // The call passes when every counter would admit it: the longest wait.
                     if wait.is_none_or(|(_, longest)| micros > longest) {
@@ -67,20 +79,35 @@ impl MemoryLimitStore {
                 retry_after: Duration::from_micros(micros),
             });
         }
-        let new = next
-            .iter()
-            .filter(|(key, _)| !counters.contains_key(key))
-            .count();
-        if counters.len() + new > self.capacity {
-            counters.retain(|_, tat| *tat > now);
-            if counters.len() + new > self.capacity {
+        let new = next.iter().filter(|(_, created, _)| *created).count();
+        if new > 0 && counters.live + new > self.capacity {
+            for group in counters.by_group.values_mut() {
+                group.retain(|_, tat| *tat > now);
+            }
+            counters.by_group.retain(|_, group| !group.is_empty());
+            counters.live = counters.by_group.values().map(HashMap::len).sum();
+            if counters.live + new > self.capacity {
                 return Err(StoreError::Full {
                     store: StoreKind::Limits,
                     capacity: self.capacity,
                 });
             }
         }
-        counters.extend(next);
+        counters.live += new;
+        for (tally, _, tat) in next {
+            match counters.by_group.get_mut(&tally.group) {
+                Some(group) => match group.get_mut(&tally.name) {
+                    Some(counter) => *counter = tat,
+                    None => {
+                        group.insert(tally.name.clone(), tat);
+                    }
+                },
+                None => {
+                    let group = HashMap::from([(tally.name.clone(), tat)]);
+                    counters.by_group.insert(tally.group.clone(), group);
+                }
+            }
+        }
         Ok(Taken::Admitted)
     }
 }
