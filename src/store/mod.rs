@@ -23,17 +23,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-#[cfg(feature = "redis")]
-mod keys;
 pub mod limits;
 #[cfg(feature = "redis")]
-mod redis_connection;
+mod redis;
 pub mod replay;
 pub mod sessions;
 pub mod tasks;
 
 #[cfg(feature = "redis")]
-pub use redis_connection::{RedisConnectError, RedisConnection};
+pub use self::redis::{RedisConnectError, RedisConnection};
 
 use self::tasks::{TaskId, TaskStatus};
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use redis::Script;
 
 use super::{LimitFuture, LimitStore, Taken, Tally};
-use crate::store::keys::{check_namespace, key_digest};
+use crate::store::redis::keys::{check_namespace, key_digest};
 use crate::store::{RedisConnection, StoreError, StoreKind};
 
 /// KEYS: the counters of one group. ARGV: for each counter, its interval and how early a call

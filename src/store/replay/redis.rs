@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use redis::Script;
 
 use super::{FirstUse, MemoryReplayStore, ReplayFuture, ReplayStore, StateUse};
-use crate::store::keys::{check_namespace, key_digest};
+use crate::store::redis::keys::{check_namespace, key_digest, slot_prefix};
 use crate::store::{RedisConnection, StoreError, StoreKind};
 
 /// KEYS: the state's key, the store's memory key, the index of live states, the owner's index
@@ -75,7 +75,8 @@ return 1
 #[derive(Clone)]
 pub struct RedisReplayStore {
     connection: RedisConnection,
-    namespace: Arc<str>,
+    /// `{namespace}`: every key starts with it, so all share one Redis Cluster hash slot.
+    prefix: Arc<str>,
     script: Arc<Script>,
     capacity: usize,
     per_owner: usize,
@@ -85,7 +86,7 @@ impl std::fmt::Debug for RedisReplayStore {
     // The URL may hold a password: it is not kept, and not shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisReplayStore")
-            .field("namespace", &self.namespace)
+            .field("prefix", &self.prefix)
             .field("capacity", &self.capacity)
             .field("per_owner", &self.per_owner)
             .finish_non_exhaustive()
@@ -120,7 +121,7 @@ impl RedisReplayStore {
         check_namespace(namespace, StoreKind::Replay)?;
         let store = Self {
             connection,
-            namespace: namespace.into(),
+            prefix: slot_prefix(namespace),
             script: Arc::new(Script::new(FIRST_USE)),
             capacity: MemoryReplayStore::DEFAULT_CAPACITY,
             per_owner: MemoryReplayStore::DEFAULT_PER_OWNER,
@@ -147,7 +148,7 @@ impl RedisReplayStore {
     }
 
     fn memory_key(&self) -> String {
-        format!("{}:replay-memory", self.namespace)
+        format!("{}:replay-memory", self.prefix)
     }
 }
 
@@ -176,14 +177,15 @@ impl ReplayStore for RedisReplayStore {
                 return Ok(FirstUse::Unknowable);
             };
             let mut connection = self.connection.clone();
+            let used = format!("{}:used:{}", self.prefix, state.nonce);
             let answer: i64 = self
                 .script
-                .key(format!("{}:used:{}", self.namespace, state.nonce))
+                .key(&used)
                 .key(self.memory_key())
-                .key(format!("{}:used-index", self.namespace))
+                .key(format!("{}:used-index", self.prefix))
                 .key(format!(
                     "{}:used-by:{}",
-                    self.namespace,
+                    self.prefix,
                     key_digest(state.owner)
                 ))
                 .arg(state.owner)
@@ -196,7 +198,11 @@ impl ReplayStore for RedisReplayStore {
                 .await
                 .map_err(unavailable)?;
             Ok(match answer {
-                1 => FirstUse::Yes,
+                1 => {
+                    // A use a failover forgot would let the state be used again.
+                    self.connection.replicated(&used, StoreKind::Replay).await?;
+                    FirstUse::Yes
+                }
                 0 => FirstUse::AlreadyUsed,
                 -1 => FirstUse::Unknowable,
                 -2 => {

@@ -8,7 +8,7 @@ use redis::Script;
 
 use super::{SessionFuture, SessionRecord, SessionStore};
 use crate::auth::Owner;
-use crate::store::keys::{check_namespace, key_digest};
+use crate::store::redis::keys::{check_namespace, key_digest, slot_prefix};
 use crate::store::{RedisConnection, StoreError, StoreKind};
 
 /// KEYS: session hash, owner's index, global index. ARGV: owner JSON, record JSON, idle (ms),
@@ -76,7 +76,8 @@ return 1
 #[derive(Clone)]
 pub struct RedisSessionStore {
     connection: RedisConnection,
-    namespace: Arc<str>,
+    /// `{namespace}`: every key starts with it, so all share one Redis Cluster hash slot.
+    prefix: Arc<str>,
     capacity: usize,
     per_owner: usize,
     idle: Duration,
@@ -89,7 +90,7 @@ impl std::fmt::Debug for RedisSessionStore {
     // The URL may hold a password: it is not kept, and not shown.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisSessionStore")
-            .field("namespace", &self.namespace)
+            .field("prefix", &self.prefix)
             .field("capacity", &self.capacity)
             .field("per_owner", &self.per_owner)
             .finish_non_exhaustive()
@@ -132,7 +133,7 @@ impl RedisSessionStore {
         check_namespace(namespace, StoreKind::Sessions)?;
         Ok(Self {
             connection,
-            namespace: namespace.into(),
+            prefix: slot_prefix(namespace),
             capacity,
             per_owner,
             idle,
@@ -143,18 +144,18 @@ impl RedisSessionStore {
     }
 
     fn session_key(&self, id: &str) -> String {
-        format!("{}:session:{id}", self.namespace)
+        format!("{}:session:{id}", self.prefix)
     }
 
     fn index_key(&self) -> String {
-        format!("{}:sessions", self.namespace)
+        format!("{}:sessions", self.prefix)
     }
 
     /// The owner's index: named by a digest of the owner, so no identity is spelled in a key.
     fn owner_key(&self, owner_json: &str) -> String {
         format!(
             "{}:owner-sessions:{}",
-            self.namespace,
+            self.prefix,
             key_digest(owner_json)
         )
     }

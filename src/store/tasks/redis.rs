@@ -10,7 +10,7 @@ use super::{
     TaskStatus, TaskStore, Transition, check_new, plan,
 };
 use crate::clock::now_ms;
-use crate::store::keys::{check_namespace, key_digest};
+use crate::store::redis::keys::{check_namespace, key_digest, slot_prefix};
 use crate::store::{RedisConnectError, RedisConnection, StoreError, StoreKind};
 
 /// Index entries read per round trip by `list`.
@@ -176,6 +176,8 @@ return {2}
 pub struct RedisTaskStore {
     connection: RedisConnection,
     namespace: Arc<str>,
+    /// `{namespace}`: every key starts with it, so all share one Redis Cluster hash slot.
+    prefix: Arc<str>,
     capacity: usize,
     byte_budget: usize,
     create: Arc<Script>,
@@ -218,7 +220,7 @@ impl RedisTaskStore {
         check_namespace(namespace, StoreKind::Tasks)?;
         let connection = RedisConnection::open(url).await.map_err(|e| match e {
             // The parser's message could quote the URL, and with it a password: not repeated.
-            RedisConnectError::BadUrl | RedisConnectError::Cluster => {
+            RedisConnectError::BadUrl => {
                 StoreError::unusable(StoreKind::Tasks, e.to_string())
             }
             RedisConnectError::Unreachable(_) => StoreError::unavailable(StoreKind::Tasks, e),
@@ -237,6 +239,7 @@ impl RedisTaskStore {
         Ok(Self {
             connection,
             namespace: namespace.into(),
+            prefix: slot_prefix(namespace),
             capacity: MemoryTaskStore::DEFAULT_CAPACITY,
             byte_budget: MemoryTaskStore::DEFAULT_BYTE_BUDGET,
             create: Arc::new(Script::new(CREATE)),
@@ -268,19 +271,19 @@ impl RedisTaskStore {
     }
 
     fn key(&self, id: &str) -> String {
-        format!("{}:task:{id}", self.namespace)
+        format!("{}:task:{id}", self.prefix)
     }
 
     fn index_key(&self) -> String {
-        format!("{}:tasks", self.namespace)
+        format!("{}:tasks", self.prefix)
     }
 
     fn sizes_key(&self) -> String {
-        format!("{}:task-sizes", self.namespace)
+        format!("{}:task-sizes", self.prefix)
     }
 
     fn bytes_key(&self) -> String {
-        format!("{}:task-bytes", self.namespace)
+        format!("{}:task-bytes", self.prefix)
     }
 
     /// The owner's waiting set, named by a digest of the owner.
@@ -293,7 +296,7 @@ impl RedisTaskStore {
         })?;
         Ok(format!(
             "{}:task-owner:{}",
-            self.namespace,
+            self.prefix,
             key_digest(&owner)
         ))
     }
@@ -351,7 +354,10 @@ impl RedisTaskStore {
         match stored {
             1 => {
                 self.remember(&record.id, Some(&json));
-                Ok(())
+                // A task a failover forgot would be a held call lost, or approved again.
+                self.connection
+                    .replicated(&self.key(record.id.as_str()), StoreKind::Tasks)
+                    .await
             }
             0 => Err(StoreError::Duplicate(record.id)),
             -1 => Err(StoreError::Expired(record.id)),
@@ -427,6 +433,10 @@ impl RedisTaskStore {
             match script_answer(answer) {
                 Some((2, _)) => {
                     self.remember(id, Some(&next_json));
+                    // A claim a failover forgot would let the call run a second time.
+                    self.connection
+                        .replicated(&self.key(id.as_str()), StoreKind::Tasks)
+                        .await?;
                     return Ok(Transition::Applied(next));
                 }
                 Some((0, _)) => {

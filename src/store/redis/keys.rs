@@ -1,9 +1,10 @@
 //! How the Redis stores name their keys: every key starts with the store's namespace, checked
-//! once when the store is made, and an owner is named by a digest, never spelled out.
+//! once when the store is made (for the state stores, as a hash tag: [`slot_prefix`]), and an
+//! owner is named by a digest, never spelled out.
 
 use sha2::{Digest, Sha256};
 
-use super::{StoreError, StoreKind};
+use crate::store::{StoreError, StoreKind};
 
 /// Checks that `namespace` may prefix a store's keys: 1 to 64 characters of
 /// `A-Z a-z 0-9 - _ .` (no `:`, which separates the parts of a key, no space, no glob or hash
@@ -22,6 +23,15 @@ pub(crate) fn check_namespace(namespace: &str, store: StoreKind) -> Result<(), S
             "the namespace must be 1 to 64 characters of A-Z, a-z, 0-9, '-', '_' or '.'",
         ))
     }
+}
+
+/// The start of every key of a session, replay or task store on `namespace`: `{namespace}`.
+/// The braces make the namespace the key's Redis Cluster hash tag, so that all of a store's
+/// keys share one slot and each of its scripts (which counts the store's bounds across every
+/// owner) runs on one shard. The limit store's keys do not use it: each caller's counters
+/// carry their own tag, so that limits spread over the shards.
+pub(crate) fn slot_prefix(namespace: &str) -> std::sync::Arc<str> {
+    format!("{{{namespace}}}").into()
 }
 
 /// What names an owner in a Redis key: 32 hex digits of its SHA-256, so no identity is
