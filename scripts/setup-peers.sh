@@ -4,8 +4,9 @@
 #   - tests/peers/.venv         (MCP Python SDK client: mcp==2.3.0, pinned by py-constraints.txt)
 #   - tests/conformance/node_modules (the official MCP conformance suite, its reference servers
 #                                and a Node 22 for the suite alone)
-#   - redis-server, iproute2, util-linux, prometheus (Debian packages, installed only when
-#                                missing: the Redis tests start their own server; the
+#   - redis-server, redis-sentinel, iproute2, util-linux, prometheus (Debian packages, installed
+#                                only when missing: the Redis tests start their own servers,
+#                                clusters and sentinels; the
 #                                conformance test runs in a private network namespace;
 #                                tests/prometheus.rs starts a Prometheus that scrapes the gate)
 # Idempotent: each part is skipped when already up to date. Needs node/npm and python3 (with venv).
@@ -24,13 +25,15 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 # ---- System packages ---------------------------------------------------------------------------
-# tests/suite/task_store_redis.rs and the other Redis tests start `redis-server` themselves;
+# tests/suite/task_store_redis.rs and the other Redis tests start `redis-server` themselves
+# (tests/suite/redis_topologies.rs a three-master Cluster and sentinels, `redis-sentinel`);
 # tests/conformance.rs runs its servers inside a private network namespace (`unshare` from
 # util-linux, `ip` from iproute2). Each missing one is installed with apt-get. Without root or
 # password-less sudo (or without apt-get) this says so and goes on: those tests then skip
 # outside CI and fail inside it, so CI still notices.
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+command -v redis-sentinel >/dev/null 2>&1 || missing+=(redis-sentinel)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)

@@ -16,6 +16,8 @@ pub mod tokens;
 
 #[cfg(feature = "redis")]
 pub mod redis_server;
+#[cfg(feature = "redis")]
+pub mod redis_topology;
 
 #[path = "../../examples/server/tools.rs"]
 pub mod tools;

@@ -438,6 +438,26 @@ mod table {
         assert_eq!(left, Vec::<&String>::new());
     }
 
+    /// The same table on a Redis Cluster of three masters (each store's keys in one slot, its
+    /// scripts on one shard) and through Sentinel: the bounds do not depend on the topology.
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn every_bound_holds_on_a_redis_cluster() {
+        let Some(cluster) = crate::common::redis_topology::RedisCluster::start_or_skip() else {
+            return;
+        };
+        check_all(&[Backend::Redis(cluster.url(), String::new())]).await;
+    }
+
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn every_bound_holds_through_sentinel() {
+        let Some(sentinels) = crate::common::redis_topology::RedisSentinels::start_or_skip() else {
+            return;
+        };
+        check_all(&[Backend::Redis(sentinels.url(), String::new())]).await;
+    }
+
     /// A decided task no longer counts against its owner's waiting quota, on both backends
     /// (two replicas on Redis): the slot is free at once, not only at expiry.
     async fn a_decision_frees_the_owners_slot(replicas: [Arc<dyn TaskStore>; 2], backend: &str) {

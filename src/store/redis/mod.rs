@@ -305,10 +305,7 @@ impl RedisConnection {
         client: ClusterClient,
         bound: Option<Duration>,
     ) -> Result<Self, RedisConnectError> {
-        let cluster = client
-            .get_async_connection()
-            .await
-            .map_err(unreachable)?;
+        let cluster = client.get_async_connection().await.map_err(unreachable)?;
         let mut connection = Self {
             link: Link::Cluster(cluster),
             bound,
@@ -384,7 +381,7 @@ impl RedisConnection {
             return Ok(());
         }
         let mut wait = redis::cmd("WAIT");
-        wait.arg(self.replica_acks).arg(REPLICA_WAIT_MS);
+        wait.arg(u32::from(self.replica_acks)).arg(REPLICA_WAIT_MS);
         let sent = match &self.link {
             Link::Cluster(cluster) => {
                 let route = Route::with_key(key, SlotAddr::Master);
@@ -402,7 +399,12 @@ impl RedisConnection {
         };
         let acknowledged = match sent {
             Ok(Value::Int(count)) => count,
-            Ok(_) => 0,
+            Ok(other) => {
+                return Err(super::StoreError::unavailable(
+                    store,
+                    format_args!("redis: WAIT answered {other:?}"),
+                ));
+            }
             Err(e) => {
                 return Err(super::StoreError::unavailable(
                     store,

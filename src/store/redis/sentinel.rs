@@ -47,7 +47,8 @@ impl SentinelUrl {
     /// Whether `url` is a Sentinel URL at all (by its scheme).
     pub(super) fn names_sentinels(url: &str) -> bool {
         let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-        scheme.eq_ignore_ascii_case("redis+sentinel") || scheme.eq_ignore_ascii_case("rediss+sentinel")
+        scheme.eq_ignore_ascii_case("redis+sentinel")
+            || scheme.eq_ignore_ascii_case("rediss+sentinel")
     }
 
     /// Reads `url`, or `None` if it is not a usable Sentinel URL. The user, password and
@@ -73,7 +74,10 @@ impl SentinelUrl {
             Some((service, db)) => (service, db),
             None => (path, ""),
         };
-        if service.is_empty() || !db.bytes().all(|b| b.is_ascii_digit()) || path.contains(['?', '#']) {
+        if service.is_empty()
+            || !db.bytes().all(|b| b.is_ascii_digit())
+            || path.contains(['?', '#'])
+        {
             return None;
         }
         // Sentinel's own names: letters, digits, `-`, `_` and `.`.
@@ -213,9 +217,12 @@ impl SentinelLink {
         if self.current().generation != generation {
             return Ok(());
         }
-        let connection =
-            master_connection(&mut sentinels, &self.shared.config, self.shared.connect_bound)
-                .await?;
+        let connection = master_connection(
+            &mut sentinels,
+            &self.shared.config,
+            self.shared.connect_bound,
+        )
+        .await?;
         let replacement = Current {
             generation: generation + 1,
             connection,

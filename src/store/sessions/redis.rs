@@ -153,11 +153,7 @@ impl RedisSessionStore {
 
     /// The owner's index: named by a digest of the owner, so no identity is spelled in a key.
     fn owner_key(&self, owner_json: &str) -> String {
-        format!(
-            "{}:owner-sessions:{}",
-            self.prefix,
-            key_digest(owner_json)
-        )
+        format!("{}:owner-sessions:{}", self.prefix, key_digest(owner_json))
     }
 
     fn idle_ms(&self) -> u64 {

@@ -220,9 +220,7 @@ impl RedisTaskStore {
         check_namespace(namespace, StoreKind::Tasks)?;
         let connection = RedisConnection::open(url).await.map_err(|e| match e {
             // The parser's message could quote the URL, and with it a password: not repeated.
-            RedisConnectError::BadUrl => {
-                StoreError::unusable(StoreKind::Tasks, e.to_string())
-            }
+            RedisConnectError::BadUrl => StoreError::unusable(StoreKind::Tasks, e.to_string()),
             RedisConnectError::Unreachable(_) => StoreError::unavailable(StoreKind::Tasks, e),
         })?;
         Self::with_connection(connection, namespace).await
@@ -294,11 +292,7 @@ impl RedisTaskStore {
                 format_args!("an owner that cannot be named: {e}"),
             )
         })?;
-        Ok(format!(
-            "{}:task-owner:{}",
-            self.prefix,
-            key_digest(&owner)
-        ))
+        Ok(format!("{}:task-owner:{}", self.prefix, key_digest(&owner)))
     }
 
     async fn read(&self, id: &TaskId) -> Result<Option<Vec<u8>>, StoreError> {
