@@ -55,6 +55,17 @@ impl Node {
         }
     }
 
+    /// Stops (SIGSTOP) or resumes (SIGCONT) the process: a server that stops answering
+    /// without closing its connections.
+    fn freeze(&self, frozen: bool) {
+        if let Some(child) = &self.child {
+            let signal = if frozen { "-STOP" } else { "-CONT" };
+            let _ = Command::new("kill")
+                .args([signal, &child.id().to_string()])
+                .status();
+        }
+    }
+
     /// Kills the process at once (SIGKILL): no shutdown, no last write.
     fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -427,6 +438,14 @@ impl RedisSentinels {
             .expect("the master is one of ours");
         node.kill();
         port
+    }
+
+    /// Stops (or resumes) every server but the master: replicas that acknowledge nothing.
+    pub fn freeze_replicas(&self, frozen: bool) {
+        let master = self.master();
+        for server in self.servers.iter().filter(|s| s.port != master) {
+            server.freeze(frozen);
+        }
     }
 
     /// Waits until the sentinels name a master other than `old` and it has a replica.

@@ -99,6 +99,66 @@ async fn redis_counters_are_shared_by_replicas_in_one_round_trip() {
     ));
 }
 
+/// On a Redis Cluster of three masters: the same sharing, and each caller's counters carry
+/// their own hash tag, so that callers spread over the shards (adding shards adds room).
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_cluster_counters_are_shared_and_spread_over_the_shards() {
+    use crate::common::redis_topology::{RedisCluster, cli};
+    use mcp_gate::store::limits::RedisLimitStore;
+    let Some(cluster) = RedisCluster::start_or_skip() else {
+        return;
+    };
+    let replicas = [
+        RedisLimitStore::new(&cluster.url(), "limits")
+            .await
+            .expect("a store"),
+        RedisLimitStore::new(&cluster.url(), "limits")
+            .await
+            .expect("a store"),
+    ];
+    one_a_minute([&replicas[0], &replicas[1]]).await;
+    for n in 0..60 {
+        let caller = [tally(&format!("caller-{n}"), "all", "10/s")];
+        assert_eq!(replicas[n % 2].take(&caller).await, Ok(Taken::Admitted));
+    }
+    let holding: Vec<usize> = cluster
+        .masters()
+        .into_iter()
+        .map(|master| {
+            cli(master, &["DBSIZE"])
+                .trim()
+                .parse::<usize>()
+                .expect("a key count")
+        })
+        .collect();
+    assert_eq!(holding.len(), 3, "{holding:?}");
+    assert!(
+        holding.iter().all(|keys| *keys >= 5),
+        "62 callers' counters on every shard: {holding:?}"
+    );
+}
+
+/// Through Sentinel: the counters are shared by replicas the same way.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_counters_through_sentinel_are_shared() {
+    use crate::common::redis_topology::RedisSentinels;
+    use mcp_gate::store::limits::RedisLimitStore;
+    let Some(sentinels) = RedisSentinels::start_or_skip() else {
+        return;
+    };
+    let replicas = [
+        RedisLimitStore::new(&sentinels.url(), "limits")
+            .await
+            .expect("a store"),
+        RedisLimitStore::new(&sentinels.url(), "limits")
+            .await
+            .expect("a store"),
+    ];
+    one_a_minute([&replicas[0], &replicas[1]]).await;
+}
+
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn a_redis_that_is_gone_refuses_the_call() {

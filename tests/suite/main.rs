@@ -34,6 +34,8 @@ mod method_model;
 mod quotas;
 mod readiness;
 mod real_peers;
+#[cfg(feature = "redis")]
+mod redis_failover;
 mod redis_outage;
 mod redis_recovery;
 mod refusals;

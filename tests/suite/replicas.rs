@@ -1006,7 +1006,7 @@ async fn stores_built_from_the_applications_client_and_manager_serve_both_replic
             .to_owned();
         let mut raw = deployment._redis.raw().await;
         let bound: bool = redis::cmd("EXISTS")
-            .arg(format!("owned:session:{session}"))
+            .arg(format!("{{owned}}:session:{session}"))
             .query_async(&mut raw)
             .await
             .expect("EXISTS");

@@ -1,6 +1,7 @@
 //! The task store conformance suite, written once and run against both stores: the
 //! `MemoryTaskStore`, and (feature `redis`) a `RedisTaskStore` on a real `redis-server` that
-//! each test starts on a free loopback port and kills when it ends.
+//! each test starts on a free loopback port and kills when it ends, on a three-master Redis
+//! Cluster, and through three sentinels.
 //!
 //! Without a `redis-server` binary the Redis tests print why and pass, unless the environment
 //! variable `CI` is set: then they fail. `scripts/setup-peers.sh` installs it.
@@ -621,7 +622,46 @@ macro_rules! conformance {
                 }
             )*
         }
+
+        // The same suite on a Redis Cluster of three masters, and through Sentinel.
+        #[cfg(feature = "redis")]
+        mod redis_cluster {
+            use super::*;
+            use crate::common::redis_topology::RedisCluster;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(cluster) = RedisCluster::start_or_skip() else { return };
+                    let stores = [topology_store(&cluster.url()).await, topology_store(&cluster.url()).await];
+                    suite::$name(&stores).await;
+                }
+            )*
+        }
+
+        #[cfg(feature = "redis")]
+        mod redis_sentinel {
+            use super::*;
+            use crate::common::redis_topology::RedisSentinels;
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+                async fn $name() {
+                    let Some(sentinels) = RedisSentinels::start_or_skip() else { return };
+                    let stores = [topology_store(&sentinels.url()).await, topology_store(&sentinels.url()).await];
+                    suite::$name(&stores).await;
+                }
+            )*
+        }
     };
+}
+
+/// A task store on the topology `url` names (a cluster node, or `redis+sentinel://`).
+#[cfg(feature = "redis")]
+async fn topology_store(url: &str) -> Arc<dyn TaskStore> {
+    Arc::new(
+        mcp_gate::tasks::RedisTaskStore::new(url, "gate")
+            .await
+            .expect("a task store on the topology"),
+    )
 }
 
 conformance!(
@@ -711,7 +751,7 @@ mod redis_only {
         store.create(r.clone()).await.unwrap();
 
         let mut raw = server.raw().await;
-        let key = format!("gate-a:task:{}", r.id);
+        let key = format!("{{gate-a}}:task:{}", r.id);
         let pttl: i64 = cmd(&mut raw, &["PTTL", &key]).await;
         assert!(pttl > 0 && pttl <= 60_000, "{pttl}");
         let expire_at: i64 = cmd(&mut raw, &["PEXPIRETIME", &key]).await;
@@ -720,7 +760,7 @@ mod redis_only {
         let stored: Value = serde_json::from_str(&json).unwrap();
         assert_eq!(stored["schema_version"], 1);
         assert_eq!(stored["status"], "working");
-        let score: f64 = cmd(&mut raw, &["ZSCORE", "gate-a:tasks", r.id.as_str()]).await;
+        let score: f64 = cmd(&mut raw, &["ZSCORE", "{gate-a}:tasks", r.id.as_str()]).await;
         assert_eq!(score as u64, r.expires_at());
 
         // A transition keeps the key's expiry.
@@ -743,9 +783,9 @@ mod redis_only {
 
         // The counts beside the records: the bytes and sizes of live tasks, and one set of
         // waiting ids per owner (gone in gate-a, whose only task is no longer waiting).
-        let owner_keys: Vec<String> = cmd(&mut raw, &["KEYS", "gate-b:task-owner:*"]).await;
+        let owner_keys: Vec<String> = cmd(&mut raw, &["KEYS", "{gate-b}:task-owner:*"]).await;
         let owner = owner_keys[0]
-            .trim_start_matches("gate-b:task-owner:")
+            .trim_start_matches("{gate-b}:task-owner:")
             .to_owned();
         assert_eq!(owner.len(), 32, "a digest names the owner: {owner_keys:?}");
         let owner_expiry: i64 = cmd(&mut raw, &["PEXPIRETIME", &owner_keys[0]]).await;
@@ -759,15 +799,15 @@ mod redis_only {
         assert_eq!(
             keys,
             [
-                "gate-a:task-bytes".into(),
-                "gate-a:task-sizes".into(),
-                format!("gate-a:task:{}", r.id),
-                "gate-a:tasks".into(),
-                "gate-b:task-bytes".into(),
-                format!("gate-b:task-owner:{owner}"),
-                "gate-b:task-sizes".into(),
-                format!("gate-b:task:{}", r.id),
-                "gate-b:tasks".into(),
+                "{gate-a}:task-bytes".into(),
+                "{gate-a}:task-sizes".into(),
+                format!("{{gate-a}}:task:{}", r.id),
+                "{gate-a}:tasks".into(),
+                "{gate-b}:task-bytes".into(),
+                format!("{{gate-b}}:task-owner:{owner}"),
+                "{gate-b}:task-sizes".into(),
+                format!("{{gate-b}}:task:{}", r.id),
+                "{gate-b}:tasks".into(),
             ]
         );
     }
@@ -790,16 +830,16 @@ mod redis_only {
         // An id whose record was deleted behind the store's back.
         let ghost = mcp_gate::tasks::TaskId::generate().unwrap();
         let far = (now_ms() + 3_600_000).to_string();
-        let _: i64 = cmd(&mut raw, &["ZADD", "gate:tasks", &far, ghost.as_str()]).await;
-        let card: i64 = cmd(&mut raw, &["ZCARD", "gate:tasks"]).await;
+        let _: i64 = cmd(&mut raw, &["ZADD", "{gate}:tasks", &far, ghost.as_str()]).await;
+        let card: i64 = cmd(&mut raw, &["ZCARD", "{gate}:tasks"]).await;
         assert_eq!(card, 5);
 
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert_eq!(store.list(TaskQuery::new()).await.unwrap(), vec![keep]);
-        let card: i64 = cmd(&mut raw, &["ZCARD", "gate:tasks"]).await;
+        let card: i64 = cmd(&mut raw, &["ZCARD", "{gate}:tasks"]).await;
         assert_eq!(card, 1, "expired and missing ids are gone from the index");
         for r in &short {
-            let exists: i64 = cmd(&mut raw, &["EXISTS", &format!("gate:task:{}", r.id)]).await;
+            let exists: i64 = cmd(&mut raw, &["EXISTS", &format!("{{gate}}:task:{}", r.id)]).await;
             assert_eq!(exists, 0, "Redis expired the record itself");
         }
     }
@@ -818,12 +858,12 @@ mod redis_only {
         store.create(old.clone()).await.unwrap();
         let mut v2 = serde_json::to_value(&old).unwrap();
         v2["schema_version"] = json!(2);
-        let old_key = format!("gate:task:{}", old.id);
+        let old_key = format!("{{gate}}:task:{}", old.id);
         let _: () = cmd(&mut raw, &["SET", &old_key, &v2.to_string(), "KEEPTTL"]).await;
 
         let junk = record(60_000);
         store.create(junk.clone()).await.unwrap();
-        let junk_key = format!("gate:task:{}", junk.id);
+        let junk_key = format!("{{gate}}:task:{}", junk.id);
         let _: () = cmd(
             &mut raw,
             &["SET", &junk_key, "{\"schema_version\":1,\"id\":", "KEEPTTL"],
@@ -852,8 +892,9 @@ mod redis_only {
         assert_eq!(still, "{\"schema_version\":1,\"id\":");
 
         // A record copied under another id is not that task.
-        let moved = format!("gate:task:{}", junk.id);
-        let good_json: String = cmd(&mut raw, &["GET", &format!("gate:task:{}", good.id)]).await;
+        let moved = format!("{{gate}}:task:{}", junk.id);
+        let good_json: String =
+            cmd(&mut raw, &["GET", &format!("{{gate}}:task:{}", good.id)]).await;
         let _: () = cmd(&mut raw, &["SET", &moved, &good_json, "KEEPTTL"]).await;
         assert!(matches!(
             store.get(&junk.id).await.unwrap_err(),
