@@ -129,10 +129,12 @@ impl std::fmt::Debug for PolicySlot {
 #[derive(Clone)]
 struct ReplaySlot(Arc<dyn ReplayStore>);
 
-/// The rate limits and the store their counters are kept in, kept opaque in `Debug` output.
+/// The rate limits, the concurrency limit, and the store their counters are kept in, kept
+/// opaque in `Debug` output.
 #[derive(Clone, Default)]
 struct LimitSlot {
     rules: Vec<crate::limit::Limit>,
+    concurrency: Option<crate::limit::ConcurrencyLimit>,
     store: Option<Arc<dyn crate::store::limits::LimitStore>>,
 }
 
@@ -140,6 +142,7 @@ impl std::fmt::Debug for LimitSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LimitSlot")
             .field("rules", &self.rules)
+            .field("concurrency", &self.concurrency)
             .finish_non_exhaustive()
     }
 }
@@ -681,6 +684,21 @@ impl GateBuilder {
         self
     }
 
+    /// Caps the calls one principal (issuer, subject and client id together) has in flight at
+    /// once ([`ConcurrencyLimit`](crate::limit::ConcurrencyLimit)); a second call replaces the
+    /// first limit. Counted on the operations rate limits count, before the policy is asked
+    /// (after the rate limits); a call's place is given back when its answer is complete (a
+    /// streamed answer when it ends or is dropped) or the request is dropped. Past the limit:
+    /// the rate-limit answer with the scope `concurrency` and `Retry-After: 1`. Without this
+    /// option nothing is counted. The places are kept in the limits' store
+    /// ([`limit_store`](Self::limit_store)); a store of the application's own must count calls
+    /// in flight ([`LimitStore::counts_in_flight`](crate::store::limits::LimitStore::counts_in_flight)),
+    /// or the gate does not build.
+    pub fn concurrency_limit(mut self, limit: crate::limit::ConcurrencyLimit) -> Self {
+        self.limits.concurrency = Some(limit);
+        self
+    }
+
     /// Shows `evaluate` the request extension of type `T` that outer middleware set
     /// ([`Evaluation::extension`](crate::policy::Evaluation::extension)); call it once per
     /// type. Only the types named here are copied, once per judged call: a policy sees what
@@ -1007,6 +1025,12 @@ impl GateBuilder {
     }
 
     fn policy_settings(&self, resource: &ResourceUri) -> Result<PolicySettings, ConfigError> {
+        let store = self
+            .limits
+            .store
+            .clone()
+            .unwrap_or_else(|| Arc::new(crate::store::limits::MemoryLimitStore::default()));
+        self.check_concurrency(&*store)?;
         Ok(PolicySettings {
             policy: self.policy.0.clone().ok_or(ConfigError::MissingPolicy)?,
             shadow: self.shadow.0.clone(),
@@ -1017,11 +1041,37 @@ impl GateBuilder {
             extension_copies: self.extension_copies.clone(),
             limits: crate::limit::Limits::new(
                 self.limits.rules.clone(),
-                crate::telemetry::measured_limits(self.limits.store.clone().unwrap_or_else(|| {
-                    Arc::new(crate::store::limits::MemoryLimitStore::default())
-                })),
+                self.limits.concurrency,
+                crate::telemetry::measured_limits(store),
             ),
         })
+    }
+
+    /// The concurrency limit, if any: at least one call, a lease of 1 second to 1 day, kept in
+    /// a store that counts calls in flight.
+    fn check_concurrency(
+        &self,
+        store: &dyn crate::store::limits::LimitStore,
+    ) -> Result<(), ConfigError> {
+        let Some(limit) = self.limits.concurrency else {
+            return Ok(());
+        };
+        let invalid = |reason| {
+            Err(ConfigError::InvalidOption {
+                field: "concurrency_limit",
+                reason,
+            })
+        };
+        if limit.max() == 0 {
+            return invalid("at least one call in flight");
+        }
+        if limit.lease() < Duration::from_secs(1) || limit.lease() > Duration::from_secs(86_400) {
+            return invalid("a lease between 1 second and one day");
+        }
+        if !store.counts_in_flight() {
+            return invalid("the limit store does not count calls in flight");
+        }
+        Ok(())
     }
 
     /// The token verifiers (one per trusted issuer, and introspection) and the issuer ids.

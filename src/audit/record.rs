@@ -87,7 +87,7 @@ pub struct AuditData {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub status: Option<u16>,
     /// The scope of the rate limit a `limited` call was past (`principal`, `principal_tool`,
-    /// `client`, `tool`).
+    /// `client`, `tool`), or `concurrency` for the limit on a principal's calls in flight.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit_scope: Option<&'static str>,
     /// What the policy said decided it.

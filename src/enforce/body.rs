@@ -9,6 +9,7 @@ use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
 use crate::enforce::answer::Watch;
+use crate::limit::InFlight;
 
 pin_project! {
     /// Either the inner service's response body, streamed through untouched, or a complete
@@ -23,6 +24,9 @@ pin_project! {
     #[project = KindProj]
     enum Kind<B> {
         Inner { #[pin] body: B },
+        // The inner body of a call counted in flight: its place is given back when the body
+        // ends, fails, or is dropped.
+        Held { #[pin] body: B, place: Option<InFlight> },
         Reply { data: Option<Bytes> },
         Watched { #[pin] body: B, watch: Box<Watch>, ended: bool },
     }
@@ -32,6 +36,17 @@ impl<B> GateBody<B> {
     pub(crate) fn inner(body: B) -> Self {
         Self {
             kind: Kind::Inner { body },
+        }
+    }
+
+    /// The inner service's `body`, passed on as it streams, holding the call's `place` in
+    /// flight until it ends (or is dropped).
+    pub(crate) fn holding(body: B, place: InFlight) -> Self {
+        Self {
+            kind: Kind::Held {
+                body,
+                place: Some(place),
+            },
         }
     }
 
@@ -77,6 +92,14 @@ where
     ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
         match self.project().kind.project() {
             KindProj::Inner { body } => body.poll_frame(cx),
+            KindProj::Held { body, place } => {
+                let frame = std::task::ready!(body.poll_frame(cx));
+                if !matches!(frame, Some(Ok(_))) {
+                    // The end, or an error (nothing follows it): the call is done.
+                    drop(place.take());
+                }
+                Poll::Ready(frame)
+            }
             KindProj::Reply { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
             KindProj::Watched {
                 mut body,
@@ -107,7 +130,7 @@ where
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
-            Kind::Inner { body } => body.is_end_stream(),
+            Kind::Inner { body } | Kind::Held { body, .. } => body.is_end_stream(),
             Kind::Reply { data } => data.is_none(),
             Kind::Watched { body, ended, .. } => *ended || body.is_end_stream(),
         }
@@ -115,7 +138,7 @@ where
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
-            Kind::Inner { body } => body.size_hint(),
+            Kind::Inner { body } | Kind::Held { body, .. } => body.size_hint(),
             Kind::Reply { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }

@@ -11,6 +11,7 @@ use super::reply::{Reply, refusal};
 use crate::auth::Principal;
 use crate::enforce::body::GateBody;
 use crate::enforce::interaction::{carries_layer_inputs, without_layer_inputs};
+use crate::limit::InFlight;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{ProtocolContext, ProtocolError, Target};
 use crate::settings::Settings;
@@ -33,17 +34,22 @@ where
     inner.call(Request::from_parts(parts, body))
 }
 
-/// The inner service's own answer, passed on as it streams.
+/// The inner service's own answer, passed on as it streams (holding `place` until it ends).
 pub(crate) fn forwarded<B, E>(
     response: Result<Response<B>, E>,
+    place: Option<InFlight>,
 ) -> Result<Response<GateBody<B>>, E> {
-    response.map(|response| response.map(GateBody::inner))
+    response.map(|response| match place {
+        None => response.map(GateBody::inner),
+        Some(place) => response.map(|body| GateBody::holding(body, place)),
+    })
 }
 
 /// Where a route leaves a request: on to the inner service, or answered.
 pub(crate) enum Routed<B> {
-    /// Pass the request on to the inner service, with this body; its answer streams back.
-    Forward(Box<Parts>, Bytes),
+    /// Pass the request on to the inner service, with this body; its answer streams back,
+    /// holding the call's place in flight (a concurrency limit) until it ends.
+    Forward(Box<Parts>, Bytes, Option<InFlight>),
     /// The response: a reply of the layer's, or an inner answer the route read and wrote
     /// again (a filtered list, a read marked private, a concealed probe).
     Respond(Response<GateBody<B>>),
@@ -70,7 +76,7 @@ impl Call<'_> {
     /// On to the inner service, with the body as sent less the layer's own inputs.
     pub fn forward<B>(mut self) -> Routed<B> {
         let body = scrubbed(&mut self.parts, &self.request, self.bytes);
-        Routed::Forward(self.parts, body)
+        Routed::Forward(self.parts, body, None)
     }
 
     /// A method in no row, to be judged: `evaluate` sees it as [`Target::Other`].

@@ -103,7 +103,7 @@ pub(crate) async fn after_authentication<S: Inner>(
         }
     }
     match route(&settings, &mut inner, parts, body, principal, session).await? {
-        Routed::Forward(mut parts, bytes) => {
+        Routed::Forward(mut parts, bytes, place) => {
             // Inside the JSON-RPC request's span, if `route` read one (none for a
             // notification); the empty span (no subscriber) is neither entered nor carried.
             let call = {
@@ -115,7 +115,7 @@ pub(crate) async fn after_authentication<S: Inner>(
                 };
                 traced(call, span)
             };
-            forwarded(call.await)
+            forwarded(call.await, place)
         }
         Routed::Respond(response) => Ok(response),
     }

@@ -7,7 +7,8 @@
 //! gets a `CallToolResult` with `isError: true` (the model reads it), every other operation,
 //! and every operation under the error-based revision, a JSON-RPC error `-32029`. Either way
 //! the delay is in whole seconds, rounded up, in `retryAfterSeconds`: in `result._meta
-//! ["mcp-gate/rateLimit"]` or in `error.data.rateLimit`, beside the limit's scope.
+//! ["mcp-gate/rateLimit"]` or in `error.data.rateLimit`, beside the limit's scope. A call past
+//! the concurrency limit gets the same answer, with the scope `concurrency` and one second.
 
 use http::{HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
@@ -17,7 +18,7 @@ use super::reply::{
 };
 use crate::denial::render::json_rpc;
 use crate::denial::{Family, Revision};
-use crate::limit::Limited;
+use crate::limit::{Limited, Reached};
 use crate::mcp::request::McpRequest;
 use crate::mcp::{Era, INTERNAL_ERROR, ProtocolContext, ProtocolError};
 use crate::store::StoreError;
@@ -38,7 +39,12 @@ pub(crate) fn limited_answer(
 ) -> Reply {
     let seconds = limited.retry_after_secs();
     let scope = limited.scope.as_str();
-    let message = format!("Rate limit reached ({scope}): try again in {seconds} s.");
+    let message = match limited.scope {
+        Reached::Rate(_) => format!("Rate limit reached ({scope}): try again in {seconds} s."),
+        Reached::Concurrency => {
+            format!("Too many calls in flight ({scope}): try again in {seconds} s.")
+        }
+    };
     let info = json!({"retryAfterSeconds": seconds, "scope": scope});
     let result_based = matches!(revision.family(), Family::ResultBased { .. });
     let body = if result_based && request.method == "tools/call" {

@@ -82,7 +82,7 @@ fn read<'a, S: Inner>(
     let request = match classify(&bytes) {
         Err(error) => return Read::Routed(Routed::reply(refusal(&error))),
         Ok(Message::Notification | Message::Response) => {
-            return Read::Routed(Routed::Forward(parts, bytes));
+            return Read::Routed(Routed::Forward(parts, bytes, None));
         }
         Ok(Message::Request(request)) => request,
     };

@@ -33,7 +33,7 @@ pub(crate) use request_id::RequestId;
 pub(crate) use shadow::Verdict;
 
 use crate::auth::Principal;
-use crate::limit::Limits;
+use crate::limit::{InFlight, Limits};
 use crate::mcp::annotations::{ListedTool, ToolAnnotations};
 use crate::mcp::{ProtocolContext, Target};
 use crate::measure::traced::{KeptSpan, or_none, traced, wanted};
@@ -70,6 +70,13 @@ pub(crate) trait Express {
 
     /// Turns the ruling into what the phase does, and what it said.
     fn express(self, ruling: Ruling) -> impl Future<Output = Judged<Self::Then>> + Send;
+
+    /// Keeps the call's place among its principal's calls in flight (a concurrency limit),
+    /// taken before the policy was asked, for as long as the call runs. Only an invocation is
+    /// given one; this default lets it go at once.
+    fn hold(&mut self, place: InFlight) {
+        drop(place);
+    }
 }
 
 /// A ruling expressed: what was said (for the observers) and what the phase goes on with.
@@ -138,7 +145,11 @@ impl<'a> Judge<'a> {
         clippy::manual_async_fn,
         reason = "an async fn stores its arguments twice in its future"
     )]
-    pub fn judge<E: Express>(&self, case: Case<'_>, express: E) -> impl Future<Output = E::Then> {
+    pub fn judge<E: Express>(
+        &self,
+        case: Case<'_>,
+        mut express: E,
+    ) -> impl Future<Output = E::Then> {
         async move {
             // No clock is read when no observer reads the latencies (they are then zero).
             let started = self.observers.timed().then(Instant::now);
@@ -149,14 +160,29 @@ impl<'a> Judge<'a> {
                 target: case.target,
                 phase: case.phase,
             };
-            // The limits first: a caller past its rate does not reach the policy.
+            // The limits first: a caller past its rate, or with as many calls in flight as it
+            // may have, does not reach the policy.
             if case.phase == Phase::Invocation
                 && let Some((limits, tools)) = self.limits
                 && limits.configured()
             {
-                let known = |name: &str| tools.contains(name);
-                let checked = limits.check(case.principal, case.method, case.target, known);
-                if let Some(ruling) = counted(Box::pin(checked).await) {
+                let mut refused = None;
+                if limits.rated() {
+                    let known = |name: &str| tools.contains(name);
+                    let checked = limits.check(case.principal, case.method, case.target, known);
+                    refused = counted(Box::pin(checked).await);
+                }
+                // Rate first: a call the rates refuse takes no place in flight.
+                if refused.is_none()
+                    && let Some(acquire) = limits.in_flight(case.principal, case.method)
+                {
+                    match Box::pin(acquire).await {
+                        Ok(Ok(place)) => express.hold(place),
+                        Ok(Err(limited)) => refused = Some(Ruling::Limited(limited)),
+                        Err(error) => refused = Some(Ruling::LimitFailed(error)),
+                    }
+                }
+                if let Some(ruling) = refused {
                     let verdict = Verdict::unasked(&ruling);
                     let judged = express.express(ruling).await;
                     let event = self.event(&asked, listed, verdict, &judged.said, started);

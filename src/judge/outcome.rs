@@ -16,7 +16,8 @@ pub(crate) enum Ruling {
     Abstain,
     /// The policy failed, panicked or timed out: the layer refuses.
     Failed(PolicyFailure),
-    /// A rate limit was reached, before the policy was asked: come back later.
+    /// A rate limit (or the concurrency limit) was reached, before the policy was asked: come
+    /// back later.
     Limited(Limited),
     /// The rate limits' store could not count the call: the layer refuses (never admits it
     /// uncounted).
@@ -133,8 +134,9 @@ pub(crate) struct Said {
     pub task_id: Option<String>,
     /// Why the layer refused, when it did.
     pub refusal: Option<Refusal>,
-    /// The scope of the rate limit the call was past, when it was limited.
-    pub limit: Option<crate::limit::LimitScope>,
+    /// The limit the call was past (a rate limit's scope, or the concurrency limit), when it
+    /// was limited.
+    pub limit: Option<crate::limit::Reached>,
 }
 
 impl Said {

@@ -3,11 +3,11 @@
 //! application's own are counted alike, at the one place every operation passes.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::auth::Owner;
 use crate::measure::store_operation;
-use crate::store::limits::{LimitFuture, LimitStore, Tally};
+use crate::store::limits::{AcquireFuture, Lease, LimitFuture, LimitStore, ReleaseFuture, Tally};
 use crate::store::replay::{ReplayFuture, ReplayStore, StateUse};
 use crate::store::sessions::{SessionFuture, SessionRecord, SessionStore};
 use crate::store::tasks::{TaskChange, TaskFuture, TaskId, TaskQuery, TaskRecord, TaskStore};
@@ -126,6 +126,32 @@ impl SessionStore for Measured<dyn SessionStore> {
 impl LimitStore for Measured<dyn LimitStore> {
     fn take<'a>(&'a self, tallies: &'a [Tally]) -> LimitFuture<'a> {
         Box::pin(self.measure("take", self.inner.take(tallies)))
+    }
+
+    fn counts_in_flight(&self) -> bool {
+        self.inner.counts_in_flight()
+    }
+
+    fn acquire<'a>(&'a self, holder: &'a str, max: u32, lease: Duration) -> AcquireFuture<'a> {
+        Box::pin(self.measure("acquire", self.inner.acquire(holder, max, lease)))
+    }
+
+    fn release(&self, lease: Lease) -> ReleaseFuture {
+        let started = Instant::now();
+        let backend = self.backend;
+        match self.inner.release(lease) {
+            // Given back at once.
+            None => {
+                store_operation("limits", backend, "release", "ok", started.elapsed());
+                None
+            }
+            Some(release) => Some(Box::pin(async move {
+                let result = release.await;
+                let outcome = result.as_ref().map_or_else(StoreError::kind, |_| "ok");
+                store_operation("limits", backend, "release", outcome, started.elapsed());
+                result
+            })),
+        }
     }
 
     fn backend(&self) -> &'static str {

@@ -583,3 +583,281 @@ async fn redis_round_trips_per_allowed_call_are_zero_without_limits_and_one_with
         }
     }
 }
+
+mod in_flight {
+    //! The concurrency limit through the layer: an rmcp server (streamed answers, SSE) whose
+    //! `hold` tool waits until the test opens its door, tokens of the real `oidc-provider`, and
+    //! one principal's calls in flight held to the limit while another's pass.
+
+    use std::convert::Infallible;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use axum::Router;
+    use mcp_gate::GateBuilder;
+    use mcp_gate::limit::ConcurrencyLimit;
+    use mcp_gate::policy::{Decision, Evaluation};
+    use rmcp::handler::server::router::tool::ToolRouter;
+    use rmcp::handler::server::wrapper::Parameters;
+    use rmcp::model::{ServerCapabilities, ServerConfig};
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService,
+    };
+    use rmcp::{ServerHandler, tool, tool_handler, tool_router};
+    use serde_json::{Value, json};
+    use tokio::sync::watch;
+
+    use crate::common::peers::{AuthServer, GatedServer, Reply, SECRET};
+    use crate::common::tools::EchoArgs;
+
+    /// The second client `oidc-provider` registers: another principal.
+    const OTHER_CLIENT: &str = "mcp-client-post";
+
+    /// What the test sees of the server's `hold` calls, and the door they wait at.
+    struct Door {
+        entered: AtomicUsize,
+        open: watch::Sender<bool>,
+    }
+
+    impl Door {
+        fn new() -> Arc<Self> {
+            Arc::new(Self {
+                entered: AtomicUsize::new(0),
+                open: watch::Sender::new(false),
+            })
+        }
+
+        /// Waits until `count` `hold` calls have reached the tool.
+        async fn entered(&self, count: usize) {
+            let waited = tokio::time::timeout(Duration::from_secs(20), async {
+                while self.entered.load(Ordering::SeqCst) < count {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+            waited.await.expect("the calls reached the tool");
+        }
+    }
+
+    /// An rmcp server with `hold` (waits at the door) and `echo` (answers at once).
+    #[derive(Clone)]
+    struct Blocking {
+        tool_router: ToolRouter<Self>,
+        door: Arc<Door>,
+    }
+
+    #[tool_router]
+    impl Blocking {
+        #[tool(description = "Wait until the door opens")]
+        async fn hold(&self) -> String {
+            let mut open = self.door.open.subscribe();
+            self.door.entered.fetch_add(1, Ordering::SeqCst);
+            let _ = open.wait_for(|open| *open).await;
+            "released".to_owned()
+        }
+
+        #[tool(description = "Echo the given text back")]
+        fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+            text
+        }
+    }
+
+    #[tool_handler(router = self.tool_router)]
+    impl ServerHandler for Blocking {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+    }
+
+    /// The server at `/mcp`, answering in event streams (the layer streams them through).
+    fn blocking(door: &Arc<Door>) -> Router {
+        let door = Arc::clone(door);
+        let service: StreamableHttpService<Blocking, LocalSessionManager> =
+            StreamableHttpService::new(
+                move || {
+                    Ok(Blocking {
+                        tool_router: Blocking::tool_router(),
+                        door: Arc::clone(&door),
+                    })
+                },
+                Default::default(),
+                StreamableHttpServerConfig::default().with_legacy_session_mode(false),
+            );
+        Router::new().nest_service("/mcp", service)
+    }
+
+    /// A gate trusting `auth`, allowing every call, at most `max` calls of a principal in
+    /// flight.
+    fn limited(builder: GateBuilder, auth: &AuthServer, max: u32) -> GateBuilder {
+        builder
+            .issuer(auth.issuer.as_str())
+            .evaluate(|_: Evaluation| async { Ok::<_, Infallible>(Decision::allow()) })
+            .concurrency_limit(ConcurrencyLimit::per_principal(max))
+    }
+
+    /// The JSON-RPC answer of `reply`, streamed or not.
+    fn answer(reply: &Reply) -> Value {
+        if reply.body.is_object() {
+            reply.body.clone()
+        } else {
+            reply.streamed_answer()
+        }
+    }
+
+    /// Asserts that `reply` is the limit answer for calls in flight.
+    fn assert_concurrency_limited(reply: &Reply) {
+        assert_eq!(reply.status, 200, "{}", reply.text);
+        let result = &answer(reply)["result"];
+        assert_eq!(result["isError"], true, "{}", reply.text);
+        let info = &result["_meta"]["mcp-gate/rateLimit"];
+        assert_eq!(info["scope"], "concurrency", "{}", reply.text);
+        assert_eq!(info["retryAfterSeconds"], 1, "{}", reply.text);
+        let retry = reply.headers.get("retry-after").expect("Retry-After");
+        assert_eq!(retry.to_str().ok(), Some("1"));
+    }
+
+    /// Asserts that `reply` is `echo`'s own answer, `text`.
+    fn assert_echoed(reply: &Reply, text: &str) {
+        let result = &answer(reply)["result"];
+        assert_eq!(result["content"][0]["text"], text, "{}", reply.text);
+        assert!(
+            result["_meta"]["mcp-gate/rateLimit"].is_null(),
+            "{}",
+            reply.text
+        );
+    }
+
+    /// `hold` called on `server` with `token`, under way in a task of its own.
+    fn hold(server: &GatedServer, token: &str) -> tokio::task::JoinHandle<Reply> {
+        let (url, token) = (server.url.clone(), token.to_owned());
+        tokio::spawn(async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                              "params": {"name": "hold", "arguments": {}}});
+            let request = reqwest::Client::new()
+                .post(&url)
+                .header("accept", "application/json, text/event-stream")
+                .bearer_auth(token)
+                .json(&body);
+            Reply::from(request.send().await.expect("a call")).await
+        })
+    }
+
+    /// `echo` of `text` through `server` with `token`.
+    async fn echo(server: &GatedServer, token: &str, text: &str) -> Reply {
+        server
+            .call_tool(Some(token), "echo", json!({ "text": text }))
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_principal_past_its_calls_in_flight_gets_the_limit_answer_until_one_ends() {
+        let auth = AuthServer::start(&[]).await;
+        let door = Door::new();
+        let server = GatedServer::start_with(
+            |_| limited(mcp_gate::Gate::builder(), &auth, 2),
+            blocking(&door),
+        )
+        .await;
+        let alice = auth.client_token("mcp:read", &server.url).await;
+        let bob = auth
+            .token(OTHER_CLIENT, SECRET, Some("mcp:read"), Some(&server.url))
+            .await;
+        // Alice's two calls are under way, waiting at the door.
+        let held = [hold(&server, &alice), hold(&server, &alice)];
+        door.entered(2).await;
+        // Her third is refused with the limit answer, and never reaches the server.
+        let third = echo(&server, &alice, "third").await;
+        assert_concurrency_limited(&third);
+        // Listings are not counted.
+        let list = r#"{"jsonrpc":"2.0","id":7,"method":"tools/list","params":{}}"#;
+        let listed = server.post(Some(&alice), &[], list).await;
+        assert!(
+            answer(&listed)["result"]["tools"].is_array(),
+            "{}",
+            listed.text
+        );
+        // Bob has places of his own.
+        assert_echoed(&echo(&server, &bob, "bob's").await, "bob's");
+        // The door opens: both calls end, and give their places back.
+        door.open.send_replace(true);
+        for call in held {
+            let reply = call.await.expect("the call's task");
+            assert_eq!(answer(&reply)["result"]["content"][0]["text"], "released");
+        }
+        for text in ["after", "and again", "and once more"] {
+            assert_echoed(&echo(&server, &alice, text).await, text);
+        }
+        assert_eq!(door.entered.load(Ordering::SeqCst), 2);
+    }
+
+    #[cfg(feature = "redis")]
+    #[tokio::test]
+    async fn two_replicas_on_one_redis_share_a_principals_calls_in_flight() {
+        use mcp_gate::store::limits::RedisLimitStore;
+
+        let Some(redis) = crate::common::redis_server::RedisServer::start_or_skip() else {
+            return;
+        };
+        let auth = AuthServer::start(&[]).await;
+        let door = Door::new();
+        let resource = "http://127.0.0.1:9/mcp";
+        let mut replicas = Vec::new();
+        for _ in 0..2 {
+            let store = RedisLimitStore::new(&redis.url(), "in-flight")
+                .await
+                .expect("a store");
+            let configure =
+                |_: &str| limited(mcp_gate::Gate::builder(), &auth, 1).limit_store(store);
+            replicas.push(GatedServer::start_replica(resource, configure, blocking(&door)).await);
+        }
+        let alice = auth.client_token("mcp:read", resource).await;
+        let bob = auth
+            .token(OTHER_CLIENT, SECRET, Some("mcp:read"), Some(resource))
+            .await;
+        // Alice's one place is taken on the first replica; the second knows it.
+        let held = hold(&replicas[0], &alice);
+        door.entered(1).await;
+        assert_concurrency_limited(&echo(&replicas[1], &alice, "second").await);
+        assert_concurrency_limited(&echo(&replicas[0], &alice, "second").await);
+        assert_echoed(&echo(&replicas[1], &bob, "bob's").await, "bob's");
+        let mut raw = redis.raw().await;
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("in-flight:inflight:*")
+            .query_async(&mut raw)
+            .await
+            .expect("keys");
+        assert_eq!(keys.len(), 1, "only Alice's leases are held: {keys:?}");
+        assert!(keys[0].starts_with("in-flight:inflight:{") && keys[0].ends_with('}'));
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&keys[0])
+            .query_async(&mut raw)
+            .await
+            .expect("ttl");
+        let lease = ConcurrencyLimit::DEFAULT_LEASE.as_millis() as i64;
+        assert!(
+            ttl > lease - 60_000 && ttl <= lease,
+            "the set expires with its lease: {ttl}"
+        );
+        // The call ends: its lease is given back (a moment later: the release is sent after
+        // the answer's end), and Alice calls again on the other replica.
+        door.open.send_replace(true);
+        let reply = held.await.expect("the call's task");
+        assert_eq!(answer(&reply)["result"]["content"][0]["text"], "released");
+        let mut again = echo(&replicas[1], &alice, "after").await;
+        for _ in 0..50 {
+            if answer(&again)["result"]["_meta"]["mcp-gate/rateLimit"].is_null() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            again = echo(&replicas[1], &alice, "after").await;
+        }
+        assert_echoed(&again, "after");
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg("in-flight:inflight:*")
+            .query_async(&mut raw)
+            .await
+            .expect("keys");
+        assert!(keys.is_empty(), "every lease given back: {keys:?}");
+    }
+}

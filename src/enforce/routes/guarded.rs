@@ -26,6 +26,7 @@ use crate::enforce::whole::{self, Carry};
 use crate::judge::{
     Case, DecisionKind, Express, Judged, Refusal, RemedyKind, RequestId, Ruling, Said,
 };
+use crate::limit::InFlight;
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::identity::name_result;
 use crate::mcp::request::{McpRequest, listen_uris};
@@ -74,6 +75,7 @@ pub(crate) async fn guard<S: Inner>(
             continuation: continuation.as_deref(),
         },
         answered: answered.as_ref(),
+        place: None,
     };
     // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
     // largest part of a guarded call; inline, it would take every request's future past the
@@ -116,8 +118,9 @@ async fn annotations_for<S: Inner>(call: &Call<'_>, inner: &mut S) -> Option<Arc
 
 /// What happens to a guarded request once the judge has ruled.
 pub(crate) enum Action {
-    /// On to the inner service.
-    Forward,
+    /// On to the inner service, holding the call's place in flight (a concurrency limit)
+    /// until its answer is complete.
+    Forward(Option<InFlight>),
     /// A reply of the layer's: a denial, an input request, a held task's `CreateTaskResult`,
     /// a refusal.
     Reply(Reply),
@@ -135,15 +138,19 @@ async fn act<S: Inner>(
     continuation: Option<Box<Payload>>,
 ) -> Result<Routed<S::Res>, S::Error> {
     match action {
-        Action::Forward => {
+        Action::Forward(place) => {
             let carry = whole::carry(call.settings, &call.request, &call.protocol);
             let body = outgoing(&mut call.parts, &call.request, call.bytes, continuation);
             match carry {
-                Carry::Stream => Ok(Routed::Forward(call.parts, body)),
+                // The place goes with the answer's body, given back when it ends.
+                Carry::Stream => Ok(Routed::Forward(call.parts, body, place)),
                 Carry::Whole { private } => {
                     let (settings, request) = (call.settings, &call.request);
                     let read = whole::forward(settings, inner, *call.parts, body, request, private);
-                    Ok(Routed::Respond(Box::pin(read).await?))
+                    let answer = Box::pin(read).await;
+                    // The answer is read whole: the call is done.
+                    drop(place);
+                    Ok(Routed::Respond(answer?))
                 }
             }
         }
@@ -288,9 +295,11 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
                 continuation,
             },
             answered: None,
+            place: None,
         };
         match judge.judge(case, invocation).await {
-            Action::Forward => {}
+            // A listen takes no place in flight.
+            Action::Forward(_) => {}
             Action::Reply(reply) => return Some(reply),
             // Concealment does not apply to a listen.
             Action::Conceal(_) => return Some(internal_error(request)),
@@ -306,14 +315,20 @@ pub(crate) struct Invocation<'a> {
     pub round: interaction::Round<'a>,
     /// What the retry answered.
     pub answered: Option<&'a Answered>,
+    /// The call's place in flight, when a concurrency limit counts it: forwarded with an
+    /// allowed call, let go with any other answer.
+    pub place: Option<InFlight>,
 }
 
 impl Express for Invocation<'_> {
     type Then = Action;
 
-    async fn express(self, ruling: Ruling) -> Judged<Action> {
+    async fn express(mut self, ruling: Ruling) -> Judged<Action> {
         match ruling {
-            Ruling::Allow => said(Said::plain(DecisionKind::Allow), Action::Forward),
+            Ruling::Allow => {
+                let place = self.place.take();
+                said(Said::plain(DecisionKind::Allow), Action::Forward(place))
+            }
             // No policy had an opinion: never an allow.
             Ruling::Abstain => {
                 let undecided = Remediation::Undisclosed {
@@ -341,6 +356,10 @@ impl Express for Invocation<'_> {
             ),
         }
     }
+
+    fn hold(&mut self, place: InFlight) {
+        self.place = Some(place);
+    }
 }
 
 /// A ruling said: what was said, and what to do.
@@ -351,14 +370,14 @@ fn said(said: Said, action: Action) -> Judged<Action> {
 impl Invocation<'_> {
     /// `Ask`: allowed when this retry confirmed; otherwise a confirmation round trip when the
     /// client can take one, or the ask as a denial.
-    fn ask(&self, message: &str) -> Judged<Action> {
+    fn ask(&mut self, message: &str) -> Judged<Action> {
         match self
             .answered
             .filter(|a| a.interaction() == Interaction::Confirmation)
         {
             Some(answer) if answer.confirmed() => said(
                 Said::plain(DecisionKind::Allow).expressed(Expressed::Confirmed),
-                Action::Forward,
+                Action::Forward(self.place.take()),
             ),
             Some(_) => self.deny(Denial::Unconfirmed(message), DecisionKind::Ask),
             None => self

@@ -1,11 +1,13 @@
-//! [`MemoryLimitStore`]: rate-limit counters in this process's memory, bounded.
+//! [`MemoryLimitStore`]: rate-limit counters and calls in flight in this process's memory,
+//! bounded.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::gcra::{Step, step};
-use super::{LimitFuture, LimitStore, Taken, Tally};
+use super::{AcquireFuture, Lease, LimitFuture, LimitStore, ReleaseFuture, Taken, Tally};
 use crate::store::{StoreError, StoreKind};
 
 /// An in-memory [`LimitStore`] for one process: at most `capacity` live counters. A counter
@@ -13,14 +15,24 @@ use crate::store::{StoreError, StoreKind};
 /// one would not); when every counter is live a call needing a new one is refused
 /// ([`StoreError::Full`]), never admitted uncounted.
 ///
+/// Calls in flight are counted per holder, in a table of at most `capacity` holders: a holder
+/// whose last call ended is forgotten at once, and when `capacity` holders have calls in
+/// flight a call of a new one is refused ([`StoreError::Full`]). A lease here never expires:
+/// the process that counts the call is the one running it, and every call gives its place
+/// back when it ends.
+///
 /// One process only: behind N replicas each keeps its own counters, and a caller spread over
-/// them gets up to N times its rate. Share a `RedisLimitStore` (feature `redis`) between
-/// replicas.
+/// them gets up to N times its rate (and N times its calls in flight). Share a
+/// `RedisLimitStore` (feature `redis`) between replicas.
 #[derive(Debug)]
 pub struct MemoryLimitStore {
     capacity: usize,
     started: Instant,
     counters: Mutex<Counters>,
+    /// Holder -> calls in flight (never 0: a holder with none is removed).
+    in_flight: Mutex<HashMap<String, u32>>,
+    /// The last lease id handed out.
+    leases: AtomicU64,
 }
 
 /// Group -> counter name -> the TAT: looked up by borrowed names, so a call allocates only for
@@ -41,6 +53,48 @@ impl MemoryLimitStore {
             capacity,
             started: Instant::now(),
             counters: Mutex::new(Counters::default()),
+            in_flight: Mutex::new(HashMap::new()),
+            leases: AtomicU64::new(0),
+        }
+    }
+
+    /// One of `holder`'s `max` places in flight, if one is free.
+    fn acquire_now(&self, holder: &str, max: u32) -> Result<Option<Lease>, StoreError> {
+        let mut in_flight = self.in_flight.lock().map_err(|_| {
+            StoreError::unavailable(StoreKind::Limits, "the in-flight table's lock was poisoned")
+        })?;
+        let holders = in_flight.len();
+        match in_flight.get_mut(holder) {
+            Some(count) if *count >= max => return Ok(None),
+            Some(count) => *count += 1,
+            None if max == 0 => return Ok(None),
+            None if holders >= self.capacity => {
+                return Err(StoreError::Full {
+                    store: StoreKind::Limits,
+                    capacity: self.capacity,
+                });
+            }
+            None => {
+                in_flight.insert(holder.to_owned(), 1);
+            }
+        }
+        let id = self.leases.fetch_add(1, Ordering::Relaxed);
+        Ok(Some(Lease::new(holder, id)))
+    }
+
+    /// Gives `lease`'s place back; a holder left with none is forgotten.
+    fn release_now(&self, lease: &Lease) {
+        // A poisoned lock: a panic while the table was changed under it. Each change is one
+        // step on one entry, so the table is whole; the place is given back all the same.
+        let mut in_flight = self
+            .in_flight
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = in_flight.get_mut(lease.holder()) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                in_flight.remove(lease.holder());
+            }
         }
     }
 
@@ -127,6 +181,20 @@ impl LimitStore for MemoryLimitStore {
     fn backend(&self) -> &'static str {
         "memory"
     }
+
+    fn counts_in_flight(&self) -> bool {
+        true
+    }
+
+    fn acquire<'a>(&'a self, holder: &'a str, max: u32, _lease: Duration) -> AcquireFuture<'a> {
+        let acquired = self.acquire_now(holder, max);
+        Box::pin(async move { acquired })
+    }
+
+    fn release(&self, lease: Lease) -> ReleaseFuture {
+        self.release_now(&lease);
+        None
+    }
 }
 
 #[cfg(test)]
@@ -176,6 +244,56 @@ mod tests {
             Ok(Taken::Limited { .. })
         ));
         assert_eq!(store.take_now(&bob, 2), Ok(Taken::Admitted));
+    }
+
+    #[test]
+    fn a_holder_has_at_most_max_calls_in_flight_and_each_release_frees_one() {
+        let store = MemoryLimitStore::new(10);
+        let first = store.acquire_now("alice", 2).expect("an answer");
+        let second = store.acquire_now("alice", 2).expect("an answer");
+        assert!(first.is_some() && second.is_some());
+        assert_ne!(first, second, "each lease its own id");
+        // The third is refused; Bob is not touched.
+        assert_eq!(store.acquire_now("alice", 2), Ok(None));
+        let bob = store.acquire_now("bob", 2).expect("an answer");
+        assert!(bob.is_some());
+        // One released: one place free again, not two.
+        assert!(store.release(first.expect("a lease")).is_none());
+        let third = store.acquire_now("alice", 2).expect("an answer");
+        assert!(third.is_some());
+        assert_eq!(store.acquire_now("alice", 2), Ok(None));
+        // Every lease released: no holder is kept.
+        for lease in [second, third, bob].into_iter().flatten() {
+            assert!(store.release(lease).is_none());
+        }
+        assert!(store.in_flight.lock().expect("not poisoned").is_empty());
+    }
+
+    #[test]
+    fn a_full_in_flight_table_refuses_a_new_holder_until_one_is_done() {
+        let store = MemoryLimitStore::new(2);
+        let a = store
+            .acquire_now("a", 5)
+            .expect("an answer")
+            .expect("a lease");
+        let b = store
+            .acquire_now("b", 5)
+            .expect("an answer")
+            .expect("a lease");
+        assert_eq!(
+            store.acquire_now("c", 5),
+            Err(StoreError::Full {
+                store: StoreKind::Limits,
+                capacity: 2
+            })
+        );
+        // A holder already in the table still has its places.
+        let a2 = store.acquire_now("a", 5).expect("an answer");
+        assert!(a2.is_some());
+        // b is done: forgotten, and c has room.
+        assert!(store.release(b).is_none());
+        assert!(matches!(store.acquire_now("c", 5), Ok(Some(_))));
+        drop((a, a2));
     }
 
     #[test]

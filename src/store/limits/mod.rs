@@ -11,9 +11,12 @@
 //!
 //! **API.** A [`LimitStore`] is asked once per call with every counter that applies to it
 //! ([`Tally`]); it admits the call on all of them or on none, and says which was out and
-//! when to come back ([`Taken`]). Two backends, one file each: [`MemoryLimitStore`]
-//! (`memory.rs`, one process, bounded) and `RedisLimitStore` (`redis.rs`, feature `redis`:
-//! one script per call, the counters of one caller in one hash slot).
+//! when to come back ([`Taken`]). For a concurrency limit it also counts the calls a holder
+//! has in flight: [`LimitStore::acquire`] takes one of a holder's places (a [`Lease`]) or
+//! says they are all taken, and [`LimitStore::release`] gives it back when the call ends. Two
+//! backends, one file each: [`MemoryLimitStore`] (`memory.rs`, one process, bounded) and
+//! `RedisLimitStore` (`redis.rs`, feature `redis`: one script per call, the counters of one
+//! caller in one hash slot; a holder's leases in one sorted set, each expiring).
 
 use std::time::Duration;
 
@@ -75,12 +78,81 @@ pub enum Taken {
 /// What [`LimitStore::take`] returns.
 pub type LimitFuture<'a> = StoreFuture<'a, Taken>;
 
+/// One call's place among the calls its holder has in flight: what
+/// [`LimitStore::acquire`] hands out and [`LimitStore::release`] takes back. Not `Clone`: a
+/// place is given back once.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use = "a lease not released holds its place until it expires"]
+pub struct Lease {
+    holder: String,
+    id: u64,
+}
+
+impl Lease {
+    /// The lease `id` (unique among `holder`'s leases) of `holder`'s calls.
+    pub fn new(holder: impl Into<String>, id: u64) -> Self {
+        Self {
+            holder: holder.into(),
+            id,
+        }
+    }
+
+    /// Whose calls it is one of.
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    /// Its id among its holder's leases.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+}
+
+/// What [`LimitStore::acquire`] returns: a lease, or `None` when the holder has as many calls
+/// in flight as it may.
+pub type AcquireFuture<'a> = StoreFuture<'a, Option<Lease>>;
+
+/// What [`LimitStore::release`] returns: `None` when the place was given back at once, else
+/// the work that gives it back (run on the runtime; its failure is logged, and the lease
+/// then expires).
+pub type ReleaseFuture = Option<StoreFuture<'static, ()>>;
+
 /// Keeps rate-limit counters.
 pub trait LimitStore: Send + Sync + 'static {
     /// Counts one call on every tally in `tallies` if each has room, else on none. The
     /// tallies of one group are checked and counted atomically; a store that cannot answer
     /// fails, and the call is refused.
     fn take<'a>(&'a self, tallies: &'a [Tally]) -> LimitFuture<'a>;
+
+    /// Whether the store counts calls in flight ([`acquire`](Self::acquire) and
+    /// [`release`](Self::release)). This default: it does not, and the builder refuses a
+    /// concurrency limit kept in it.
+    fn counts_in_flight(&self) -> bool {
+        false
+    }
+
+    /// Takes one of the `max` places of `holder`'s calls in flight, for at most `lease`: a
+    /// place not released by then is free again (so a replica that stopped while holding
+    /// places cannot keep them). `Ok(None)` when `max` calls are in flight. A store that
+    /// cannot answer fails, and the call is refused. This default fails: a store that counts
+    /// calls in flight overrides it with [`counts_in_flight`](Self::counts_in_flight).
+    fn acquire<'a>(&'a self, holder: &'a str, max: u32, lease: Duration) -> AcquireFuture<'a> {
+        let _ = (holder, max, lease);
+        Box::pin(async {
+            Err(super::StoreError::unavailable(
+                super::StoreKind::Limits,
+                "this limit store does not count calls in flight",
+            ))
+        })
+    }
+
+    /// Gives `lease` back: its holder has one call fewer in flight. Called when the call ends,
+    /// from a destructor, so it does not wait: it gives the place back at once (`None`), or
+    /// returns the work that does (run on the runtime). This default does nothing.
+    fn release(&self, lease: Lease) -> ReleaseFuture {
+        drop(lease);
+        None
+    }
 
     /// What backs the store: `memory`, `redis`, or `custom` (this default).
     fn backend(&self) -> &'static str {

@@ -1,12 +1,12 @@
 //! [`RedisLimitStore`]: rate-limit counters shared by every replica, one script per group of
-//! counters.
+//! counters; calls in flight, one sorted set of leases per holder.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use redis::Script;
 
-use super::{LimitFuture, LimitStore, Taken, Tally};
+use super::{AcquireFuture, Lease, LimitFuture, LimitStore, ReleaseFuture, Taken, Tally};
 use crate::store::redis::keys::{check_namespace, key_digest};
 use crate::store::{RedisConnection, StoreError, StoreKind};
 
@@ -44,6 +44,22 @@ end
 return {-1, 0}
 ";
 
+/// KEYS[1]: a holder's leases, a sorted set scored by each lease's expiry (milliseconds since
+/// the epoch, Redis's clock). ARGV: the most calls in flight, the lease's lifetime in
+/// milliseconds, the new lease's member. Expired leases are removed first; then, if fewer than
+/// the most are left, the lease is added and the set set to expire with its last lease.
+/// Returns 1 when the lease was taken, 0 when the holder has as many calls in flight as it may.
+const ACQUIRE: &str = r"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[3])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+redis.call('PEXPIREAT', KEYS[1], string.format('%.0f', math.ceil(tonumber(last[2]))))
+return 1
+";
+
 /// Rate-limit counters in Redis, for every replica that shares the namespace: one key per
 /// counter, `{namespace}:limit:{<group digest>}:<counter digest>`, holding the time the next
 /// call is due and expiring then (an expired counter and no counter say the same).
@@ -55,6 +71,15 @@ return {-1, 0}
 /// counts against the caller, never for it). The group is the key's hash tag, so on a Cluster
 /// a group's counters share a slot and no script spans two.
 ///
+/// Calls in flight (a concurrency limit): one sorted set per holder,
+/// `{namespace}:inflight:{<holder digest>}`, of its leases scored by their expiry. Taking a
+/// place is one script (expired leases removed, the rest counted, the new one added if there is
+/// room), giving it back one `ZREM` (Redis removes the set with its last lease): two round trips per counted call, each touching the
+/// one key, so the holder's digest is its hash tag. A lease expires after the lifetime the
+/// limit gives it: a replica that stops while its calls run cannot hold their places for
+/// longer, and a call that runs longer than its lease stops being counted then. Every replica
+/// reads Redis's clock (`TIME`), not its own.
+///
 /// Redis must not evict these keys (`maxmemory-policy noeviction`, or a `volatile-*` policy and
 /// enough memory): an evicted counter forgets the calls it counted. A Redis that cannot answer
 /// fails the call ([`StoreError::Unavailable`]), and the call is refused.
@@ -63,6 +88,7 @@ pub struct RedisLimitStore {
     connection: RedisConnection,
     namespace: Arc<str>,
     script: Arc<Script>,
+    acquire: Arc<Script>,
 }
 
 impl std::fmt::Debug for RedisLimitStore {
@@ -96,7 +122,13 @@ impl RedisLimitStore {
             connection,
             namespace: namespace.into(),
             script: Arc::new(Script::new(TAKE)),
+            acquire: Arc::new(Script::new(ACQUIRE)),
         })
+    }
+
+    /// The key of `holder`'s leases.
+    fn in_flight_key(&self, holder: &str) -> String {
+        format!("{}:inflight:{{{}}}", self.namespace, key_digest(holder))
     }
 
     /// The key of `tally`'s counter.
@@ -145,6 +177,45 @@ impl LimitStore for RedisLimitStore {
 
     fn reachable(&self) -> crate::store::StoreFuture<'_, ()> {
         Box::pin(self.connection.ping(StoreKind::Limits))
+    }
+
+    fn counts_in_flight(&self) -> bool {
+        true
+    }
+
+    fn acquire<'a>(&'a self, holder: &'a str, max: u32, lease: Duration) -> AcquireFuture<'a> {
+        Box::pin(async move {
+            let mut id = [0u8; 8];
+            crate::random::fill(&mut id)
+                .map_err(|e| StoreError::unavailable(StoreKind::Limits, e))?;
+            let id = u64::from_be_bytes(id);
+            let millis = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
+            let mut connection = self.connection.clone();
+            let taken: i64 = self
+                .acquire
+                .key(self.in_flight_key(holder))
+                .arg(max)
+                .arg(millis)
+                .arg(id)
+                .invoke_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            Ok((taken == 1).then(|| Lease::new(holder, id)))
+        })
+    }
+
+    fn release(&self, lease: Lease) -> ReleaseFuture {
+        let key = self.in_flight_key(lease.holder());
+        let mut connection = self.connection.clone();
+        Some(Box::pin(async move {
+            let _removed: i64 = redis::cmd("ZREM")
+                .arg(key)
+                .arg(lease.id())
+                .query_async(&mut connection)
+                .await
+                .map_err(unavailable)?;
+            Ok(())
+        }))
     }
 
     fn take<'a>(&'a self, tallies: &'a [Tally]) -> LimitFuture<'a> {
