@@ -146,7 +146,7 @@ pub enum StoreError {
     },
     /// A task record (new, or as a transition would leave it) breaks a rule of the format.
     InvalidRecord(&'static str),
-    /// The store's configuration is unusable (namespace, URL, a Redis Cluster).
+    /// The store's configuration is unusable (namespace, URL).
     Config {
         /// The store that cannot be made.
         store: StoreKind,

@@ -244,11 +244,11 @@ async fn bind_sessions(stores: Replicas, record: Shared, stop: Arc<AtomicBool>, 
             seen.violations
                 .push(format!("session {session} bound to a second owner"));
         }
-        if let Ok(Some(found)) = &found {
-            if found.owner != owner("alice") {
-                seen.violations
-                    .push(format!("session {session} handed to another owner"));
-            }
+        if let Ok(Some(found)) = &found
+            && found.owner != owner("alice")
+        {
+            seen.violations
+                .push(format!("session {session} handed to another owner"));
         }
         drop(seen);
         note(

@@ -61,7 +61,7 @@ return 1
 ";
 
 /// Rate-limit counters in Redis, for every replica that shares the namespace: one key per
-/// counter, `{namespace}:limit:{<group digest>}:<counter digest>`, holding the time the next
+/// counter, `<namespace>:limit:{<group digest>}:<counter digest>`, holding the time the next
 /// call is due and expiring then (an expired counter and no counter say the same).
 ///
 /// One round trip per group of a call's counters: a call counted only on its caller's
@@ -72,7 +72,7 @@ return 1
 /// a group's counters share a slot and no script spans two.
 ///
 /// Calls in flight (a concurrency limit): one sorted set per holder,
-/// `{namespace}:inflight:{<holder digest>}`, of its leases scored by their expiry. Taking a
+/// `<namespace>:inflight:{<holder digest>}`, of its leases scored by their expiry. Taking a
 /// place is one script (expired leases removed, the rest counted, the new one added if there is
 /// room), giving it back one `ZREM` (Redis removes the set with its last lease): two round trips per counted call, each touching the
 /// one key, so the holder's digest is its hash tag. A lease expires after the lifetime the

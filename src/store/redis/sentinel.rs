@@ -200,12 +200,11 @@ impl SentinelLink {
             mut connection,
         } = self.current();
         let answer = connection.req_packed_command(cmd).await;
-        if let Err(error) = &answer {
-            if super::master_lost(error) {
-                if let Err(asked) = self.find_master(generation).await {
-                    tracing::warn!(target: "mcp_gate::redis", error = %asked, "the sentinels named no reachable master");
-                }
-            }
+        if let Err(error) = &answer
+            && super::master_lost(error)
+            && let Err(asked) = self.find_master(generation).await
+        {
+            tracing::warn!(target: "mcp_gate::redis", error = %asked, "the sentinels named no reachable master");
         }
         answer
     }

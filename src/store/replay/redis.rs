@@ -44,18 +44,18 @@ end
 return 1
 ";
 
-/// Used states in Redis: one key per state, `{namespace}:used:{nonce}`, written with
-/// `PXAT <state expiry>` by the one script that checks it is absent, so that exactly one
+/// Used states in Redis: one key per state, `{namespace}:used:<nonce>` (the braces are part
+/// of the key: the namespace is its Redis Cluster hash tag), written with `PXAT <state expiry>` by the one script that checks it is absent, so that exactly one
 /// replica's first use succeeds and the key lives exactly as long as the state could be
-/// presented. One round trip per first use of a state (one Lua script); none for requests
-/// that carry no state.
+/// presented. One round trip per first use of a state (one Lua script), and one more when
+/// replicas acknowledge it (see [`RedisConnection`]); none for requests that carry no state.
 ///
 /// Bounded as [`MemoryReplayStore`](super::MemoryReplayStore) is, and across every replica
 /// that shares the namespace: at most `capacity` live used states in all
 /// ([`StoreError::Full`]), at most `per_owner` of one owner ([`StoreError::OwnerQuota`]);
 /// at either bound a new state is refused, never a live one forgotten. The same script keeps
 /// the counts: a sorted set of the store's live nonces (`{namespace}:used-index`) and one per
-/// owner (`{namespace}:used-by:{digest of the owner}`), each scored by expiry, pruned of
+/// owner (`{namespace}:used-by:<digest of the owner>`), each scored by expiry, pruned of
 /// expired members before it is counted and expiring with its last state.
 ///
 /// A Redis that restarts without persistence forgets every used state. So the store keeps a

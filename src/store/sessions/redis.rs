@@ -62,8 +62,8 @@ return 1
 ";
 
 /// Legacy session bindings in Redis, so that any replica knows who owns a session: one hash
-/// per session, `{namespace}:session:{id}` (owner and record), expiring after `idle` without
-/// a request, and two sorted sets of live sessions (one per owner, one for the store) that
+/// per session, `{namespace}:session:<id>` (owner and record; the braces are part of the
+/// key: the namespace is its Redis Cluster hash tag), expiring after `idle` without a request, and two sorted sets of live sessions (one per owner, one for the store) that
 /// bound it, across every replica on the namespace: at most `capacity` sessions, `per_owner`
 /// of one owner. Each set is scored by expiry, pruned before it is counted, and expires with
 /// its last session, so nothing outlives the bindings. Binding, looking up (which

@@ -144,8 +144,9 @@ return {2}
 "
 );
 
-/// Tasks in Redis: one string key per task, `{namespace}:task:{id}`, holding the JSON record
-/// and expiring (`PXAT`) when the task does; a sorted set `{namespace}:tasks` of ids scored
+/// Tasks in Redis: one string key per task, `{namespace}:task:<id>` (the braces are part of
+/// the key: the namespace is its Redis Cluster hash tag, so that every key of the store
+/// shares one slot), holding the JSON record and expiring (`PXAT`) when the task does; a sorted set `{namespace}:tasks` of ids scored
 /// by their deadline, for [`list`](TaskStore::list) and the bounds. Never `KEYS` or `SCAN`
 /// over the keyspace.
 ///
@@ -156,7 +157,7 @@ return {2}
 /// most `quota` tasks of one owner waiting ([`StoreError::OwnerQuota`]). The counts live beside
 /// the records: the index, `{namespace}:task-sizes` (each indexed task's call size) with
 /// `{namespace}:task-bytes` (their sum), and one sorted set per owner of its waiting ids,
-/// `{namespace}:task-owner:{digest of the owner}`, scored by deadline. Each expires with the
+/// `{namespace}:task-owner:<digest of the owner>`, scored by deadline. Each expires with the
 /// last task it counts, so nothing outlives the tasks. The create script prunes expired ids
 /// (at most 1,000 at a time) before it counts.
 ///
@@ -171,7 +172,7 @@ return {2}
 /// reconnects after a failure and sends a command once more when its connection was gone; a
 /// call made while Redis is unreachable fails with [`StoreError::Unavailable`] within a few
 /// seconds. `rediss://` URLs connect over TLS with the host's root certificates; give the store
-/// an ACL user limited to the namespace's keys. A Redis Cluster node is refused.
+/// an ACL user limited to the namespace's keys..
 #[derive(Clone)]
 pub struct RedisTaskStore {
     connection: RedisConnection,
