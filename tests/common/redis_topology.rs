@@ -405,6 +405,14 @@ impl RedisSentinels {
         args
     }
 
+    /// `redis://127.0.0.1:<port>/` of each sentinel.
+    pub fn sentinel_urls(&self) -> Vec<String> {
+        self.sentinels
+            .iter()
+            .map(|s| format!("redis://127.0.0.1:{}/", s.port))
+            .collect()
+    }
+
     /// `redis+sentinel://` naming the three sentinels and the master.
     pub fn url(&self) -> String {
         let hosts: Vec<String> = self

@@ -728,6 +728,51 @@ mod redis_only {
         );
     }
 
+    /// The application's own cluster and sentinel clients serve the stores, shared by two.
+    #[tokio::test]
+    async fn stores_take_the_applications_cluster_and_sentinel_clients() {
+        use crate::common::redis_topology::{RedisCluster, RedisSentinels};
+        use mcp_gate::continuation::{FirstUse, RedisReplayStore, ReplayStore, StateUse};
+        use mcp_gate::store::RedisConnection;
+        use redis::sentinel::{SentinelClient, SentinelServerType};
+        let (Some(cluster), Some(sentinels)) = (
+            RedisCluster::start_or_skip(),
+            RedisSentinels::start_or_skip(),
+        ) else {
+            return;
+        };
+        let on_cluster = redis::cluster::ClusterClient::new(vec![cluster.url()]).unwrap();
+        let on_sentinels = SentinelClient::build(
+            sentinels.sentinel_urls(),
+            RedisSentinels::SERVICE.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )
+        .unwrap();
+        for connection in [
+            RedisConnection::from_cluster_client(on_cluster)
+                .await
+                .unwrap(),
+            RedisConnection::from_sentinel_client(on_sentinels)
+                .await
+                .unwrap(),
+        ] {
+            let tasks = RedisTaskStore::with_connection(connection.clone(), "app")
+                .await
+                .unwrap();
+            let replay = RedisReplayStore::with_connection(connection, "app")
+                .await
+                .unwrap();
+            let r = record(60_000);
+            tasks.create(r.clone()).await.unwrap();
+            assert_eq!(tasks.get(&r.id).await.unwrap(), Some(r));
+            let now = std::time::SystemTime::now();
+            let state = StateUse::new("alice", "n1", now, now + Duration::from_secs(60));
+            assert_eq!(replay.first_use(state).await, Ok(FirstUse::Yes));
+            assert_eq!(replay.first_use(state).await, Ok(FirstUse::AlreadyUsed));
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn exactly_once_across_ten_replicas() {
         let Some(server) = RedisServer::start_or_skip() else {
