@@ -22,8 +22,8 @@
 //! # Bounded waits
 //!
 //! A connection this crate builds gets 2 s to connect and 5 s for an answer; one server's
-//! manager makes three reconnection attempts at most 1 s apart, and a cluster four retries at
-//! most 1 s apart. A manager or cluster client the application built keeps its own settings,
+//! manager makes three reconnection attempts at most 1 s apart, a cluster four retries at
+//! most 1 s apart, and finding the master through the sentinels takes at most 3 s. A manager or cluster client the application built keeps its own settings,
 //! and each command sent on it is also bounded here by 5 s (its reconnection included), so
 //! that a client without a response timeout cannot hold a request forever. A command past its
 //! bound fails as a timeout, and is not sent again.
@@ -93,6 +93,8 @@ const CONNECTION_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a command waits for its answer: the response timeout of this crate's
 /// connections, and the bound on each command sent on a client the application built.
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long asking the sentinels for the master and connecting to it may take.
+const SENTINEL_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a write waits for its replicas (`WAIT`), in milliseconds.
 const REPLICA_WAIT_MS: u64 = 1000;
 
@@ -288,7 +290,7 @@ impl RedisConnection {
         let config = AsyncConnectionConfig::new()
             .set_connection_timeout(Some(CONNECTION_TIMEOUT))
             .set_response_timeout(Some(RESPONSE_TIMEOUT));
-        let link = SentinelLink::connect(sentinels, config, CONNECTION_TIMEOUT + RESPONSE_TIMEOUT)
+        let link = SentinelLink::connect(sentinels, config, SENTINEL_TIMEOUT)
             .await
             .map_err(unreachable)?;
         let mut connection = Self {
