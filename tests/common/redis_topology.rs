@@ -202,7 +202,9 @@ impl RedisCluster {
         for (flag, value) in [
             ("--cluster-enabled", "yes".to_owned()),
             ("--cluster-config-file", format!("nodes-{port}.conf")),
-            ("--cluster-node-timeout", "1000".to_owned()),
+            // Short enough for a quick failover, long enough that a busy test machine does
+            // not fail a node over by itself.
+            ("--cluster-node-timeout", "2000".to_owned()),
         ] {
             args.extend([flag.to_owned(), value]);
         }
@@ -237,7 +239,9 @@ impl RedisCluster {
             .filter_map(|line| {
                 let fields: Vec<&str> = line.split_whitespace().collect();
                 let flags = fields.get(2)?;
-                if !flags.split(',').any(|f| f == "master") || flags.contains("fail") {
+                // `fail?` (one node's suspicion) is not `fail` (the cluster's verdict).
+                if !flags.split(',').any(|f| f == "master") || flags.split(',').any(|f| f == "fail")
+                {
                     return None;
                 }
                 let port = fields.get(1)?.split(['@', ':']).nth(1)?.parse().ok()?;
@@ -366,7 +370,7 @@ impl RedisSentinels {
                 format!(
                     "port {port}\nbind 127.0.0.1\ndir {dir}\n\
                      sentinel monitor {name} 127.0.0.1 {master} 2\n\
-                     sentinel down-after-milliseconds {name} 1000\n\
+                     sentinel down-after-milliseconds {name} 2000\n\
                      sentinel failover-timeout {name} 5000\n\
                      sentinel parallel-syncs {name} 2\n",
                     dir = dir.display(),

@@ -10,6 +10,24 @@ fn tally(group: &str, name: &str, rate: &str) -> Tally {
     Tally::new(group, name, rate.parse::<RateLimit>().expect("a rate"))
 }
 
+/// Calls in flight shared by two replicas: one place, taken on one, refused on the other,
+/// free again once given back.
+#[cfg(feature = "redis")]
+async fn one_in_flight(stores: [&dyn LimitStore; 2]) {
+    let lease = Duration::from_secs(60);
+    let held = stores[0]
+        .acquire("dora", 1, lease)
+        .await
+        .expect("the store answers")
+        .expect("a first place");
+    assert_eq!(stores[1].acquire("dora", 1, lease).await, Ok(None));
+    if let Some(release) = stores[0].release(held) {
+        release.await.expect("given back");
+    }
+    let again = stores[1].acquire("dora", 1, lease).await;
+    assert!(matches!(again, Ok(Some(_))), "{again:?}");
+}
+
 /// What every backend must do with one caller at 1 a minute and another beside it.
 async fn one_a_minute(stores: [&dyn LimitStore; 2]) {
     let alice = [tally("alice", "all", "1/minute")];
@@ -118,6 +136,7 @@ async fn redis_cluster_counters_are_shared_and_spread_over_the_shards() {
             .expect("a store"),
     ];
     one_a_minute([&replicas[0], &replicas[1]]).await;
+    one_in_flight([&replicas[0], &replicas[1]]).await;
     for n in 0..60 {
         let caller = [tally(&format!("caller-{n}"), "all", "10/s")];
         assert_eq!(replicas[n % 2].take(&caller).await, Ok(Taken::Admitted));
@@ -135,7 +154,7 @@ async fn redis_cluster_counters_are_shared_and_spread_over_the_shards() {
     assert_eq!(holding.len(), 3, "{holding:?}");
     assert!(
         holding.iter().all(|keys| *keys >= 5),
-        "62 callers' counters on every shard: {holding:?}"
+        "62 callers' counters and a lease set on every shard: {holding:?}"
     );
 }
 
