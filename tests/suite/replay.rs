@@ -223,8 +223,9 @@ mod redis {
         StateUse::new(owner, nonce, SystemTime::now(), later())
     }
 
-    /// Sentinel URLs are refused when the store is made, with a message that does not repeat
-    /// the URL (it may hold a password); an ACL user limited to the namespace's keys works.
+    /// Unusable URLs (a Sentinel URL without the master's name among them) are refused when
+    /// the store is made, with a message that does not repeat the URL (it may hold a
+    /// password); an ACL user limited to the namespace's keys works.
     #[tokio::test]
     async fn urls_tls_refused_and_acl_users_work() {
         // A TLS URL is taken (tests/redis_tls.rs); nothing listens here, and the refusal does
@@ -236,7 +237,15 @@ mod redis {
             matches!(&unreachable, StoreError::Unavailable { reason, .. } if !reason.contains("secret")),
             "{unreachable:?}"
         );
-        for url in ["redis+sentinel://127.0.0.1:26379/mymaster", "not a url"] {
+        // A Sentinel URL is taken; nothing listens here.
+        let no_sentinel = RedisReplayStore::new("redis+sentinel://:secret@127.0.0.1:1/main", "ns")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&no_sentinel, StoreError::Unavailable { reason, .. } if !reason.contains("secret") && reason != "the Redis URL is not valid"),
+            "{no_sentinel:?}"
+        );
+        for url in ["redis+sentinel://127.0.0.1:26379/", "not a url"] {
             let refused = RedisReplayStore::new(url, "ns").await.unwrap_err();
             assert_eq!(
                 refused,
@@ -256,7 +265,7 @@ mod redis {
         };
         let mut raw = redis.raw().await;
         let _: () = ::redis::cmd("ACL")
-            .arg(&["SETUSER", "gate", "on", ">s3cret", "~acl-test:*", "+@all"][..])
+            .arg(&["SETUSER", "gate", "on", ">s3cret", "~{acl-test}:*", "+@all"][..])
             .query_async(&mut raw)
             .await
             .unwrap();
@@ -302,7 +311,7 @@ mod redis {
         // The key lives as long as the state: expired states leave nothing behind.
         let mut raw = redis.raw().await;
         let ttl: i64 = ::redis::cmd("PTTL")
-            .arg("replay-test:used:n1")
+            .arg("{replay-test}:used:n1")
             .query_async(&mut raw)
             .await
             .unwrap();
