@@ -38,7 +38,9 @@
 //!
 //! Environment (all optional): `FLOOD_SECONDS` (5), `FLOOD_WARMUP` (1), `FLOOD_ROUNDS` (4),
 //! `FLOOD_RATE` (50), `FLOOD_BURST` (10), `FLOOD_FACTOR` (10), `FLOOD_OTHER_RATE` (40),
-//! `FLOOD_PROBE_SECONDS` (8; 0 skips the probe).
+//! `FLOOD_PROBE_SECONDS` (8; 0 skips the probe), `FLOOD_STORE` (`redis`; `memory` gives each
+//! replica its own `MemoryLimitStore`, the control: the flooder then gets about twice its
+//! limit, and the bench says FAIL).
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -61,7 +63,7 @@ use axum::serve::ListenerExt;
 use common::{cpu_snapshot, env_or, load_average};
 use http::{HeaderValue, StatusCode, header};
 use mcp_gate::limit::{Limit, RateLimit};
-use mcp_gate::store::limits::RedisLimitStore;
+use mcp_gate::store::limits::{LimitStore, MemoryLimitStore, RedisLimitStore};
 use mcp_gate::{Gate, Issuer, StaticKeys};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -93,6 +95,8 @@ struct Settings {
     factor: u32,
     other_rate: f64,
     probe_seconds: f64,
+    /// `FLOOD_STORE=memory`: each replica counts in its own memory (the control).
+    memory: bool,
 }
 
 impl Settings {
@@ -106,6 +110,14 @@ impl Settings {
             factor: env_or("FLOOD_FACTOR", 10, 1, 100),
             other_rate: env_or("FLOOD_OTHER_RATE", 40.0, 0.5, 10_000.0),
             probe_seconds: env_or("FLOOD_PROBE_SECONDS", 8.0, 0.0, 600.0),
+            memory: match std::env::var("FLOOD_STORE").as_deref() {
+                Err(_) | Ok("redis") => false,
+                Ok("memory") => true,
+                Ok(other) => {
+                    eprintln!("FLOOD_STORE={other:?}: `redis` (the default) or `memory`");
+                    std::process::exit(2);
+                }
+            },
         };
         if settings.burst > settings.rate {
             eprintln!("FLOOD_BURST must not exceed FLOOD_RATE (a burst above a second's calls)");
@@ -125,11 +137,15 @@ impl Settings {
 // Replicas and callers
 // ---------------------------------------------------------------------------------------------
 
-/// Starts one replica on a free loopback port: its URL.
-async fn replica(keys: StaticKeys, rate: RateLimit, redis_url: &str) -> String {
-    let store = RedisLimitStore::new(redis_url, NAMESPACE)
-        .await
-        .expect("the replica's limit store connects");
+/// Starts one replica on a free loopback port: its URL. `memory`: its counters in its own
+/// memory instead of Redis (the control).
+async fn replica(keys: StaticKeys, rate: RateLimit, redis_url: &str, memory: bool) -> String {
+    let store: Arc<dyn LimitStore> = if memory {
+        Arc::new(MemoryLimitStore::default())
+    } else {
+        let redis = RedisLimitStore::new(redis_url, NAMESPACE).await;
+        Arc::new(redis.expect("the replica's limit store connects"))
+    };
     let gate = Gate::builder()
         .resource(RESOURCE)
         .issuer(Issuer::with_keys(ISSUER, keys))
@@ -706,8 +722,8 @@ async fn bench(settings: &Settings) -> bool {
     let key = tokens::TestKey::es256("flood-key");
     let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
     let replicas = [
-        replica(keys.clone(), rate, &server.url()).await,
-        replica(keys, rate, &server.url()).await,
+        replica(keys.clone(), rate, &server.url(), settings.memory).await,
+        replica(keys, rate, &server.url(), settings.memory).await,
     ];
     let lifetime = settings.worst_case().as_secs();
     let other = Arc::new(Caller::new(&key, "steady-user", &replicas, lifetime));
@@ -718,10 +734,17 @@ async fn bench(settings: &Settings) -> bool {
         "mcp-gate flood: one principal flooding two replicas, another calling at its normal rate"
     );
     println!(
-        "  two gate replicas on 127.0.0.1 ({} and {}), one RedisLimitStore namespace on a redis-server at {}",
+        "  two gate replicas on 127.0.0.1 ({} and {}), {}",
         replicas[0],
         replicas[1],
-        server.url()
+        if settings.memory {
+            "FLOOD_STORE=memory: each counting in its own memory (the control: the limit is not global)".to_owned()
+        } else {
+            format!(
+                "one RedisLimitStore namespace on a redis-server at {}",
+                server.url()
+            )
+        }
     );
     println!(
         "  limit per principal: {rate}; flooder: {flood_rate} calls/s ({}x), other: {} calls/s; both open loop, alternating replicas",
@@ -783,7 +806,8 @@ async fn bench(settings: &Settings) -> bool {
             }
         }
     }
-    let probe = if settings.probe_seconds > 0.0 {
+    // The probe reads the counters in Redis: there are none with `FLOOD_STORE=memory`.
+    let probe = if settings.probe_seconds > 0.0 && !settings.memory {
         let mut redis = server.raw().await;
         Some(probe(settings, &prober, &mut redis, &mut failures).await)
     } else {
@@ -943,7 +967,7 @@ async fn bench(settings: &Settings) -> bool {
             refusals.longest_wait * 1e3
         ),
         None => println!(
-            "{}  Retry-After: the flood's all 1 s (FLOOD_PROBE_SECONDS=0: no multi-second probe)",
+            "{}  Retry-After: the flood's all 1 s (no multi-second probe: FLOOD_PROBE_SECONDS=0 or FLOOD_STORE=memory)",
             verdict(retry_ok)
         ),
     }
