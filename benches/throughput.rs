@@ -28,7 +28,7 @@ mod tools;
 
 mod common;
 
-use common::env_or;
+use common::{TICK_SECS, cpu_snapshot, env_or, load_average};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -283,52 +283,6 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU accounting from /proc (Linux; zeros elsewhere)
-// ---------------------------------------------------------------------------------------------
-
-/// Clock ticks (USER_HZ, 100 on Linux) of this process, and busy / total ticks of the machine.
-#[derive(Clone, Copy, Default)]
-struct CpuSnapshot {
-    process: u64,
-    machine_busy: u64,
-}
-
-fn cpu_snapshot() -> CpuSnapshot {
-    let process = std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|stat| {
-            // Fields after the command name (which may contain spaces) start at field 3.
-            let rest = &stat[stat.rfind(')')? + 2..];
-            let fields: Vec<&str> = rest.split_whitespace().collect();
-            let utime: u64 = fields.get(11)?.parse().ok()?;
-            let stime: u64 = fields.get(12)?.parse().ok()?;
-            Some(utime + stime)
-        })
-        .unwrap_or(0);
-    let machine_busy = std::fs::read_to_string("/proc/stat")
-        .ok()
-        .and_then(|stat| {
-            let line = stat.lines().next()?;
-            let values: Vec<u64> = line
-                .split_whitespace()
-                .skip(1)
-                .filter_map(|v| v.parse().ok())
-                .collect();
-            // user nice system idle iowait irq softirq steal (guest columns are inside user).
-            let total: u64 = values.iter().take(8).sum();
-            let idle = values.get(3)? + values.get(4).copied().unwrap_or(0);
-            Some(total - idle)
-        })
-        .unwrap_or(0);
-    CpuSnapshot {
-        process,
-        machine_busy,
-    }
-}
-
-const TICK_SECS: f64 = 0.01;
-
-// ---------------------------------------------------------------------------------------------
 // Load generation
 // ---------------------------------------------------------------------------------------------
 
@@ -530,12 +484,6 @@ fn median(values: &[f64]) -> f64 {
     } else {
         (sorted[mid - 1] + sorted[mid]) / 2.0
     }
-}
-
-fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "n/a".into())
 }
 
 fn main() {
