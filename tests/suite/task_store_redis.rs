@@ -742,6 +742,9 @@ mod redis_only {
             return;
         };
         let on_cluster = redis::cluster::ClusterClient::new(vec![cluster.url()]).unwrap();
+        // The service name is a `String` without the redis crate's rustls feature, any
+        // `AsRef<str>` with it: a `String` suits both.
+        #[allow(clippy::unnecessary_to_owned)]
         let on_sentinels = SentinelClient::build(
             sentinels.sentinel_urls(),
             RedisSentinels::SERVICE.to_owned(),
