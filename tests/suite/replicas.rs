@@ -7,6 +7,8 @@
 //! namespace; the example's policy with one approval store shared by both (as an application
 //! shares its database), its own inner rmcp server, and the approval pages outside the layer.
 //! Tool runs are counted across both replicas by a counting wrapper around the example server.
+//! The confirmation (Python SDK), the task and the legacy session (TypeScript SDK) run again
+//! with the stores on a three-master Redis Cluster and through three sentinels.
 //!
 //! Without a `redis-server` binary these tests print why and pass, unless `CI` is set: then
 //! they fail. `scripts/setup-peers.sh` installs it.
@@ -345,7 +347,54 @@ struct Deployment {
     deploys: DeployCount,
     http: reqwest::Client,
     // Dropped last: the replicas' stores talk to it until they stop.
-    _redis: RedisServer,
+    _redis: Backing,
+}
+
+/// Where the replicas' Redis runs.
+#[derive(Clone, Copy, Debug)]
+enum Topology {
+    /// One `redis-server`.
+    Server,
+    /// A Redis Cluster of three masters and three replicas.
+    Cluster,
+    /// A master and two replicas behind three sentinels.
+    Sentinel,
+}
+
+/// The Redis of a deployment, of its [`Topology`].
+enum Backing {
+    Server(RedisServer),
+    Cluster(crate::common::redis_topology::RedisCluster),
+    Sentinel(crate::common::redis_topology::RedisSentinels),
+}
+
+impl Backing {
+    /// Starts it; `None` when its binaries are missing (outside CI).
+    fn start(topology: Topology) -> Option<Self> {
+        use crate::common::redis_topology::{RedisCluster, RedisSentinels};
+        Some(match topology {
+            Topology::Server => Self::Server(RedisServer::start_or_skip()?),
+            Topology::Cluster => Self::Cluster(RedisCluster::start_or_skip()?),
+            Topology::Sentinel => Self::Sentinel(RedisSentinels::start_or_skip()?),
+        })
+    }
+
+    /// The URL the stores connect with.
+    fn url(&self) -> String {
+        match self {
+            Self::Server(server) => server.url(),
+            Self::Cluster(cluster) => cluster.url(),
+            Self::Sentinel(sentinels) => sentinels.url(),
+        }
+    }
+
+    /// The one server, for a test that reads its keys.
+    fn server(&self) -> &RedisServer {
+        match self {
+            Self::Server(server) => server,
+            _ => panic!("this test reads one server's keys"),
+        }
+    }
 }
 
 /// A fresh continuation keyring text, `k1:<base64url of 32 random bytes>`.
@@ -418,12 +467,23 @@ impl Deployment {
     /// Starts Redis, binds the front, starts replicas A and B serving `inner`, then the
     /// front. `None` when `redis-server` is not installed (outside CI).
     async fn start(namespace: &str, inner: Inner) -> Option<Self> {
-        Self::start_with(namespace, inner, Connect::Url).await
+        Self::start_with(namespace, inner, Connect::Url, Topology::Server).await
     }
 
-    /// [`start`](Self::start), the replicas' stores connected as `connect` says.
-    async fn start_with(namespace: &str, inner: Inner, connect: Connect) -> Option<Self> {
-        let redis = RedisServer::start_or_skip()?;
+    /// [`start`](Self::start) on a Redis of `topology`.
+    async fn start_on(namespace: &str, inner: Inner, topology: Topology) -> Option<Self> {
+        Self::start_with(namespace, inner, Connect::Url, topology).await
+    }
+
+    /// [`start`](Self::start), the replicas' stores connected as `connect` says, to a Redis of
+    /// `topology`.
+    async fn start_with(
+        namespace: &str,
+        inner: Inner,
+        connect: Connect,
+        topology: Topology,
+    ) -> Option<Self> {
+        let redis = Backing::start(topology)?;
         let key = TestKey::es256("k1");
         let keyring = shared_keyring();
         let approvals = Approvals::default();
@@ -555,7 +615,22 @@ fn step<'a>(run: &'a common::peers::ClientRun, tool: &str) -> &'a Value {
 ///    the front) runs the call exactly once.
 #[tokio::test]
 async fn a_confirmation_started_on_one_replica_completes_on_the_other_and_runs_once() {
-    let Some(deployment) = Deployment::start("confirm", Inner::Stateless).await else {
+    confirmation_on(Topology::Server).await;
+}
+
+/// 1, on a Redis Cluster and through Sentinel.
+#[tokio::test]
+async fn a_confirmation_on_a_redis_cluster_runs_once() {
+    confirmation_on(Topology::Cluster).await;
+}
+
+#[tokio::test]
+async fn a_confirmation_through_sentinel_runs_once() {
+    confirmation_on(Topology::Sentinel).await;
+}
+
+async fn confirmation_on(topology: Topology) {
+    let Some(deployment) = Deployment::start_on("confirm", Inner::Stateless, topology).await else {
         return;
     };
     bounded("the confirmation", async {
@@ -768,7 +843,22 @@ async fn a_list_cursor_issued_on_one_replica_is_accepted_on_the_other() {
 ///    B, runs once; every poll that sees it finished sees the same result.
 #[tokio::test]
 async fn a_task_created_on_a_approved_on_b_and_polled_on_both_runs_once() {
-    let Some(deployment) = Deployment::start("tasks", Inner::Stateless).await else {
+    task_on(Topology::Server).await;
+}
+
+/// 5, on a Redis Cluster and through Sentinel.
+#[tokio::test]
+async fn a_task_on_a_redis_cluster_runs_once() {
+    task_on(Topology::Cluster).await;
+}
+
+#[tokio::test]
+async fn a_task_through_sentinel_runs_once() {
+    task_on(Topology::Sentinel).await;
+}
+
+async fn task_on(topology: Topology) {
+    let Some(deployment) = Deployment::start_on("tasks", Inner::Stateless, topology).await else {
         return;
     };
     bounded("the task", async {
@@ -870,7 +960,22 @@ async fn a_task_created_on_a_approved_on_b_and_polled_on_both_runs_once() {
 ///    another principal bearing its id on the other replica gets the fixed 404.
 #[tokio::test]
 async fn a_legacy_session_sticks_to_its_replica_and_strangers_get_the_fixed_404() {
-    let Some(deployment) = Deployment::start("legacy", Inner::Sessions).await else {
+    legacy_session_on(Topology::Server).await;
+}
+
+/// 6, on a Redis Cluster and through Sentinel.
+#[tokio::test]
+async fn a_legacy_session_on_a_redis_cluster_is_its_owners_alone() {
+    legacy_session_on(Topology::Cluster).await;
+}
+
+#[tokio::test]
+async fn a_legacy_session_through_sentinel_is_its_owners_alone() {
+    legacy_session_on(Topology::Sentinel).await;
+}
+
+async fn legacy_session_on(topology: Topology) {
+    let Some(deployment) = Deployment::start_on("legacy", Inner::Sessions, topology).await else {
         return;
     };
     bounded("the legacy session", async {
@@ -976,7 +1081,8 @@ async fn a_legacy_session_sticks_to_its_replica_and_strangers_get_the_fixed_404(
 ///    on A is polled on B.
 #[tokio::test]
 async fn stores_built_from_the_applications_client_and_manager_serve_both_replicas() {
-    let Some(deployment) = Deployment::start_with("owned", Inner::Sessions, Connect::Owned).await
+    let Some(deployment) =
+        Deployment::start_with("owned", Inner::Sessions, Connect::Owned, Topology::Server).await
     else {
         return;
     };
@@ -1004,7 +1110,7 @@ async fn stores_built_from_the_applications_client_and_manager_serve_both_replic
             .to_str()
             .expect("a session id")
             .to_owned();
-        let mut raw = deployment._redis.raw().await;
+        let mut raw = deployment._redis.server().raw().await;
         let bound: bool = redis::cmd("EXISTS")
             .arg(format!("{{owned}}:session:{session}"))
             .query_async(&mut raw)
