@@ -62,9 +62,9 @@
 //! that would mean a second use, a second run. So when replicas are there, a store waits for
 //! such a write to reach them (`WAIT`, at most 1 s) before it reports success, and refuses
 //! the call when no replica acknowledged it: [`replica_acks`](RedisConnection::replica_acks).
-//! By default a connection through Sentinel waits for one replica, a cluster connection for
-//! one when every master that serves slots has a replica, and a one-server connection for
-//! one when the server has replicas connected when the connection is made. Rate-limit
+//! By default a connection waits for one replica when, as the connection is made, the master
+//! has replicas connected (one server, or the master the sentinels name), or on a cluster,
+//! when every master that serves slots has a replica. Rate-limit
 //! counters, session bindings and task records that are not yet claimable do not wait: a
 //! counter lost in a failover gives its caller its burst again once, a lost binding or record
 //! is an unknown session or task, refused.
@@ -296,10 +296,10 @@ impl RedisConnection {
         let mut connection = Self {
             link: Link::Sentinel(link),
             bound: None,
-            replica_acks: 1,
+            replica_acks: 0,
         };
-        // The master answers, and is one.
-        connection.ping_once().await.map_err(unreachable)?;
+        // The master answers (the redis crate checked that it is one), with its replicas.
+        connection.replica_acks = connection.connected_replicas().await?;
         Ok(connection)
     }
 
