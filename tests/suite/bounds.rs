@@ -135,8 +135,10 @@ mod table {
     use mcp_gate::tasks::{HeldCall, MAX_LIST, MemoryTaskStore, TaskQuery, TaskRecord, TaskStore};
     use serde_json::json;
 
-    /// How long what fills a bound lives: a slot is free again once it has passed.
-    const LIFETIME: Duration = Duration::from_millis(1_000);
+    /// How long what fills a bound lives: a slot is free again once it has passed. Two seconds:
+    /// filling a bound (each write waiting for a replica on a topology with replicas) takes
+    /// well under that on a busy machine.
+    const LIFETIME: Duration = Duration::from_millis(2_000);
     /// The bounds every store of the table is built with.
     const CAPACITY: usize = 6;
     const PER_OWNER: usize = 3;
