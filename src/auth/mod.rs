@@ -7,6 +7,7 @@ pub(crate) mod authenticator;
 mod bearer;
 pub(crate) mod challenge;
 mod claims;
+pub mod dpop;
 #[cfg(feature = "introspection")]
 pub(crate) mod introspection;
 #[cfg(feature = "jwks")]
