@@ -348,7 +348,7 @@ impl Limits {
             let lease = store.acquire(&holder, limit.max, limit.lease).await?;
             Ok(match lease {
                 Some(lease) => Ok(InFlight(Box::new(Held {
-                    store: Arc::clone(&store),
+                    store,
                     lease: Some(lease),
                 }))),
                 None => Err(Limited {

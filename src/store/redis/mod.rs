@@ -127,7 +127,8 @@ const REPLICA_WAIT_MS: u64 = 1000;
 pub struct RedisConnection {
     link: Link,
     /// The bound on each command for a client the application built, whose own settings may
-    /// have none; `None` for this crate's, whose response timeout bounds it.
+    /// have none, and for every cluster; `None` for this crate's one-server and Sentinel
+    /// connections, whose response timeout bounds them.
     bound: Option<Duration>,
     /// How many replicas a write that must survive a failover waits for.
     replica_acks: u8,
@@ -249,7 +250,7 @@ impl RedisConnection {
             let client = cluster::builder(vec![seed])
                 .build()
                 .map_err(|_| RedisConnectError::BadUrl)?;
-            return Self::cluster(client, None).await;
+            return Self::cluster(client).await;
         }
         connection.replica_acks = connection.connected_replicas().await?;
         Ok(connection)
@@ -278,7 +279,7 @@ impl RedisConnection {
     /// Connects to the cluster `client` names, the application's own (its nodes, its TLS and
     /// retry settings); each command is bounded here as well.
     pub async fn from_cluster_client(client: ClusterClient) -> Result<Self, RedisConnectError> {
-        Self::cluster(client, Some(RESPONSE_TIMEOUT)).await
+        Self::cluster(client).await
     }
 
     /// Connects to the master the sentinels of `sentinels` name, the application's own client
@@ -303,14 +304,13 @@ impl RedisConnection {
         Ok(connection)
     }
 
-    async fn cluster(
-        client: ClusterClient,
-        bound: Option<Duration>,
-    ) -> Result<Self, RedisConnectError> {
+    /// A cluster connection: every command bounded here, whoever built the client (one the
+    /// application built may have no overall bound, and retries may add up).
+    async fn cluster(client: ClusterClient) -> Result<Self, RedisConnectError> {
         let cluster = client.get_async_connection().await.map_err(unreachable)?;
         let mut connection = Self {
             link: Link::Cluster(cluster),
-            bound,
+            bound: Some(RESPONSE_TIMEOUT),
             replica_acks: 0,
         };
         connection.replica_acks = cluster::replicated_everywhere(&mut connection)
@@ -424,9 +424,9 @@ impl RedisConnection {
     }
 
     /// `sent`, within the bound if there is one.
-    async fn bounded<F>(&self, sent: F) -> Result<Value, RedisError>
+    async fn bounded<T, F>(&self, sent: F) -> Result<T, RedisError>
     where
-        F: std::future::Future<Output = Result<Value, RedisError>>,
+        F: std::future::Future<Output = Result<T, RedisError>>,
     {
         match self.bound {
             None => sent.await,
@@ -446,14 +446,8 @@ impl RedisConnection {
             }
             Link::Cluster(cluster) => {
                 let mut cluster = cluster.clone();
-                let sent = async move { cluster.req_packed_command(cmd).await };
-                // This crate's cluster has no overall bound of its own: bound it here.
-                match self.bound {
-                    Some(_) => self.bounded(sent).await,
-                    None => tokio::time::timeout(RESPONSE_TIMEOUT, sent)
-                        .await
-                        .unwrap_or_else(|_| Err(past_bound())),
-                }
+                self.bounded(async move { cluster.req_packed_command(cmd).await })
+                    .await
             }
             Link::Sentinel(link) => {
                 let link = link.clone();
@@ -515,12 +509,7 @@ impl ConnectionLike for RedisConnection {
                     ))),
                 }
             };
-            match self.bound {
-                None => sent.await,
-                Some(bound) => tokio::time::timeout(bound, sent)
-                    .await
-                    .unwrap_or_else(|_| Err(past_bound())),
-            }
+            self.bounded(sent).await
         })
     }
 
