@@ -19,6 +19,13 @@
 //! installs the Prometheus recorder first (without it the counts go to no recorder):
 //! `cargo bench --features metrics --bench pipeline`. `PIPELINE_LIMIT=<rate>` adds a
 //! per-principal rate limit in memory (`1000000/s burst 1000000` never refuses here).
+//!
+//! `PIPELINE_DPOP=1` adds configuration (e): a DPoP-bound token (`cnf.jkt`, cached as in (b))
+//! presented with the DPoP scheme and a fresh proof per request, checked and its `jti`
+//! recorded in an in-memory replay store (bounds wide enough for the run). The proofs are
+//! signed before anything is measured (a fixed pool of 4,000 when `PIPELINE_ONLY` is set, so
+//! that a profiler's runs of different lengths sign the same number), so (e) minus (b) is the
+//! gate's cost of a DPoP call, plus the request's one more header.
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -78,7 +85,7 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations (with reallocations) and bytes asked for, per request, over `requests`
 /// sequential requests after a warm-up.
-async fn allocations(app: &Router, token: &str, deny: bool, requests: u64) -> (f64, f64) {
+async fn allocations(app: &Router, token: &Auth, deny: bool, requests: u64) -> (f64, f64) {
     for _ in 0..requests / 10 {
         one(app, token, deny).await;
     }
@@ -104,7 +111,51 @@ fn router(gate: Option<&Gate>) -> Router {
     }
 }
 
+/// How a request presents its token: the `Authorization` value, and for DPoP the proofs to
+/// send, one per request, signed in advance.
+struct Auth {
+    authorization: String,
+    proofs: Option<std::cell::RefCell<std::vec::IntoIter<String>>>,
+}
+
+impl Auth {
+    fn bearer(authorization: String) -> Self {
+        Self {
+            authorization,
+            proofs: None,
+        }
+    }
+}
+
+/// `count` proofs for `token`, each with its own `jti`, signed with `key`.
+fn dpop_proofs(key: &tokens::TestKey, token: &str, count: usize) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use sha2::Digest as _;
+    let mut jwk = serde_json::to_value(&key.jwk).expect("jwk");
+    if let serde_json::Value::Object(members) = &mut jwk {
+        members.retain(|name, _| matches!(name.as_str(), "kty" | "crv" | "x" | "y"));
+    }
+    let header = serde_json::json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": jwk});
+    let header = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&header).expect("header"));
+    let ath = URL_SAFE_NO_PAD.encode(sha2::Sha256::digest(token.as_bytes()));
+    let iat = tokens::now();
+    (0..count)
+        .map(|i| {
+            let claims = serde_json::json!({
+                "jti": format!("bench-{i}"), "htm": "POST", "htu": RESOURCE, "iat": iat, "ath": ath,
+            });
+            let claims = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&claims).expect("claims"));
+            key.sign_segments(&header, &claims)
+        })
+        .collect()
+}
+
 fn gate(keys: StaticKeys, deny: bool) -> Gate {
+    gate_with(keys, deny, false)
+}
+
+fn gate_with(keys: StaticKeys, deny: bool, dpop: bool) -> Gate {
     let builder = Gate::builder()
         .resource(RESOURCE)
         .issuer(Issuer::with_keys(ISSUER, keys))
@@ -125,17 +176,30 @@ fn gate(keys: StaticKeys, deny: bool) -> Gate {
         )),
         Err(_) => builder,
     };
+    let builder = if dpop {
+        builder.dpop(mcp_gate::auth::Dpop::new()).replay_store(
+            mcp_gate::store::replay::MemoryReplayStore::new(10_000_000, 10_000_000),
+        )
+    } else {
+        builder
+    };
     builder.build().expect("gate builds")
 }
 
-async fn one(app: &Router, token: &str, expect_denial: bool) {
-    let request = Request::post("/mcp")
+async fn one(app: &Router, token: &Auth, expect_denial: bool) {
+    let mut request = Request::post("/mcp")
         .header("host", "127.0.0.1:9")
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("authorization", token)
-        .body(Body::from(BODY))
-        .expect("request");
+        .header("authorization", token.authorization.as_str());
+    if let Some(proofs) = &token.proofs {
+        let proof = proofs
+            .borrow_mut()
+            .next()
+            .expect("enough DPoP proofs signed");
+        request = request.header("dpop", proof);
+    }
+    let request = request.body(Body::from(BODY)).expect("request");
     let (status, bytes) = common::send(app, request).await;
     assert_eq!(
         status,
@@ -148,7 +212,7 @@ async fn one(app: &Router, token: &str, expect_denial: bool) {
 }
 
 /// Microseconds per request over `requests` sequential requests.
-async fn measure(app: &Router, token: &str, deny: bool, requests: u64) -> f64 {
+async fn measure(app: &Router, token: &Auth, deny: bool, requests: u64) -> f64 {
     for _ in 0..requests / 10 {
         one(app, token, deny).await;
     }
@@ -175,17 +239,42 @@ async fn main() {
     let rounds = env_or("PIPELINE_ROUNDS", 3usize, 1, 100);
     let key = tokens::TestKey::es256("bench");
     let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
-    let token = format!(
+    let token = Auth::bearer(format!(
         "Bearer {}",
         key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
-    );
+    ));
     let bare = router(None);
     let allow = router(Some(&gate(keys.clone(), false)));
-    let deny = router(Some(&gate(keys, true)));
+    let deny = router(Some(&gate(keys.clone(), true)));
     // `PIPELINE_ONLY=b` runs one configuration, for a profiler.
     let only = std::env::var("PIPELINE_ONLY").unwrap_or_default();
     let runs = |name: &str| only.is_empty() || only == name;
-    let (mut a, mut b, mut d) = (vec![0.0], vec![0.0], vec![0.0]);
+    let with_dpop = std::env::var("PIPELINE_DPOP").as_deref() == Ok("1");
+    let dpop = with_dpop.then(|| {
+        let proof_key = tokens::TestKey::es256("dpop");
+        let jkt = proof_key
+            .jwk
+            .thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256)
+            .expect("thumbprint");
+        let mut claims = tokens::claims(ISSUER, RESOURCE, "mcp:read");
+        claims["cnf"] = serde_json::json!({ "jkt": jkt });
+        let bound = key.mint(&claims);
+        // Warm-ups and rounds of the timing, then the counted allocations; a fixed pool when
+        // one configuration runs alone (see the module documentation).
+        let needed = if only.is_empty() {
+            (requests as usize + requests as usize / 10) * rounds + 2_200
+        } else {
+            4_000
+        };
+        let proofs = dpop_proofs(&proof_key, &bound, needed);
+        let auth = Auth {
+            authorization: format!("DPoP {bound}"),
+            proofs: Some(std::cell::RefCell::new(proofs.into_iter())),
+        };
+        (router(Some(&gate_with(keys, false, true))), auth)
+    });
+    let runs_dpop = |name: &str| runs(name) && dpop.is_some();
+    let (mut a, mut b, mut d, mut e) = (vec![0.0], vec![0.0], vec![0.0], vec![0.0]);
     for _ in 0..rounds {
         if runs("a") {
             a.push(measure(&bare, &token, false, requests).await);
@@ -196,17 +285,23 @@ async fn main() {
         if runs("d") {
             d.push(measure(&deny, &token, true, requests).await);
         }
+        if let Some((app, auth)) = dpop.as_ref().filter(|_| runs_dpop("e")) {
+            e.push(measure(app, auth, false, requests).await);
+        }
     }
-    for values in [&mut a, &mut b, &mut d] {
+    for values in [&mut a, &mut b, &mut d, &mut e] {
         if values.len() > 1 {
             values.remove(0);
         }
     }
-    let (a, b, d) = (median(a), median(b), median(d));
+    let (a, b, d, e) = (median(a), median(b), median(d), median(e));
     println!("pipeline: {requests} sequential requests per round, median of {rounds} rounds");
     println!("  (a) bare rmcp            {a:8.2} µs/request");
     println!("  (b) gated, allow         {b:8.2} µs/request");
     println!("  (d) gated, denied        {d:8.2} µs/request");
+    if dpop.is_some() {
+        println!("  (e) gated, allow, DPoP   {e:8.2} µs/request");
+    }
     println!("  layer cost on an allowed call: {:.2} µs (b - a)", b - a);
     println!("  a/b (throughput ratio, one core): {:.3}", a / b);
     println!("  b/d (denial vs allowed call):     {:.2}", b / d);
@@ -224,5 +319,14 @@ async fn main() {
             b_count - a_count,
             b_bytes - a_bytes
         );
+        if let Some((app, auth)) = &dpop {
+            let (e_count, e_bytes) = allocations(app, auth, false, counted).await;
+            println!("  (e) gated, allow, DPoP   {e_count:8.1} ({e_bytes:.0} bytes)");
+            println!(
+                "  a DPoP call over a Bearer one: {:.1} ({:.0} bytes)",
+                e_count - b_count,
+                e_bytes - b_bytes
+            );
+        }
     }
 }

@@ -271,6 +271,8 @@ pub struct GateBuilder {
     http_client: Option<reqwest::Client>,
     #[cfg(feature = "introspection")]
     introspection: Option<crate::auth::introspection::Introspection>,
+    // DPoP (issue 28): `dpop`.
+    dpop: Option<crate::auth::Dpop>,
 }
 
 impl Default for GateBuilder {
@@ -335,6 +337,7 @@ impl Default for GateBuilder {
             http_client: None,
             #[cfg(feature = "introspection")]
             introspection: None,
+            dpop: None,
         }
     }
 }
@@ -877,6 +880,17 @@ impl GateBuilder {
         self
     }
 
+    /// Accepts DPoP-bound tokens (RFC 9449), with the given options: a token whose `cnf` names
+    /// a key (`jkt`) is then accepted only as `Authorization: DPoP <token>` with a valid proof
+    /// in one `DPoP` header, each proof used once through the [replay
+    /// store](Self::replay_store). The challenges name the `DPoP` scheme and its algorithms,
+    /// and the metadata document `dpop_signing_alg_values_supported`. Without this option a
+    /// DPoP-bound token is refused, whatever the scheme. See `docs/dpop.md`.
+    pub fn dpop(mut self, dpop: crate::auth::Dpop) -> Self {
+        self.dpop = Some(dpop);
+        self
+    }
+
     /// Checks every option and builds the gate. Performs no I/O: keys are fetched on first use.
     pub fn build(mut self) -> Result<Gate, ConfigError> {
         crate::crypto_backend::select();
@@ -1134,6 +1148,7 @@ impl GateBuilder {
             required_scopes,
             hierarchy: self.hierarchy.clone(),
             max_token_bytes: self.max_token_bytes,
+            dpop: self.dpop_settings(resource)?,
         };
         Ok((authenticator, issuer_ids))
     }
@@ -1171,6 +1186,18 @@ impl GateBuilder {
     }
 
     /// The resource, its metadata document and where it is served.
+    /// DPoP, checked: its proofs' `htu` is the resource, their `jti` go to the replay store.
+    fn dpop_settings(
+        &self,
+        resource: &ResourceUri,
+    ) -> Result<Option<crate::auth::dpop_bind::DpopSettings>, ConfigError> {
+        let Some(dpop) = &self.dpop else {
+            return Ok(None);
+        };
+        dpop.settings(resource.as_str(), self.replay.is_some())
+            .map(Some)
+    }
+
     fn resource_settings(
         &self,
         uri: ResourceUri,
@@ -1203,6 +1230,16 @@ impl GateBuilder {
             resource_name: self.resource_name.clone(),
             resource_documentation: self.resource_documentation.clone(),
             authorization_details_types_supported: self.authorization_details_types.clone(),
+            dpop_signing_alg_values_supported: self
+                .dpop
+                .as_ref()
+                .map(crate::auth::Dpop::algorithm_names)
+                .unwrap_or_default(),
+            dpop_bound_access_tokens_required: self
+                .dpop
+                .as_ref()
+                .filter(|dpop| dpop.is_required())
+                .map(|_| true),
         };
         let mut metadata_paths = vec![uri.metadata_path()];
         if !uri.path().is_empty() {

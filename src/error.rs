@@ -97,6 +97,24 @@ pub enum ConfigError {
     /// An option the selected revision does not allow.
     #[error("{0}")]
     NotInRevision(&'static str),
+    /// A DPoP proof algorithm that cannot be accepted (a symmetric one), or none at all
+    /// (`Dpop::algorithms`).
+    #[error(
+        "DPoP algorithms: {0}: give one or more asymmetric algorithms (ES256, EdDSA, PS256, ...)"
+    )]
+    DpopAlgorithm(String),
+    /// The DPoP nonce key is shorter than 32 bytes (`Dpop::nonce`).
+    #[error("the DPoP nonce key has {len} bytes: it needs at least 32")]
+    DpopNonceKey {
+        /// The length given.
+        len: usize,
+    },
+    /// DPoP needs a replay store for the proofs' `jti`, and `reusable_state` removed it: give
+    /// one with `replay_store`.
+    #[error(
+        "DPoP needs a replay store (for each proof's jti): do not combine it with reusable_state, or give one with replay_store"
+    )]
+    DpopWithoutReplayStore,
     /// The HTTP client for key fetches and introspection could not be built.
     #[error("could not build the HTTP client: {0}")]
     HttpClient(String),

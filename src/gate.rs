@@ -107,7 +107,10 @@ impl Gate {
     /// Authenticates a request's credentials without a layer: extraction, cache, verification
     /// and the endpoint-wide scope check, exactly as the layer does. A refusal is the layer's
     /// own answer: [`AuthRejection`] is an axum `IntoResponse`, and
-    /// [`error`](AuthRejection::error) says why.
+    /// [`error`](AuthRejection::error) says why. A token presented with the DPoP scheme is
+    /// refused here ([`AuthError::UnsupportedScheme`](crate::AuthError::UnsupportedScheme)):
+    /// its proof names the request's method and URL, which only the layer sees; a DPoP-bound
+    /// token presented as `Bearer` is refused as everywhere.
     pub async fn authenticate(
         &self,
         headers: &HeaderMap,
@@ -116,6 +119,9 @@ impl Gate {
         let outcome = match self.inner.authenticator.first_step(headers, uri) {
             FirstStep::Decided(outcome) => outcome,
             FirstStep::Verify { token, key } => self.inner.authenticator.verify(token, key).await,
+            // A proof is checked against the request's method and URL, which are not given
+            // here: a DPoP presentation is for the layer.
+            FirstStep::Prove { .. } => Err(crate::AuthError::UnsupportedScheme),
         };
         outcome.map_err(|error| {
             AuthRejection::new(

@@ -180,6 +180,9 @@ mod recipes {
     mod benchmarks {
         #![doc = include_str!("../docs/benchmarks.md")]
     }
+    mod dpop {
+        #![doc = include_str!("../docs/dpop.md")]
+    }
     mod example_server {
         #![doc = include_str!("../docs/example-server.md")]
     }

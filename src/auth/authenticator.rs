@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use http::{HeaderMap, Uri};
 
-use super::bearer::bearer_token;
+use super::bearer::{Scheme, credential};
+use super::dpop_bind::{DpopSettings, ProofUse, admit_bearer};
 use super::jwt::JwtVerifier;
 use super::principal::Principal;
 use super::rejection::{AuthError, InvalidToken};
@@ -22,6 +23,8 @@ pub(crate) struct Authenticator {
     pub required_scopes: ScopeSet,
     pub hierarchy: ScopeHierarchy,
     pub max_token_bytes: usize,
+    /// DPoP (RFC 9449), when configured; `None` costs the Bearer path nothing.
+    pub dpop: Option<DpopSettings>,
 }
 
 /// What the synchronous first step found.
@@ -30,31 +33,73 @@ pub(crate) enum FirstStep<'a> {
     Decided(Result<Principal, AuthError>),
     /// The token must be verified.
     Verify { token: &'a str, key: TokenDigest },
+    /// A token presented with the DPoP scheme: verified if `cached` is `None`, and its proof
+    /// checked in any case ([`DpopSettings::prove`]).
+    Prove {
+        token: &'a str,
+        key: TokenDigest,
+        cached: Option<Principal>,
+    },
 }
 
 impl Authenticator {
     /// Extracts the token and consults the cache, without awaiting anything.
     pub fn first_step<'a>(&self, headers: &'a HeaderMap, uri: &Uri) -> FirstStep<'a> {
-        let token = match bearer_token(headers, uri) {
-            Ok(token) => token,
+        let (scheme, token) = match credential(headers, uri, self.dpop.is_some()) {
+            Ok(presented) => presented,
             Err(error) => return FirstStep::Decided(Err(error)),
         };
         if token.len() > self.max_token_bytes {
             return FirstStep::Decided(Err(AuthError::InvalidToken(InvalidToken::TooLarge)));
         }
         let key = digest(token);
-        if let Some(cache) = &self.cache {
+        let cached = self.cache.as_ref().and_then(|cache| {
             let cached = cache.get(&key);
             crate::measure::token_cache(cached.is_some());
-            if let Some(principal) = cached {
-                return FirstStep::Decided(self.check_scopes(principal));
-            }
+            cached
+        });
+        match (scheme, cached) {
+            (Scheme::Dpop, cached) => FirstStep::Prove { token, key, cached },
+            (Scheme::Bearer, Some(principal)) => FirstStep::Decided(
+                admit_bearer(self.dpop.as_ref(), principal)
+                    .and_then(|principal| self.check_scopes(principal)),
+            ),
+            (Scheme::Bearer, None) => FirstStep::Verify { token, key },
         }
-        FirstStep::Verify { token, key }
+    }
+
+    /// Verifies a bearer token that was not in the cache, caches it, and checks its binding
+    /// (a DPoP-bound token is refused as a bearer token) and the endpoint scopes.
+    pub async fn verify(&self, token: &str, key: TokenDigest) -> Result<Principal, AuthError> {
+        let principal = self.verify_token(token, key).await?;
+        admit_bearer(self.dpop.as_ref(), principal)
+    }
+
+    /// A DPoP presentation: the token verified (or taken from the cache) with its endpoint
+    /// scopes, then its proof checked; what is left is the proof's single use ([`ProofUse`]),
+    /// for the caller to record.
+    pub async fn prove(
+        &self,
+        method: &http::Method,
+        headers: &HeaderMap,
+        token: &str,
+        key: TokenDigest,
+        cached: Option<Principal>,
+    ) -> Result<(Principal, ProofUse), AuthError> {
+        let Some(dpop) = &self.dpop else {
+            return Err(AuthError::UnsupportedScheme);
+        };
+        let principal = match cached {
+            Some(principal) => self.check_scopes(principal)?,
+            None => self.verify_token(token, key).await?,
+        };
+        let now = std::time::SystemTime::now();
+        let proof = dpop.check(method, headers, token, &principal, now)?;
+        Ok((principal, proof))
     }
 
     /// Verifies a token that was not in the cache, caches it, and checks the endpoint scopes.
-    pub async fn verify(&self, token: &str, key: TokenDigest) -> Result<Principal, AuthError> {
+    async fn verify_token(&self, token: &str, key: TokenDigest) -> Result<Principal, AuthError> {
         let started = std::time::Instant::now();
         let mut method = "jwt";
         let verified = self.verify_uncached(token, &key, &mut method).await;

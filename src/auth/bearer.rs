@@ -27,6 +27,25 @@ use super::rejection::{AuthError, InvalidRequest};
 /// headers (400), a `Bearer` value that is not one `b64token` (400), another scheme (401),
 /// no header at all (401).
 pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, AuthError> {
+    credential(headers, uri, false).map(|(_, token)| token)
+}
+
+/// How a token was presented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scheme {
+    /// `Authorization: Bearer <token>` (RFC 6750).
+    Bearer,
+    /// `Authorization: DPoP <token>` with a `DPoP` proof header (RFC 9449 §7.1).
+    Dpop,
+}
+
+/// [`bearer_token`], and when `dpop` is on, the `DPoP` scheme too (the same `b64token`
+/// grammar, RFC 9449 §7.1): the token and the scheme it came with.
+pub(crate) fn credential<'a>(
+    headers: &'a HeaderMap,
+    uri: &Uri,
+    dpop: bool,
+) -> Result<(Scheme, &'a str), AuthError> {
     if uri.query().is_some_and(query_has_access_token) {
         return Err(AuthError::InvalidRequest(InvalidRequest::TokenInQuery));
     }
@@ -61,24 +80,31 @@ pub fn bearer_token<'a>(headers: &'a HeaderMap, uri: &Uri) -> Result<&'a str, Au
             return Err(malformed);
         }
     }
-    if !scheme.eq_ignore_ascii_case(BEARER) {
+    let presented = if scheme.eq_ignore_ascii_case(BEARER) {
+        Scheme::Bearer
+    } else if dpop && scheme.eq_ignore_ascii_case(DPOP) {
+        Scheme::Dpop
+    } else {
         return Err(if is_visible(rest) {
             AuthError::UnsupportedScheme
         } else {
             malformed
         });
-    }
+    };
     let start = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
     let token = &rest[start..];
     if !is_b64token(token) {
         return Err(malformed);
     }
     // A b64token is ASCII: this cannot fail, and is refused rather than trusted if it did.
-    std::str::from_utf8(token).map_err(|_| malformed)
+    let token = std::str::from_utf8(token).map_err(|_| malformed)?;
+    Ok((presented, token))
 }
 
 /// The scheme, as compared (case-insensitively).
 const BEARER: &[u8] = b"bearer";
+/// The DPoP scheme, as compared (case-insensitively).
+const DPOP: &[u8] = b"dpop";
 
 /// What `HeaderValue::to_str` accepts: visible ASCII, space and tab.
 fn is_visible(bytes: &[u8]) -> bool {
@@ -195,6 +221,28 @@ mod tests {
         );
         let request = Request::post("/mcp").body(()).unwrap();
         assert_eq!(extract(&request), Err(AuthError::MissingCredential));
+    }
+
+    #[test]
+    fn the_dpop_scheme_only_when_enabled() {
+        let request = with_auth(b"DPoP a.b.c");
+        let (headers, uri) = (request.headers(), request.uri());
+        assert_eq!(credential(headers, uri, true), Ok((Scheme::Dpop, "a.b.c")));
+        assert_eq!(
+            credential(headers, uri, false),
+            Err(AuthError::UnsupportedScheme)
+        );
+        assert_eq!(extract(&request), Err(AuthError::UnsupportedScheme));
+        let request = with_auth(b"dpop a b");
+        assert_eq!(
+            credential(request.headers(), request.uri(), true),
+            Err(MALFORMED)
+        );
+        let request = with_auth(b"Bearer a.b.c");
+        assert_eq!(
+            credential(request.headers(), request.uri(), true),
+            Ok((Scheme::Bearer, "a.b.c"))
+        );
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `WWW-Authenticate: Bearer` challenges (RFC 6750 §3, RFC 9728 §5.1).
+//! `WWW-Authenticate` challenges: `Bearer` (RFC 6750 §3, RFC 9728 §5.1) and `DPoP` (RFC 9449
+//! §7.1, with `algs`).
 //!
 //! A challenge is assembled from fixed parameter names and values the layer controls, but the
 //! values still pass through [`quote`] so that no byte can end the quoted string early or start
@@ -28,6 +29,10 @@ pub enum ErrorCode {
     /// The operation needs a credential with specific authorization details
     /// (draft-ietf-oauth-rar-metadata-remediation).
     InsufficientAuthorization,
+    /// The DPoP proof is missing, malformed or fails a check (RFC 9449 §7.1).
+    InvalidDpopProof,
+    /// The DPoP proof lacks the nonce the server gives in `DPoP-Nonce` (RFC 9449 §9).
+    UseDpopNonce,
 }
 
 impl ErrorCode {
@@ -38,13 +43,24 @@ impl ErrorCode {
             ErrorCode::InvalidToken => "invalid_token",
             ErrorCode::InsufficientScope => "insufficient_scope",
             ErrorCode::InsufficientAuthorization => "insufficient_authorization",
+            ErrorCode::InvalidDpopProof => "invalid_dpop_proof",
+            ErrorCode::UseDpopNonce => "use_dpop_nonce",
         }
     }
 }
 
-/// One `Bearer` challenge, rendered with [`Challenge::to_header_value`].
+/// The `Bearer` scheme (RFC 6750).
+pub(crate) const BEARER: &str = "Bearer";
+/// The `DPoP` scheme (RFC 9449 §7.1).
+pub(crate) const DPOP: &str = "DPoP";
+
+/// One challenge, rendered with [`Challenge::to_header_value`].
 #[derive(Clone, Debug)]
 pub(crate) struct Challenge<'a> {
+    /// [`BEARER`] or [`DPOP`].
+    pub scheme: &'static str,
+    /// The DPoP `algs` parameter: the accepted proof algorithms, space-separated.
+    pub algs: Option<&'a str>,
     pub resource_metadata: &'a str,
     pub scope: Option<&'a str>,
     pub error: Option<ErrorCode>,
@@ -57,7 +73,8 @@ impl Challenge<'_> {
     /// Renders the challenge. Never fails: every value is quoted and sanitised.
     pub fn to_header_value(&self) -> HeaderValue {
         let mut out = String::with_capacity(128);
-        out.push_str("Bearer ");
+        out.push_str(self.scheme);
+        out.push(' ');
         let mut first = true;
         let mut param = |name: &str, value: &str| {
             if !first {
@@ -78,11 +95,14 @@ impl Challenge<'_> {
         if let Some(remediation) = self.authorization_remediation {
             param("authorization_remediation", remediation);
         }
+        if let Some(algs) = self.algs {
+            param("algs", algs);
+        }
         if let Some(description) = self.error_description {
             param("error_description", &description_text(description));
         }
         // `quote` keeps every byte visible ASCII or space, which HeaderValue always accepts.
-        HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static("Bearer"))
+        HeaderValue::from_str(&out).unwrap_or_else(|_| HeaderValue::from_static(BEARER))
     }
 }
 
@@ -124,6 +144,8 @@ mod tests {
     #[test]
     fn no_error_when_no_credential() {
         let value = Challenge {
+            scheme: BEARER,
+            algs: None,
             resource_metadata: "https://a.example/.well-known/oauth-protected-resource/mcp",
             scope: Some("mcp:read"),
             error: None,
@@ -138,8 +160,29 @@ mod tests {
     }
 
     #[test]
+    fn a_dpop_challenge_names_its_scheme_and_algorithms() {
+        let value = Challenge {
+            scheme: DPOP,
+            algs: Some("ES256 PS256"),
+            resource_metadata: "https://a.example/prm",
+            scope: Some("mcp:read"),
+            error: Some(ErrorCode::UseDpopNonce),
+            error_description: Some("nonce"),
+            authorization_remediation: None,
+        }
+        .to_header_value();
+        assert_eq!(
+            value,
+            "DPoP error=\"use_dpop_nonce\", scope=\"mcp:read\", resource_metadata=\"https://a.example/prm\", \
+             algs=\"ES256 PS256\", error_description=\"nonce\""
+        );
+    }
+
+    #[test]
     fn hostile_values_cannot_escape_the_quotes() {
         let value = Challenge {
+            scheme: BEARER,
+            algs: None,
             resource_metadata: "x\", error=\"evil\r\nSet-Cookie: a=b",
             scope: Some("a\\b"),
             error: Some(ErrorCode::InvalidToken),
@@ -159,6 +202,8 @@ mod tests {
     #[test]
     fn a_description_holds_only_what_rfc_6750_allows_and_comes_last() {
         let value = Challenge {
+            scheme: BEARER,
+            algs: None,
             resource_metadata: "https://a.example/prm",
             scope: Some("mcp:read"),
             error: Some(ErrorCode::InsufficientScope),

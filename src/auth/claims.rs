@@ -41,6 +41,7 @@ pub(crate) fn principal_from_claims(
         ),
         Some(_) => return Err(InvalidToken::BadClaim),
     };
+    let dpop_jkt = confirmation_jkt(&claims)?;
     let effective_scopes = if hierarchy.is_empty() {
         scopes.clone()
     } else {
@@ -56,7 +57,26 @@ pub(crate) fn principal_from_claims(
         claims,
         expires_at,
         kind,
+        dpop_jkt,
     }))
+}
+
+/// The DPoP key thumbprint of `cnf` (RFC 7800 §3.1, RFC 9449 §6.1 and §6.2): `None` for an
+/// unbound token. A `cnf` that is not an object, a `jkt` that is not a non-empty string, or a
+/// confirmation method the layer cannot check (`x5t#S256`, mutual TLS, RFC 8705) is refused:
+/// a bound token whose binding cannot be verified is not accepted as a bearer token.
+fn confirmation_jkt(claims: &Map<String, Value>) -> Result<Option<String>, InvalidToken> {
+    let cnf = match claims.get("cnf") {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(cnf)) => cnf,
+        Some(_) => return Err(InvalidToken::BadClaim),
+    };
+    match cnf.get("jkt") {
+        Some(Value::String(jkt)) if !jkt.is_empty() => Ok(Some(jkt.clone())),
+        Some(_) => Err(InvalidToken::BadClaim),
+        None if cnf.is_empty() => Ok(None),
+        None => Err(InvalidToken::UnsupportedBinding),
+    }
 }
 
 fn optional_string(
@@ -137,6 +157,9 @@ mod tests {
             json!({"authorization_details": ["x"]}),
             json!({"exp": "soon"}),
             json!({"exp": -1}),
+            json!({"cnf": "jkt"}),
+            json!({"cnf": {"jkt": 1}}),
+            json!({"cnf": {"jkt": ""}}),
         ] {
             assert_eq!(
                 read(claims.clone()).err(),
@@ -144,6 +167,22 @@ mod tests {
                 "{claims}"
             );
         }
+    }
+
+    #[test]
+    fn cnf_jkt_binds_the_principal_and_other_bindings_are_refused() {
+        let p =
+            read(json!({"cnf": {"jkt": "0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I"}})).unwrap();
+        assert_eq!(
+            p.dpop_jkt(),
+            Some("0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I")
+        );
+        assert_eq!(read(json!({"sub": "u"})).unwrap().dpop_jkt(), None);
+        assert_eq!(read(json!({"cnf": {}})).unwrap().dpop_jkt(), None);
+        assert_eq!(
+            read(json!({"cnf": {"x5t#S256": "abc"}})).err(),
+            Some(InvalidToken::UnsupportedBinding)
+        );
     }
 
     #[test]

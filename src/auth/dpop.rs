@@ -1,4 +1,5 @@
 //! DPoP proof verification (RFC 9449 §4.3), on its own: one proof, one request, one answer.
+//! The layer's use of it (scheme, binding, nonce, replay store) is `auth/dpop_bind.rs`.
 //!
 //! A DPoP-bound access token is worth nothing without the private key its `cnf.jkt` names:
 //! each request carries a fresh proof, a JWS signed with that key over the request's method
@@ -156,6 +157,7 @@ pub struct VerifiedProof {
     jti: String,
     iat: u64,
     thumbprint: String,
+    nonce: Option<String>,
 }
 
 impl VerifiedProof {
@@ -179,6 +181,12 @@ impl VerifiedProof {
     /// equal to the token's `cnf.jkt`.
     pub fn jwk_thumbprint(&self) -> &str {
         &self.thumbprint
+    }
+
+    /// The proof's `nonce`, when it has one (a string): for a caller that checks nonces
+    /// itself (several may be valid at once) and gave [`DpopRequest::nonce`] as `None`.
+    pub fn nonce(&self) -> Option<&str> {
+        self.nonce.as_deref()
     }
 }
 
@@ -254,6 +262,20 @@ pub enum DpopError {
     /// The proof's nonce is not the one the server expects.
     #[error("the DPoP proof's nonce is not the expected one")]
     NonceMismatch,
+    /// The request carries no `DPoP` header, though its token is presented with the DPoP
+    /// scheme.
+    #[error("the request has no DPoP proof")]
+    MissingProof,
+    /// The request carries more than one `DPoP` header (RFC 9449 §4.3: exactly one).
+    #[error("the request has more than one DPoP header")]
+    MultipleProofs,
+    /// The proof's `jti` was used before, within the proof's window (a replay).
+    #[error("the DPoP proof was used before")]
+    Replayed,
+    /// The proof was issued before the replay store's memory began (a restart of the process
+    /// or of Redis): whether it was used cannot be told, so it is refused.
+    #[error("the DPoP proof predates the replay store's memory")]
+    ReplayUnknowable,
     /// No JWT crypto backend is available to verify signatures (a build without
     /// `crypto-rust` or `crypto-aws-lc`, and no provider installed).
     #[error("no JWT crypto backend is available to verify DPoP proofs")]
@@ -284,7 +306,42 @@ impl DpopError {
             Self::JktMismatch => "jkt",
             Self::MissingNonce => "missing_nonce",
             Self::NonceMismatch => "nonce",
+            Self::MissingProof => "missing_proof",
+            Self::MultipleProofs => "multiple_proofs",
+            Self::Replayed => "replayed",
+            Self::ReplayUnknowable => "replay_unknowable",
             Self::NoCryptoBackend => "no_crypto_backend",
+        }
+    }
+
+    /// [`code`](Self::code) prefixed with `dpop_`, as a refusal's reason in logs and metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Malformed => "dpop_malformed",
+            Self::CriticalHeader => "dpop_critical_header",
+            Self::WrongType => "dpop_typ",
+            Self::AlgorithmNotAllowed => "dpop_alg",
+            Self::MissingJwk => "dpop_missing_jwk",
+            Self::PrivateKeyInJwk => "dpop_private_jwk",
+            Self::InvalidJwk => "dpop_invalid_jwk",
+            Self::BadSignature => "dpop_signature",
+            Self::MissingClaim { .. } => "dpop_missing_claim",
+            Self::InvalidClaim { .. } => "dpop_invalid_claim",
+            Self::MethodMismatch => "dpop_htm",
+            Self::UriMismatch => "dpop_htu",
+            Self::RequestUri => "dpop_request_uri",
+            Self::IssuedTooLongAgo => "dpop_iat_too_old",
+            Self::IssuedInFuture => "dpop_iat_in_future",
+            Self::MissingAth => "dpop_missing_ath",
+            Self::AthMismatch => "dpop_ath",
+            Self::JktMismatch => "dpop_jkt",
+            Self::MissingNonce => "dpop_missing_nonce",
+            Self::NonceMismatch => "dpop_nonce",
+            Self::MissingProof => "dpop_missing_proof",
+            Self::MultipleProofs => "dpop_multiple_proofs",
+            Self::Replayed => "dpop_replayed",
+            Self::ReplayUnknowable => "dpop_replay_unknowable",
+            Self::NoCryptoBackend => "dpop_no_crypto_backend",
         }
     }
 }
@@ -425,11 +482,16 @@ pub fn verify_proof(
             Some(_) => return Err(DpopError::NonceMismatch),
         }
     }
+    let nonce = match claims.get("nonce") {
+        Some(Value::String(nonce)) => Some(nonce.clone()),
+        _ => None,
+    };
 
     Ok(VerifiedProof {
         jti: jti.clone(),
         iat,
         thumbprint,
+        nonce,
     })
 }
 
@@ -534,32 +596,28 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
+/// A test signer of proofs, shared by this module's tests and the layer's (`enforce/proof.rs`).
 #[cfg(test)]
-mod tests {
-    use std::sync::LazyLock;
-
+pub(crate) mod test_key {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    use jsonwebtoken::Algorithm;
+    use jsonwebtoken::jwk::{Jwk, ThumbprintHash};
     use p256::ecdsa::signature::Signer as _;
     use p256::pkcs8::EncodePrivateKey as _;
-    use proptest::prelude::*;
-    use serde_json::json;
-
-    use super::*;
-
-    const NOW: u64 = 1_800_000_000;
-    const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.an-access-token.sig";
-    const URI: &str = "https://mcp.example.com/mcp";
-    static POST: http::Method = http::Method::POST;
+    use serde_json::{Map, Value};
 
     /// An ES256 key: p256 signs (cheaper than `jsonwebtoken::encode` in debug builds), the
     /// public JWK and its thumbprint go into headers and requests.
-    struct Key {
-        signing: p256::ecdsa::SigningKey,
-        jwk: Map<String, Value>,
-        jkt: String,
+    pub(crate) struct Key {
+        pub signing: p256::ecdsa::SigningKey,
+        pub jwk: Map<String, Value>,
+        pub jkt: String,
     }
 
     impl Key {
-        fn fixed(scalar: u8) -> Self {
+        /// The key whose scalar is `scalar` repeated.
+        pub fn fixed(scalar: u8) -> Self {
             let secret = p256::SecretKey::from_slice(&[scalar; 32]).expect("a P-256 scalar");
             let der = secret.to_pkcs8_der().expect("pkcs8");
             let encoding = jsonwebtoken::EncodingKey::from_ec_der(der.as_bytes());
@@ -576,18 +634,35 @@ mod tests {
         }
 
         /// A compact JWS over these header and claims, signed with this key.
-        fn sign(&self, header: &Map<String, Value>, claims: &Map<String, Value>) -> String {
+        pub fn sign(&self, header: &Map<String, Value>, claims: &Map<String, Value>) -> String {
             let h = URL_SAFE_NO_PAD.encode(serde_json::to_vec(header).expect("header"));
             let p = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).expect("claims"));
             self.sign_segments(&h, &p)
         }
 
-        fn sign_segments(&self, h: &str, p: &str) -> String {
+        /// A compact JWS over these encoded segments.
+        pub fn sign_segments(&self, h: &str, p: &str) -> String {
             let input = format!("{h}.{p}");
             let signature: p256::ecdsa::Signature = self.signing.sign(input.as_bytes());
             format!("{input}.{}", URL_SAFE_NO_PAD.encode(signature.to_bytes()))
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::LazyLock;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::test_key::Key;
+    use super::*;
+
+    const NOW: u64 = 1_800_000_000;
+    const TOKEN: &str = "eyJhbGciOiJFUzI1NiJ9.an-access-token.sig";
+    const URI: &str = "https://mcp.example.com/mcp";
+    static POST: http::Method = http::Method::POST;
 
     static KEY: LazyLock<Key> = LazyLock::new(|| Key::fixed(0x11));
     static OTHER_KEY: LazyLock<Key> = LazyLock::new(|| Key::fixed(0x22));
@@ -1081,12 +1156,19 @@ mod tests {
             DpopError::JktMismatch,
             DpopError::MissingNonce,
             DpopError::NonceMismatch,
+            DpopError::MissingProof,
+            DpopError::MultipleProofs,
+            DpopError::Replayed,
+            DpopError::ReplayUnknowable,
             DpopError::NoCryptoBackend,
         ];
         let mut codes: Vec<&str> = errors.iter().map(DpopError::code).collect();
         codes.sort_unstable();
         codes.dedup();
         assert_eq!(codes.len(), errors.len());
+        for error in &errors {
+            assert_eq!(error.reason(), format!("dpop_{}", error.code()));
+        }
     }
 
     /// One way to break a proof (or its binding), with its parameters.

@@ -34,6 +34,12 @@ pub struct ProtectedResourceMetadata {
     /// RFC 9396 authorization details types this resource understands.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub authorization_details_types_supported: Vec<String>,
+    /// The DPoP proof algorithms accepted (RFC 9728 §2, RFC 9449), when DPoP is enabled.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub dpop_signing_alg_values_supported: Vec<String>,
+    /// `true` when only DPoP-bound tokens are accepted (RFC 9728 §2); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dpop_bound_access_tokens_required: Option<bool>,
 }
 
 impl ProtectedResourceMetadata {

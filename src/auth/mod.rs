@@ -8,6 +8,8 @@ mod bearer;
 pub(crate) mod challenge;
 mod claims;
 pub mod dpop;
+pub(crate) mod dpop_bind;
+mod dpop_nonce;
 #[cfg(feature = "introspection")]
 pub(crate) mod introspection;
 #[cfg(feature = "jwks")]
@@ -17,12 +19,13 @@ pub(crate) mod keys;
 pub(crate) mod metadata;
 mod owner;
 mod principal;
-mod rejection;
+pub(crate) mod rejection;
 pub(crate) mod scope;
 pub(crate) mod token_cache;
 
 pub use bearer::bearer_token;
 pub use challenge::ErrorCode;
+pub use dpop_bind::Dpop;
 #[cfg(feature = "introspection")]
 pub use introspection::Introspection;
 #[cfg(feature = "jwks")]

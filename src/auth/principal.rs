@@ -73,6 +73,8 @@ struct PrincipalData {
     claims: Map<String, Value>,
     expires_at: Option<u64>,
     kind: TokenKind,
+    /// `cnf.jkt`: the thumbprint of the DPoP key the token is bound to (RFC 9449 §6).
+    dpop_jkt: Option<String>,
 }
 
 /// The parts a [`Principal`] is made of; used by the verifiers.
@@ -86,6 +88,7 @@ pub(crate) struct PrincipalParts {
     pub claims: Map<String, Value>,
     pub expires_at: Option<u64>,
     pub kind: TokenKind,
+    pub dpop_jkt: Option<String>,
 }
 
 impl Principal {
@@ -100,6 +103,7 @@ impl Principal {
             claims: parts.claims,
             expires_at: parts.expires_at,
             kind: parts.kind,
+            dpop_jkt: parts.dpop_jkt,
         }))
     }
 
@@ -160,6 +164,13 @@ impl Principal {
     /// How the token was verified.
     pub fn token_kind(&self) -> TokenKind {
         self.0.kind
+    }
+
+    /// The SHA-256 thumbprint of the key the token is bound to (`cnf.jkt`, RFC 9449 §6), if
+    /// it is DPoP-bound. The layer admits such a token only with a valid DPoP proof made with
+    /// that key.
+    pub fn dpop_jkt(&self) -> Option<&str> {
+        self.0.dpop_jkt.as_deref()
     }
 }
 

@@ -8,7 +8,8 @@
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
 
-use super::challenge::{Challenge, ErrorCode};
+use super::challenge::{BEARER, Challenge, DPOP, ErrorCode};
+use super::dpop::DpopError;
 use super::scope::ScopeSet;
 
 /// `Retry-After` of [`AuthError::KeysUnavailable`]: no key set was ever fetched, and the next
@@ -20,6 +21,28 @@ const KEYS_UNAVAILABLE_RETRY_AFTER: &str = "10";
 /// (a failure is not cached), so a retry is worth it as soon as the endpoint may be back; one
 /// introspection call waits at most 5 s by default.
 const INTROSPECTION_UNAVAILABLE_RETRY_AFTER: &str = "5";
+
+/// `Retry-After` of [`AuthError::DpopReplayUnavailable`] when the replay store is unreachable
+/// (it reconnects by itself within seconds).
+const DPOP_REPLAY_UNAVAILABLE_RETRY_AFTER: &str = "2";
+
+/// `Retry-After` of [`AuthError::DpopReplayUnavailable`] when the replay store is full or the
+/// key's quota is used: room comes back as recorded proofs pass their window.
+const DPOP_REPLAY_FULL_RETRY_AFTER: &str = "30";
+
+/// The header that carries a server-chosen DPoP nonce (RFC 9449 §8).
+pub(crate) const DPOP_NONCE: &str = "dpop-nonce";
+
+/// What a refusal says about DPoP when DPoP is enabled: the accepted algorithms, and whether
+/// the caller presented its token with the DPoP scheme (its error challenge is then a `DPoP`
+/// one, RFC 9449 §7.1; otherwise `Bearer`, with a `DPoP algs="…"` challenge beside it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DpopChallenge<'a> {
+    /// The accepted proof algorithms, space-separated.
+    pub algs: &'a str,
+    /// Whether the caller used the DPoP scheme.
+    pub presented: bool,
+}
 
 /// Why a request was malformed (RFC 6750 `invalid_request`, HTTP 400).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -96,6 +119,15 @@ pub enum InvalidToken {
     Inactive,
     /// The token is not a JWT and no introspection endpoint is configured.
     Unverifiable,
+    /// The token is bound (`cnf`) by a confirmation method the layer cannot check (mutual
+    /// TLS, `x5t#S256`).
+    UnsupportedBinding,
+    /// The token is bound to a DPoP key (`cnf.jkt`) and was presented as a bearer token
+    /// (RFC 9449 §7.2): it is accepted only with the DPoP scheme and a proof.
+    DpopBound,
+    /// The token is not DPoP-bound, and it was presented with the DPoP scheme, or the
+    /// resource requires DPoP-bound tokens.
+    NotDpopBound,
 }
 
 impl InvalidToken {
@@ -117,6 +149,9 @@ impl InvalidToken {
             Self::BadClaim => "bad_claim",
             Self::Inactive => "inactive",
             Self::Unverifiable => "unverifiable",
+            Self::UnsupportedBinding => "unsupported_binding",
+            Self::DpopBound => "dpop_bound",
+            Self::NotDpopBound => "not_dpop_bound",
         }
     }
 
@@ -137,6 +172,11 @@ impl InvalidToken {
             Self::BadClaim => "the token has a malformed claim",
             Self::Inactive => "the token is not active",
             Self::Unverifiable => "the token cannot be verified",
+            Self::UnsupportedBinding => "the token is bound by a method this resource cannot check",
+            Self::DpopBound => {
+                "the token is DPoP-bound: present it with the DPoP scheme and a proof"
+            }
+            Self::NotDpopBound => "the token is not DPoP-bound, and this request needs one that is",
         }
     }
 }
@@ -169,20 +209,40 @@ pub enum AuthError {
     /// The introspection endpoint could not be reached or answered nonsense (503).
     #[error("token introspection is unavailable")]
     IntrospectionUnavailable,
+    /// A DPoP proof that is missing, several, or fails a check, replayed included (401
+    /// `invalid_dpop_proof`, RFC 9449 §7.1).
+    #[error("invalid DPoP proof: {}", .0.code())]
+    InvalidDpopProof(DpopError),
+    /// The DPoP proof lacks the server's current nonce (401 `use_dpop_nonce`, RFC 9449 §9);
+    /// the response carries `nonce` in `DPoP-Nonce`.
+    #[error("the DPoP proof must carry the server's nonce")]
+    UseDpopNonce {
+        /// A fresh nonce for the client's next proof.
+        nonce: String,
+    },
+    /// The replay store could not record the proof's `jti` (503): unreachable, full, or the
+    /// key's quota used. The proof is refused, never let through unrecorded.
+    #[error("the DPoP replay store cannot record the proof")]
+    DpopReplayUnavailable {
+        /// Whether the store is full (or the key's quota used) rather than unreachable.
+        full: bool,
+    },
 }
 
 impl AuthError {
     /// The HTTP status of the refusal.
     pub fn status(&self) -> StatusCode {
         match self {
-            Self::MissingCredential | Self::UnsupportedScheme | Self::InvalidToken(_) => {
-                StatusCode::UNAUTHORIZED
-            }
+            Self::MissingCredential
+            | Self::UnsupportedScheme
+            | Self::InvalidToken(_)
+            | Self::InvalidDpopProof(_)
+            | Self::UseDpopNonce { .. } => StatusCode::UNAUTHORIZED,
             Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Self::InsufficientScope { .. } => StatusCode::FORBIDDEN,
-            Self::KeysUnavailable | Self::IntrospectionUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            Self::KeysUnavailable
+            | Self::IntrospectionUnavailable
+            | Self::DpopReplayUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -193,7 +253,11 @@ impl AuthError {
             Self::InvalidRequest(_) => Some(ErrorCode::InvalidRequest),
             Self::InvalidToken(_) => Some(ErrorCode::InvalidToken),
             Self::InsufficientScope { .. } => Some(ErrorCode::InsufficientScope),
-            Self::KeysUnavailable | Self::IntrospectionUnavailable => None,
+            Self::InvalidDpopProof(_) => Some(ErrorCode::InvalidDpopProof),
+            Self::UseDpopNonce { .. } => Some(ErrorCode::UseDpopNonce),
+            Self::KeysUnavailable
+            | Self::IntrospectionUnavailable
+            | Self::DpopReplayUnavailable { .. } => None,
         }
     }
 
@@ -207,6 +271,9 @@ impl AuthError {
             Self::InsufficientScope { .. } => "insufficient_scope",
             Self::KeysUnavailable => "keys_unavailable",
             Self::IntrospectionUnavailable => "introspection_unavailable",
+            Self::InvalidDpopProof(e) => e.reason(),
+            Self::UseDpopNonce { .. } => "use_dpop_nonce",
+            Self::DpopReplayUnavailable { .. } => "dpop_replay_unavailable",
         }
     }
 
@@ -216,6 +283,10 @@ impl AuthError {
         match self {
             Self::KeysUnavailable => Some(KEYS_UNAVAILABLE_RETRY_AFTER),
             Self::IntrospectionUnavailable => Some(INTROSPECTION_UNAVAILABLE_RETRY_AFTER),
+            Self::DpopReplayUnavailable { full: false } => {
+                Some(DPOP_REPLAY_UNAVAILABLE_RETRY_AFTER)
+            }
+            Self::DpopReplayUnavailable { full: true } => Some(DPOP_REPLAY_FULL_RETRY_AFTER),
             _ => None,
         }
     }
@@ -229,6 +300,11 @@ impl AuthError {
             Self::InsufficientScope { .. } => "the token lacks scopes this resource needs",
             Self::KeysUnavailable => "token verification keys are temporarily unavailable",
             Self::IntrospectionUnavailable => "token introspection is temporarily unavailable",
+            Self::InvalidDpopProof(_) => "the DPoP proof is missing or invalid",
+            Self::UseDpopNonce { .. } => "the DPoP proof must carry the nonce in DPoP-Nonce",
+            Self::DpopReplayUnavailable { .. } => {
+                "DPoP proofs cannot be checked for replay at the moment"
+            }
         }
     }
 
@@ -241,6 +317,23 @@ impl AuthError {
         &self,
         resource_metadata: &str,
         endpoint_scope: &str,
+    ) -> Response<Bytes> {
+        self.to_response_in(resource_metadata, endpoint_scope, None)
+    }
+
+    /// Whether the refusal is about the DPoP proof rather than the token.
+    fn is_dpop_error(&self) -> bool {
+        matches!(self, Self::InvalidDpopProof(_) | Self::UseDpopNonce { .. })
+    }
+
+    /// [`to_response`](Self::to_response), with the `DPoP` challenge beside (or instead of,
+    /// for a DPoP caller's error) the `Bearer` one when DPoP is enabled, and `DPoP-Nonce` on a
+    /// `use_dpop_nonce` refusal.
+    pub(crate) fn to_response_in(
+        &self,
+        resource_metadata: &str,
+        endpoint_scope: &str,
+        dpop: Option<DpopChallenge<'_>>,
     ) -> Response<Bytes> {
         let scope_text;
         let scope = match self {
@@ -276,7 +369,12 @@ impl AuthError {
                 headers.insert(header::RETRY_AFTER, HeaderValue::from_static(seconds));
             }
             None => {
+                // The error goes in the scheme the caller used (RFC 9449 §7.1); the other
+                // scheme's challenge, without an error, says what else is accepted.
+                let dpop_first = dpop.is_some_and(|d| d.presented || self.is_dpop_error());
                 let challenge = Challenge {
+                    scheme: if dpop_first { DPOP } else { BEARER },
+                    algs: dpop.filter(|_| dpop_first).map(|d| d.algs),
                     resource_metadata,
                     scope,
                     error,
@@ -284,6 +382,23 @@ impl AuthError {
                     authorization_remediation: None,
                 };
                 headers.insert(header::WWW_AUTHENTICATE, challenge.to_header_value());
+                if let Some(dpop) = dpop {
+                    let other = Challenge {
+                        scheme: if dpop_first { BEARER } else { DPOP },
+                        algs: (!dpop_first).then_some(dpop.algs),
+                        resource_metadata,
+                        scope,
+                        error: None,
+                        error_description: None,
+                        authorization_remediation: None,
+                    };
+                    headers.append(header::WWW_AUTHENTICATE, other.to_header_value());
+                }
+                if let Self::UseDpopNonce { nonce } = self
+                    && let Ok(value) = HeaderValue::from_str(nonce)
+                {
+                    headers.insert(http::HeaderName::from_static(DPOP_NONCE), value);
+                }
             }
         }
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

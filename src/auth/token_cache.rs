@@ -145,6 +145,7 @@ mod tests {
             claims: Default::default(),
             expires_at,
             kind: TokenKind::Jwt,
+            dpop_jkt: None,
         })
     }
 

@@ -87,6 +87,9 @@ pub(crate) struct DenialContext<'a> {
     pub resource_metadata: &'a str,
     pub endpoint_scopes: &'a ScopeSet,
     pub context_id: &'a str,
+    /// The accepted DPoP proof algorithms, when the caller presented a DPoP-bound token: its
+    /// challenges then use the `DPoP` scheme (RFC 9449 §7.1).
+    pub dpop_algs: Option<&'a str>,
 }
 
 /// A rendered denial and how it was expressed, for the decision log.
@@ -230,7 +233,13 @@ impl DenialContext<'_> {
         let mut required = self.endpoint_scopes.clone();
         required.extend(scopes.iter().cloned());
         let rejection = AuthError::InsufficientScope { required };
-        let mut response = rejection.to_response(self.resource_metadata, "");
+        let dpop = self
+            .dpop_algs
+            .map(|algs| crate::auth::rejection::DpopChallenge {
+                algs,
+                presented: true,
+            });
+        let mut response = rejection.to_response_in(self.resource_metadata, "", dpop);
         if self.error_based() {
             let envelope = Envelope {
                 remediation: RemediationState::Available,
@@ -419,6 +428,12 @@ impl DenialContext<'_> {
     ) -> Response<Bytes> {
         let mut response = json_rpc(self.settings.credential_status, body, true);
         let challenge = Challenge {
+            scheme: if self.dpop_algs.is_some() {
+                crate::auth::challenge::DPOP
+            } else {
+                crate::auth::challenge::BEARER
+            },
+            algs: self.dpop_algs,
             resource_metadata: self.resource_metadata,
             scope: None,
             error: Some(ErrorCode::InsufficientAuthorization),

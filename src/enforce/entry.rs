@@ -40,11 +40,23 @@ pub(crate) enum Identity {
     /// A token to verify, with its cache key. Boxed: it is the rarer case, and it keeps every
     /// request's future small.
     Unverified(Box<(String, TokenDigest)>),
+    /// A token presented with the DPoP scheme: verified unless cached, and its proof checked.
+    Proving(Box<Proving>),
+}
+
+/// What a DPoP presentation carries into the flow.
+pub(crate) struct Proving {
+    pub token: String,
+    pub key: TokenDigest,
+    pub cached: Option<Principal>,
 }
 
 /// Hands the request to the inner service: the principal goes in, the token goes out.
 pub(crate) fn admit(parts: &mut Parts, principal: Principal) {
     parts.headers.remove(header::AUTHORIZATION);
+    if principal.dpop_jkt().is_some() {
+        parts.headers.remove(crate::auth::dpop_bind::DPOP_HEADER);
+    }
     parts.extensions.insert(principal);
 }
 
@@ -75,6 +87,17 @@ pub(crate) async fn after_authentication<S: Inner>(
                 trace::verified(span, verified.as_ref().err().map(|error| error.reason()));
             }
             match verified {
+                Ok(principal) => principal,
+                Err(error) => {
+                    trace::refused(&Span::current(), error.reason());
+                    return Ok(replied(auth_refusal(&settings, &error, &parts)));
+                }
+            }
+        }
+        Identity::Proving(proving) => {
+            let Proving { token, key, cached } = *proving;
+            let proven = super::proof::prove(&settings, &parts, &token, key, cached);
+            match Box::pin(proven).await {
                 Ok(principal) => principal,
                 Err(error) => {
                     trace::refused(&Span::current(), error.reason());

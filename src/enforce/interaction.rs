@@ -326,6 +326,13 @@ impl Round<'_> {
             resource_metadata: &self.settings.resource.metadata_url,
             endpoint_scopes: &self.settings.authenticator.required_scopes,
             context_id,
+            dpop_algs: self
+                .settings
+                .authenticator
+                .dpop
+                .as_ref()
+                .filter(|_| self.principal.dpop_jkt().is_some())
+                .map(|dpop| dpop.algs()),
         }
     }
 

@@ -23,9 +23,10 @@ mod conceal;
 pub(crate) mod entry;
 pub(crate) mod interaction;
 mod limited;
+pub(crate) mod proof;
 pub(crate) mod reply;
 mod router;
 pub(crate) mod routes;
 mod whole;
 
-pub(crate) use entry::{Carries, Identity, admit, after_authentication};
+pub(crate) use entry::{Carries, Identity, Proving, admit, after_authentication};

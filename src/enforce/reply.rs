@@ -11,6 +11,7 @@ use crate::enforce::buffer::close_if_unread;
 /// flow sends goes by this name.
 pub(crate) type Reply = Response<Bytes>;
 use crate::auth::AuthError;
+use crate::auth::rejection::DpopChallenge;
 use crate::continuation::StateError;
 use crate::denial::render::json_rpc;
 use crate::mcp::request::McpRequest;
@@ -40,9 +41,27 @@ pub(crate) fn auth_refusal(
         .observers
         .auth_refused(error.reason(), status);
     let resource = &settings.resource;
-    let mut response = error.to_response(&resource.metadata_url, &resource.endpoint_scope);
+    let dpop = settings
+        .authenticator
+        .dpop
+        .as_ref()
+        .map(|dpop| DpopChallenge {
+            algs: dpop.algs(),
+            presented: presents_dpop(request),
+        });
+    let mut response = error.to_response_in(&resource.metadata_url, &resource.endpoint_scope, dpop);
     close_if_unread(&mut response, request);
     response
+}
+
+/// Whether the request's `Authorization` header uses the DPoP scheme: its refusal is then a
+/// `DPoP` challenge (RFC 9449 §7.1).
+fn presents_dpop(request: &Parts) -> bool {
+    request
+        .headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.as_bytes().get(..5))
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case(b"dpop "))
 }
 
 /// A request the layer refuses itself: one `mcp_gate::request` event, then the JSON-RPC error.

@@ -16,7 +16,7 @@ use crate::enforce::body::GateBody;
 use crate::enforce::bounds::{BoxError, InnerService};
 use crate::enforce::buffer::{close_if_unread, declares_body};
 use crate::enforce::reply::{auth_refusal, bodyless_refusal};
-use crate::enforce::{Carries, Identity, admit, after_authentication};
+use crate::enforce::{Carries, Identity, Proving, admit, after_authentication};
 use crate::mcp::era::SESSION_HEADER;
 use crate::settings::Settings;
 use crate::telemetry::trace;
@@ -188,6 +188,11 @@ impl<S> GateService<S> {
             FirstStep::Verify { token, key } => {
                 Identity::Unverified(Box::new((token.to_owned(), key)))
             }
+            FirstStep::Prove { token, key, cached } => Identity::Proving(Box::new(Proving {
+                token: token.to_owned(),
+                key,
+                cached,
+            })),
         };
         // The readied clone; a caller that skipped `poll_ready` gets one that was not readied,
         // and the inner service's own answer to that.

@@ -243,6 +243,7 @@ mod tests {
             claims: Default::default(),
             expires_at: None,
             kind: TokenKind::Jwt,
+            dpop_jkt: None,
         });
         let protocol = ProtocolContext {
             era: Era::Legacy,

@@ -3,6 +3,7 @@
 
 pub mod clients;
 pub mod confirm;
+pub mod dpop;
 pub mod fixtures;
 pub mod modern;
 pub mod normalize;

@@ -108,6 +108,25 @@ impl AuthServer {
         scope: Option<&str>,
         resource: Option<&str>,
     ) -> String {
+        let response = self
+            .token_response(client, secret, scope, resource, None)
+            .await;
+        response["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access_token in {response}"))
+            .to_owned()
+    }
+
+    /// The token endpoint's answer to a `client_credentials` request, with a `DPoP` proof
+    /// header when `dpop` is given (the token is then bound to the proof's key).
+    pub async fn token_response(
+        &self,
+        client: &str,
+        secret: &str,
+        scope: Option<&str>,
+        resource: Option<&str>,
+        dpop: Option<&str>,
+    ) -> Value {
         let mut form: Vec<(&str, &str)> = vec![("grant_type", "client_credentials")];
         if let Some(scope) = scope {
             form.push(("scope", scope));
@@ -125,18 +144,17 @@ impl AuthServer {
         if !post {
             request = request.basic_auth(client, Some(secret));
         }
-        let response: Value = request
+        if let Some(proof) = dpop {
+            request = request.header("dpop", proof);
+        }
+        request
             .form(&form)
             .send()
             .await
             .expect("token request")
             .json()
             .await
-            .expect("token response JSON");
-        response["access_token"]
-            .as_str()
-            .unwrap_or_else(|| panic!("no access_token in {response}"))
-            .to_owned()
+            .expect("token response JSON")
     }
 
     /// A token of [`CLIENT`] for `resource` holding `scope`.

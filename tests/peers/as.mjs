@@ -24,6 +24,10 @@ const SCOPES = (env.AS_SCOPES ?? 'mcp:read mcp:write mcp:admin').split(/\s+/).fi
 const KEYS_FILE = env.AS_KEYS_FILE;
 const DEFAULT_RESOURCE = env.AS_DEFAULT_RESOURCE || undefined;
 const STRICT_AUTH = env.AS_LAX_CLIENT_AUTH !== '1';
+// AS_DPOP=1: DPoP (RFC 9449) on, explicitly, with ES256 proofs: a token request that carries a
+// `DPoP` proof gets a DPoP-bound token (`cnf.jkt` in the JWT and in introspection). Without it
+// the provider's own default applies, as before.
+const DPOP = env.AS_DPOP === '1';
 
 if (!['ES256', 'RS256'].includes(ALG)) {
   console.error(`as.mjs: AS_ALG must be ES256 or RS256, got ${ALG}`);
@@ -132,7 +136,9 @@ const provider = new Provider(issuer, {
   // Every token carries the client as its subject (the JWT format already does; this adds it to
   // introspection responses of opaque tokens too).
   extraTokenClaims: async (_ctx, token) => (token.kind === 'ClientCredentials' ? { sub: token.clientId } : undefined),
+  ...(DPOP ? { enabledJWA: { dPoPSigningAlgValues: ['ES256'] } } : {}),
   features: {
+    ...(DPOP ? { dPoP: { enabled: true } } : {}),
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
     introspection: {

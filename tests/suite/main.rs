@@ -21,6 +21,7 @@ mod compose;
 mod decision_events;
 mod default_deny;
 mod discovery;
+mod dpop;
 mod fail_closed;
 mod get_stream;
 mod golden;
