@@ -426,3 +426,104 @@ async fn an_introspected_token_is_bound_through_cnf() {
         200
     );
 }
+
+#[test]
+fn dpop_options_are_checked_at_build() {
+    use jsonwebtoken::Algorithm;
+    use mcp_gate::ConfigError;
+
+    let refusal = |configure: fn(GateBuilder) -> GateBuilder| {
+        let builder = Gate::builder()
+            .resource("https://mcp.example.com/mcp")
+            .issuer("https://auth.example.com")
+            .evaluate(allow_all());
+        configure(builder).build().err()
+    };
+    assert!(refusal(|b| b.dpop(Dpop::new())).is_none());
+    assert!(matches!(
+        refusal(|b| b.dpop(Dpop::new().algorithms([]))),
+        Some(ConfigError::DpopAlgorithm(given)) if given == "none given"
+    ));
+    assert!(matches!(
+        refusal(|b| b.dpop(Dpop::new().algorithms([Algorithm::ES256, Algorithm::HS256]))),
+        Some(ConfigError::DpopAlgorithm(given)) if given == "HS256"
+    ));
+    assert!(matches!(
+        refusal(|b| b.dpop(Dpop::new().nonce(vec![1; 31], Duration::from_secs(60)))),
+        Some(ConfigError::DpopNonceKey { len: 31 })
+    ));
+    assert!(matches!(
+        refusal(|b| b.reusable_state().dpop(Dpop::new())),
+        Some(ConfigError::DpopWithoutReplayStore)
+    ));
+    for configure in [
+        (|b: GateBuilder| b.dpop(Dpop::new().nonce(vec![1; 32], Duration::ZERO)))
+            as fn(GateBuilder) -> GateBuilder,
+        |b| b.dpop(Dpop::new().nonce(vec![1; 32], Duration::from_secs(3601))),
+        |b| b.dpop(Dpop::new().iat_window(Duration::ZERO, Duration::ZERO)),
+        |b| b.dpop(Dpop::new().iat_window(Duration::from_secs(301), Duration::ZERO)),
+        |b| b.dpop(Dpop::new().iat_window(Duration::from_secs(60), Duration::from_secs(61))),
+    ] {
+        assert!(
+            matches!(refusal(configure), Some(ConfigError::InvalidOption { .. })),
+            "{:?}",
+            refusal(configure)
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_policys_step_up_and_credential_challenges_to_a_dpop_client_are_dpop_challenges() {
+    let auth = AuthServer::start(&[("AS_DPOP", "1")]).await;
+    let issuer = auth.issuer.clone();
+    let server = GatedServer::start_demo(move |builder| {
+        builder
+            .issuer(issuer.as_str())
+            .required_scopes(["mcp:read"])
+            .dpop(Dpop::new())
+    })
+    .await;
+    let prover = Prover::new();
+    let (token, _) = prover.bound_token(&auth, "mcp:read", &server.url).await;
+    let call = |tool: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": tool, "arguments": arguments}})
+        .to_string()
+    };
+    // The demo policy's scope step-up (`admin_report` needs `mcp:admin`).
+    let proof = prover.proof("POST", &server.url, &token);
+    let body = call("admin_report", json!({}));
+    let reply = dpop_post(&server, &token, &[&proof], &body).await;
+    assert_eq!(reply.status, 403, "{reply:?}");
+    let challenge = challenges(&reply);
+    assert!(
+        challenge.starts_with("DPoP error=\"insufficient_scope\""),
+        "{challenge}"
+    );
+    assert!(challenge.contains("mcp:admin"), "{challenge}");
+    // Its credential remedy (`transfer` needs payment details).
+    let proof = prover.proof("POST", &server.url, &token);
+    let arguments = json!({"amount": "40.00", "currency": "EUR", "iban": "DE00TEST"});
+    let reply = dpop_post(&server, &token, &[&proof], &call("transfer", arguments)).await;
+    assert_eq!(reply.status, 401, "{reply:?}");
+    let challenge = challenges(&reply);
+    assert!(
+        challenge.starts_with("DPoP error=\"insufficient_authorization\""),
+        "{challenge}"
+    );
+    assert!(
+        challenge.contains("authorization_remediation=\""),
+        "{challenge}"
+    );
+    assert!(challenge.contains("algs=\""), "{challenge}");
+    // A bearer client of the same gate still gets Bearer challenges.
+    let unbound = auth.client_token("mcp:read", &server.url).await;
+    let reply = server
+        .post(Some(&unbound), &[], &call("admin_report", json!({})))
+        .await;
+    assert_eq!(reply.status, 403, "{reply:?}");
+    assert!(
+        challenges(&reply).starts_with("Bearer error=\"insufficient_scope\""),
+        "{reply:?}"
+    );
+}
