@@ -266,12 +266,15 @@ async fn main() {
         } else {
             4_000
         };
+        // The gate (and its replay store's memory) first: a proof issued before the store
+        // began would be refused as unknowable.
+        let app = router(Some(&gate_with(keys, false, true)));
         let proofs = dpop_proofs(&proof_key, &bound, needed);
         let auth = Auth {
             authorization: format!("DPoP {bound}"),
             proofs: Some(std::cell::RefCell::new(proofs.into_iter())),
         };
-        (router(Some(&gate_with(keys, false, true))), auth)
+        (app, auth)
     });
     let runs_dpop = |name: &str| runs(name) && dpop.is_some();
     let (mut a, mut b, mut d, mut e) = (vec![0.0], vec![0.0], vec![0.0], vec![0.0]);
