@@ -21,7 +21,7 @@ use crate::enforce::interaction::{self, Elicited, answered, forwarded_body};
 use crate::enforce::limited::{limit_store_refusal, limited_answer};
 use crate::enforce::reply::{Reply, internal_error};
 use crate::enforce::routes::discover::{self, side_request};
-use crate::enforce::routes::tasks;
+use crate::enforce::routes::{listen, tasks};
 use crate::enforce::whole::{self, Carry};
 use crate::judge::{
     Case, DecisionKind, Express, Judged, Refusal, RemedyKind, RequestId, Ruling, Said,
@@ -47,7 +47,8 @@ pub(crate) async fn guard<S: Inner>(
     if call.request.method == "subscriptions/listen" {
         let listen = judge_listen(&call, continuation.as_deref());
         return Ok(match Box::pin(listen).await {
-            None => call.forward(),
+            // Boxed: only listens pay for it.
+            None => Box::pin(task_listen(call)).await,
             Some(reply) => Routed::reply(reply),
         });
     }
@@ -88,6 +89,24 @@ pub(crate) async fn guard<S: Inner>(
     )
     .await;
     act(call, inner, action, continuation).await
+}
+
+/// An allowed listen: the layer's own when it asks only for the layer's task notifications
+/// (and they are on), otherwise forwarded.
+async fn task_listen<B>(call: Call<'_>) -> Routed<B> {
+    let Some(listeners) = &call.settings.tasks.notifications else {
+        return call.forward();
+    };
+    match listen::asked(&call.request) {
+        listen::Asked::Forward => call.forward(),
+        listen::Asked::Tasks(ids) => Box::pin(listen::serve(&call, listeners, ids)).await,
+        listen::Asked::Malformed(why) => {
+            let error = crate::mcp::ProtocolError::invalid_params(why);
+            Routed::reply(crate::enforce::reply::refusal(
+                &error.with_id(Some(&call.request.id)),
+            ))
+        }
+    }
 }
 
 /// The called tool's annotations, as listed. A process that has not seen the tool listed
