@@ -164,3 +164,51 @@ fn too_many(request: &McpRequest, refused: Refused) -> Reply {
         .with_id(Some(&request.id));
     refusal_retry_after(&error, "30")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::request::{Message, classify};
+
+    fn asking(notifications: Value) -> Asked {
+        let body = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
+            "params": {"notifications": notifications},
+        });
+        match classify(body.to_string().as_bytes()) {
+            Ok(Message::Request(request)) => asked(&request),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_listens_for_nothing_but_the_layers_tasks_are_the_layers() {
+        let ours = TaskId::generate().unwrap();
+        let id = ours.as_str();
+        assert_eq!(
+            asking(serde_json::json!({"taskIds": [id, id], "toolsListChanged": false})),
+            Asked::Tasks(vec![ours.clone()])
+        );
+        assert_eq!(
+            asking(serde_json::json!({"taskIds": [], "resourceSubscriptions": []})),
+            Asked::Tasks(Vec::new())
+        );
+        for forwarded in [
+            serde_json::json!({}),
+            serde_json::json!({"toolsListChanged": true}),
+            serde_json::json!({"taskIds": [id], "toolsListChanged": true}),
+            serde_json::json!({"taskIds": [id], "resourceSubscriptions": ["file:///a"]}),
+            serde_json::json!({"taskIds": [id, "the-inner-servers-task"]}),
+        ] {
+            assert_eq!(asking(forwarded.clone()), Asked::Forward, "{forwarded}");
+        }
+        let too_many: Vec<&str> = vec![id; MAX_TASK_IDS + 1];
+        for malformed in [
+            serde_json::json!({"taskIds": id}),
+            serde_json::json!({"taskIds": [1]}),
+            serde_json::json!({"taskIds": too_many}),
+        ] {
+            assert!(matches!(asking(malformed), Asked::Malformed(_)));
+        }
+    }
+}

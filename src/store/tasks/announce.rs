@@ -144,7 +144,8 @@ mod tests {
         let record = sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000);
         let id = record.id.clone();
         store.create(record).await.unwrap();
-        let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved);
+        let approve = TaskChange::new(TaskStatus::Working, TaskStatus::Approved)
+            .decision(crate::store::tasks::TaskDecision::Approved { by: "ops".into() });
         assert!(
             store
                 .transition(&id, approve.clone())
