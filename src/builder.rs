@@ -1004,16 +1004,15 @@ impl GateBuilder {
         if self.tasks_per_owner == 0 || self.max_held_call_bytes == 0 {
             return invalid("tasks_per_owner / max_held_call_bytes", "must be positive");
         }
-        if let Some(notifications) = &self.task_notifications {
-            if notifications.per_owner == 0
+        if let Some(notifications) = &self.task_notifications
+            && (notifications.per_owner == 0
                 || notifications.queue == 0
-                || notifications.most < notifications.per_owner
-            {
-                return invalid(
-                    "task_notifications",
-                    "listens per owner and the queue at least 1, the most listens at least those per owner",
-                );
-            }
+                || notifications.most < notifications.per_owner)
+        {
+            return invalid(
+                "task_notifications",
+                "listens per owner and the queue at least 1, the most listens at least those per owner",
+            );
         }
         if self.inner_read_timeout.is_zero() {
             return invalid("inner_read_timeout", "must be positive");

@@ -105,11 +105,13 @@ impl Listeners {
         let dropped = Arc::new(AtomicU64::new(0));
         let mut state = self.state();
         if state.live >= self.most {
+            crate::measure::task_notification("listen_refused");
             return Err(Refused::Full(self.most));
         }
         let id = state.next;
         let slots = state.owners.entry(owner.clone()).or_default();
         if slots.len() >= self.per_owner {
+            crate::measure::task_notification("listen_refused");
             return Err(Refused::Owner(self.per_owner));
         }
         slots.push(Slot {
@@ -121,6 +123,7 @@ impl Listeners {
         state.next += 1;
         state.live += 1;
         drop(state);
+        crate::measure::task_notification("listen_opened");
         Ok(Listening {
             receiver,
             dropped,
@@ -166,9 +169,15 @@ impl TaskListener for Listeners {
             return;
         };
         for slot in slots.iter().filter(|slot| slot.tasks.contains(&record.id)) {
-            if let Err(TrySendError::Full(_)) = slot.sender.try_send(Arc::clone(&record)) {
-                slot.dropped.fetch_add(1, Ordering::Relaxed);
-                self.dropped.fetch_add(1, Ordering::Relaxed);
+            match slot.sender.try_send(Arc::clone(&record)) {
+                Ok(()) => crate::measure::task_notification("sent"),
+                Err(TrySendError::Full(_)) => {
+                    slot.dropped.fetch_add(1, Ordering::Relaxed);
+                    self.dropped.fetch_add(1, Ordering::Relaxed);
+                    crate::measure::task_notification("dropped");
+                }
+                // The stream ended; its place is being given back.
+                Err(TrySendError::Closed(_)) => {}
             }
         }
     }

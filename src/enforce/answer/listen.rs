@@ -44,13 +44,14 @@ pub(crate) struct ListenStream {
 
 impl ListenStream {
     /// The stream of `accepted` (the tasks as read after the listen was registered), for the
-    /// listen `subscription`.
+    /// listen `subscription`, closed at the latest when its token expires
+    /// (`token_expiry_ms`): a stream never outlives the credential that opened it.
     pub(crate) fn new(
         listening: Listening,
         subscription: Value,
         accepted: Vec<TaskRecord>,
         revision: Revision,
-        now_ms: u64,
+        (now_ms, token_expiry_ms): (u64, Option<u64>),
     ) -> Self {
         let ids: Vec<&str> = accepted.iter().map(|r| r.id.as_str()).collect();
         let acknowledged = json!({
@@ -71,7 +72,8 @@ impl ListenStream {
             open += usize::from(!record.status.is_terminal());
             last_expiry = last_expiry.max(record.expires_at());
         }
-        let wait = Duration::from_millis(last_expiry.saturating_sub(now_ms));
+        let until = token_expiry_ms.map_or(last_expiry, |token| token.min(last_expiry));
+        let wait = Duration::from_millis(until.saturating_sub(now_ms));
         Self {
             pending,
             listening,
@@ -211,7 +213,7 @@ mod tests {
             json!("listen-1"),
             vec![record.clone()],
             Revision::current(),
-            now,
+            (now, None),
         );
         for status in [
             TaskStatus::Approved,
@@ -252,13 +254,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_expired_token_closes_the_stream_after_the_snapshots() {
+        let listeners = Arc::new(Listeners::new(4, 16, 8));
+        let record = sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000);
+        let listening = listeners
+            .register(record.owner.clone(), vec![record.id.clone()])
+            .unwrap();
+        let now = record.created_at;
+        let until = (now, Some(now - 1));
+        let stream = ListenStream::new(
+            listening,
+            json!(1),
+            vec![record],
+            Revision::current(),
+            until,
+        );
+        let mut stream = stream;
+        let mut messages = Vec::new();
+        while let Some(frame) = poll_fn(|cx| stream.poll_frame(cx)).await {
+            messages.push(message(&frame));
+        }
+        let methods: Vec<&Value> = messages.iter().map(|m| &m["method"]).collect();
+        let expected = [
+            json!("notifications/subscriptions/acknowledged"),
+            json!("notifications/tasks"),
+            Value::Null,
+        ];
+        assert_eq!(methods, expected.iter().collect::<Vec<_>>());
+        assert_eq!(messages[2]["id"], 1);
+    }
+
+    #[tokio::test]
     async fn nothing_accepted_is_acknowledged_empty_and_closed() {
         let listeners = Arc::new(Listeners::new(4, 16, 8));
         let record = sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000);
         let listening = listeners
             .register(record.owner.clone(), Vec::new())
             .unwrap();
-        let mut stream = ListenStream::new(listening, json!(7), Vec::new(), Revision::current(), 0);
+        let mut stream = ListenStream::new(
+            listening,
+            json!(7),
+            Vec::new(),
+            Revision::current(),
+            (0, None),
+        );
         let mut messages = Vec::new();
         while let Some(frame) = poll_fn(|cx| stream.poll_frame(cx)).await {
             messages.push(message(&frame));

@@ -112,7 +112,12 @@ pub(crate) async fn serve<B>(
         request.id.clone(),
         accepted,
         call.settings.denial.revision,
-        crate::clock::now_ms(),
+        (
+            crate::clock::now_ms(),
+            call.principal
+                .expires_at()
+                .map(|exp| exp.saturating_mul(1000)),
+        ),
     );
     let mut response = Response::new(GateBody::listen(stream));
     let headers = response.headers_mut();
