@@ -181,15 +181,20 @@ async fn the_owner_hears_each_transition_on_the_other_replica_and_a_stranger_non
     let owned = hold(&a, &owner).await;
     let theirs = hold(&b, &stranger).await;
 
-    // The owner listens on B; the stranger on A, naming the owner's task as well as its own.
+    // The owner listens on B; the stranger on both, naming the owner's task as well as its own.
     let mut listening = Listener::start(&b, &owner, &[&owned]);
-    let mut other = Listener::start(&a, &stranger, &[&owned, &theirs]);
+    let mut others = [
+        Listener::start(&a, &stranger, &[&owned, &theirs]),
+        Listener::start(&b, &stranger, &[&owned, &theirs]),
+    ];
     assert_eq!(listening.next().await["ack"], json!({"taskIds": [owned]}));
-    assert_eq!(other.next().await["ack"], json!({"taskIds": [theirs]}));
+    for other in &mut others {
+        assert_eq!(other.next().await["ack"], json!({"taskIds": [theirs]}));
+        assert_eq!(task(&other.next().await)["taskId"], theirs.as_str());
+    }
     let first = listening.next().await;
     assert_eq!(task(&first)["taskId"], owned.as_str());
     assert_eq!(task(&first)["status"], "working");
-    assert_eq!(task(&other.next().await)["taskId"], theirs.as_str());
 
     // Approved on A: heard on B. The owner's poll on A runs the call: running, then done.
     a.gate
@@ -226,16 +231,18 @@ async fn the_owner_hears_each_transition_on_the_other_replica_and_a_stranger_non
     assert_eq!(rest[0]["closed"]["resultType"], "complete");
 
     // Every transition of the owner's task was published before this cancel (Redis runs one
-    // command at a time): when the stranger's stream has closed on it, it has heard
-    // everything it ever could, and none of it was the owner's.
+    // command at a time): when a stranger's stream has closed on it, it has heard everything
+    // it ever could, and none of it was the owner's.
     let cancel = task_request(&b, &stranger, "tasks/cancel", &theirs).await;
     assert!(cancel.body.get("result").is_some(), "{cancel:?}");
-    let (rest, closed) = other.rest().await;
-    assert!(closed, "{rest:?}");
-    let notes: Vec<&Value> = rest.iter().filter_map(|l| l.get("task")).collect();
-    assert_eq!(notes.len(), 1, "{rest:?}");
-    assert_eq!(notes[0]["taskId"], theirs.as_str());
-    assert_eq!(notes[0]["status"], "cancelled");
+    for other in others {
+        let (rest, closed) = other.rest().await;
+        assert!(closed, "{rest:?}");
+        let notes: Vec<&Value> = rest.iter().filter_map(|l| l.get("task")).collect();
+        assert_eq!(notes.len(), 1, "{rest:?}");
+        assert_eq!(notes[0]["taskId"], theirs.as_str());
+        assert_eq!(notes[0]["status"], "cancelled");
+    }
 }
 
 #[tokio::test]
