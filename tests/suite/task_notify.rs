@@ -296,3 +296,29 @@ async fn listens_per_owner_are_bounded_and_need_the_tasks_extension() {
         assert_eq!(statuses, ["working", "cancelled"], "{lines:?}");
     }
 }
+
+#[tokio::test]
+async fn in_one_process_with_the_memory_store_the_owner_hears_its_cancel() {
+    let auth = AuthServer::start(&[]).await;
+    let issuer = auth.issuer.clone();
+    let configure = move |resource: &str| -> GateBuilder {
+        demo_gate(resource)
+            .development_mode()
+            .issuer(issuer.as_str())
+            .required_scopes(["mcp:read"])
+            .task_notifications(TaskNotifications::in_process())
+    };
+    let mcp = Router::new().nest_service("/mcp", mcp_service_counting(DeployCount::default()));
+    let server = GatedServer::start_with(configure, mcp).await;
+    let owner = auth.client_token("mcp:read", &server.url).await;
+    let id = hold(&server, &owner).await;
+    let mut listening = Listener::start(&server, &owner, &[&id]);
+    assert_eq!(listening.next().await["ack"], json!({"taskIds": [id]}));
+    assert_eq!(task(&listening.next().await)["status"], "working");
+    let cancel = task_request(&server, &owner, "tasks/cancel", &id).await;
+    assert!(cancel.body.get("result").is_some(), "{cancel:?}");
+    let (rest, closed) = listening.rest().await;
+    assert!(closed, "{rest:?}");
+    assert_eq!(task(&rest[0])["status"], "cancelled");
+    assert_eq!(rest[1]["closed"]["resultType"], "complete");
+}
