@@ -20,7 +20,7 @@ use common::peers::{AuthServer, GatedServer, Reply, SECRET, ensure_peers, peers_
 use common::redis_server::RedisServer;
 use common::tools::{DeployCount, mcp_service_counting};
 use mcp_gate::GateBuilder;
-use mcp_gate::tasks::{RedisTaskFeed, TaskNotifications};
+use mcp_gate::tasks::{RedisTaskFeed, TaskNotifications, TaskStore};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdout, Command};
@@ -41,20 +41,32 @@ async fn replica(
         .expect("the feed subscribes");
     let notifications = TaskNotifications::through(Arc::new(feed)).listens_per_owner(per_owner);
     let store = redis.store(namespace).await;
-    let issuer = auth.issuer.clone();
-    let configure = move |resource: &str| -> GateBuilder {
-        demo_gate(resource)
-            .development_mode()
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
-            .task_store(store)
-            .task_poll_interval(Duration::from_millis(50))
-            .task_notifications(notifications)
-    };
+    let configure = deployment(auth.issuer.clone(), Some(store), notifications);
     let mcp = Router::new().nest_service("/mcp", mcp_service_counting(DeployCount::default()));
     match resource {
         Some(resource) => GatedServer::start_replica(resource, configure, mcp).await,
         None => GatedServer::start_with(configure, mcp).await,
+    }
+}
+
+/// The example deployment trusting `issuer`, holding deploys for approval in `store` (the
+/// memory store if none), with `notifications`.
+fn deployment(
+    issuer: String,
+    store: Option<Arc<dyn TaskStore>>,
+    notifications: TaskNotifications,
+) -> impl FnOnce(&str) -> GateBuilder {
+    move |resource: &str| {
+        let gate = demo_gate(resource)
+            .development_mode()
+            .issuer(issuer.as_str())
+            .required_scopes(["mcp:read"])
+            .task_poll_interval(Duration::from_millis(50))
+            .task_notifications(notifications);
+        match store {
+            Some(store) => gate.task_store(store),
+            None => gate,
+        }
     }
 }
 
@@ -300,14 +312,7 @@ async fn listens_per_owner_are_bounded_and_need_the_tasks_extension() {
 #[tokio::test]
 async fn in_one_process_with_the_memory_store_the_owner_hears_its_cancel() {
     let auth = AuthServer::start(&[]).await;
-    let issuer = auth.issuer.clone();
-    let configure = move |resource: &str| -> GateBuilder {
-        demo_gate(resource)
-            .development_mode()
-            .issuer(issuer.as_str())
-            .required_scopes(["mcp:read"])
-            .task_notifications(TaskNotifications::in_process())
-    };
+    let configure = deployment(auth.issuer.clone(), None, TaskNotifications::in_process());
     let mcp = Router::new().nest_service("/mcp", mcp_service_counting(DeployCount::default()));
     let server = GatedServer::start_with(configure, mcp).await;
     let owner = auth.client_token("mcp:read", &server.url).await;
