@@ -265,6 +265,8 @@ pub struct GateBuilder {
     task_ttl: Duration,
     task_poll_interval: Duration,
     task_start: Option<TaskStartSlot>,
+    // Task notifications (notifications/tasks over subscriptions/listen).
+    task_notifications: Option<crate::tasks::TaskNotifications>,
     #[cfg(feature = "jwks")]
     key_refresh: crate::auth::jwks::KeyRefresh,
     #[cfg(feature = "jwks")]
@@ -331,6 +333,7 @@ impl Default for GateBuilder {
             task_ttl: Duration::from_secs(86_400),
             task_poll_interval: Duration::from_secs(5),
             task_start: None,
+            task_notifications: None,
             #[cfg(feature = "jwks")]
             key_refresh: Default::default(),
             #[cfg(feature = "jwks")]
@@ -833,6 +836,15 @@ impl GateBuilder {
         self
     }
 
+    /// Tells the owners of held tasks of each transition, as `notifications/tasks` on the
+    /// `subscriptions/listen` streams that name the tasks (`docs/tasks.md`). Off by default:
+    /// a listen is then forwarded as it came. With a shared task store, give every replica a
+    /// feed they share (`TaskNotifications::through(RedisTaskFeed)`).
+    pub fn task_notifications(mut self, notifications: crate::tasks::TaskNotifications) -> Self {
+        self.task_notifications = Some(notifications);
+        self
+    }
+
     /// Called once for each task created, before its owner is answered: notify an approver,
     /// open a ticket. A hook that fails, panics or runs past the evaluate timeout fails the
     /// task, and the owner gets an internal error.
@@ -1005,6 +1017,16 @@ impl GateBuilder {
         }
         if self.tasks_per_owner == 0 || self.max_held_call_bytes == 0 {
             return invalid("tasks_per_owner / max_held_call_bytes", "must be positive");
+        }
+        if let Some(notifications) = &self.task_notifications
+            && (notifications.per_owner == 0
+                || notifications.queue == 0
+                || notifications.most < notifications.per_owner)
+        {
+            return invalid(
+                "task_notifications",
+                "listens per owner and the queue at least 1, the most listens at least those per owner",
+            );
         }
         if self.inner_read_timeout.is_zero() {
             return invalid("inner_read_timeout", "must be positive");
@@ -1301,19 +1323,45 @@ impl GateBuilder {
     }
 
     fn task_settings(&self) -> TaskSettings {
+        let store = crate::telemetry::measured_tasks(
+            self.task_store
+                .0
+                .clone()
+                .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
+        );
+        let (store, notifications) = self.task_notifications_settings(store);
         TaskSettings {
-            store: crate::telemetry::measured_tasks(
-                self.task_store
-                    .0
-                    .clone()
-                    .unwrap_or_else(|| Arc::new(MemoryTaskStore::default())),
-            ),
+            store,
+            notifications,
             ttl_ms: duration_ms(self.task_ttl),
             poll_interval_ms: duration_ms(self.task_poll_interval),
             start: self.task_start.clone().map(|slot| slot.0),
             per_owner: usize::try_from(self.tasks_per_owner).unwrap_or(usize::MAX),
             max_call_bytes: self.max_held_call_bytes,
         }
+    }
+
+    /// With task notifications: the store publishing its transitions, and the listens that
+    /// hear them. Without: the store as it is, and none.
+    fn task_notifications_settings(
+        &self,
+        store: Arc<dyn TaskStore>,
+    ) -> (
+        Arc<dyn TaskStore>,
+        Option<Arc<crate::tasks::listeners::Listeners>>,
+    ) {
+        let Some(notifications) = &self.task_notifications else {
+            return (store, None);
+        };
+        let listeners = Arc::new(crate::tasks::listeners::Listeners::new(
+            notifications.per_owner,
+            notifications.most,
+            notifications.queue,
+        ));
+        notifications.feed.deliver_to(listeners.clone());
+        let feed = Arc::clone(&notifications.feed);
+        let store = Arc::new(crate::store::tasks::Announcing::new(store, feed));
+        (store, Some(listeners))
     }
 
     /// Where plain `http` URLs are accepted in configuration.

@@ -74,6 +74,16 @@ impl Gate {
             .with_revision(self.inner.denial.revision)
     }
 
+    /// Task notifications dropped in this process because a listen's reader was slower than
+    /// its queue (0 when task notifications are off).
+    pub fn task_notifications_dropped(&self) -> u64 {
+        self.inner
+            .tasks
+            .notifications
+            .as_ref()
+            .map_or(0, |listeners| listeners.dropped())
+    }
+
     /// The canonical resource URI.
     pub fn resource(&self) -> &ResourceUri {
         &self.inner.resource.uri

@@ -197,6 +197,10 @@ mod recipes {
     mod security {
         #![doc = include_str!("../docs/security.md")]
     }
+    #[cfg(feature = "redis")]
+    mod tasks {
+        #![doc = include_str!("../docs/tasks.md")]
+    }
     mod testing {
         #![doc = include_str!("../docs/testing.md")]
     }

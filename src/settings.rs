@@ -142,6 +142,8 @@ pub(crate) struct DiscoverySettings {
 /// How the layer keeps the calls it holds for approval.
 pub(crate) struct TaskSettings {
     pub store: Arc<dyn TaskStore>,
+    /// The open task listens, when task notifications are on.
+    pub notifications: Option<Arc<crate::tasks::listeners::Listeners>>,
     pub ttl_ms: u64,
     pub poll_interval_ms: u64,
     pub start: Option<Arc<dyn TaskStart>>,

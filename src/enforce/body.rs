@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;
 
-use crate::enforce::answer::Watch;
+use crate::enforce::answer::{ListenStream, Watch};
 use crate::limit::InFlight;
 
 pin_project! {
@@ -29,6 +29,8 @@ pin_project! {
         Held { #[pin] body: B, place: Option<InFlight> },
         Reply { data: Option<Bytes> },
         Watched { #[pin] body: B, watch: Box<Watch>, ended: bool },
+        // A task listen's stream, written by the layer (enforce/answer/listen.rs).
+        Listen { stream: Box<ListenStream> },
     }
 }
 
@@ -58,6 +60,15 @@ impl<B> GateBody<B> {
                 body,
                 watch: Box::new(watch),
                 ended: false,
+            },
+        }
+    }
+
+    /// A task listen's stream, written by the layer as its tasks move.
+    pub(crate) fn listen(stream: ListenStream) -> Self {
+        Self {
+            kind: Kind::Listen {
+                stream: Box::new(stream),
             },
         }
     }
@@ -101,6 +112,9 @@ where
                 Poll::Ready(frame)
             }
             KindProj::Reply { data } => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+            KindProj::Listen { stream } => stream
+                .poll_frame(cx)
+                .map(|frame| frame.map(|data| Ok(Frame::data(data)))),
             KindProj::Watched {
                 mut body,
                 watch,
@@ -133,6 +147,7 @@ where
             Kind::Inner { body } | Kind::Held { body, .. } => body.is_end_stream(),
             Kind::Reply { data } => data.is_none(),
             Kind::Watched { body, ended, .. } => *ended || body.is_end_stream(),
+            Kind::Listen { .. } => false,
         }
     }
 
@@ -142,7 +157,7 @@ where
             Kind::Reply { data } => {
                 SizeHint::with_exact(data.as_ref().map_or(0, |d| d.len() as u64))
             }
-            Kind::Watched { .. } => SizeHint::new(),
+            Kind::Watched { .. } | Kind::Listen { .. } => SizeHint::new(),
         }
     }
 }

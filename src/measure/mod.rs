@@ -49,6 +49,8 @@ mod on {
     );
     /// Store operations refused at a bound.
     static QUOTA_REFUSALS: Keys<2> = Keys::new("mcp_gate_quota_refusals_total", ["store", "kind"]);
+    /// Task notifications: listens opened or refused, notifications sent or dropped.
+    static TASK_NOTIFICATIONS: Keys<1> = Keys::new("mcp_gate_task_notifications_total", ["event"]);
 
     /// A token looked up in the verified-token cache.
     pub(crate) fn token_cache(hit: bool) {
@@ -99,6 +101,11 @@ mod on {
     pub(crate) fn policy_reload(ok: bool) {
         let outcome = if ok { "ok" } else { "refused" };
         RELOADS.counter([outcome]).increment(1);
+    }
+
+    /// A task-notification event: `listen_opened`, `listen_refused`, `sent`, `dropped`.
+    pub(crate) fn task_notification(event: &'static str) {
+        TASK_NOTIFICATIONS.counter([event]).increment(1);
     }
 
     /// One store operation: what it was, how it ended, and how long it took.
@@ -158,6 +165,10 @@ mod off {
     )]
     #[inline(always)]
     pub(crate) fn policy_reload(_ok: bool) {}
+
+    /// A task-notification event.
+    #[inline(always)]
+    pub(crate) fn task_notification(_event: &'static str) {}
 }
 
 #[cfg(not(feature = "metrics"))]
@@ -171,4 +182,4 @@ pub(crate) use on::store_operation;
 pub(crate) use points::{jwks_fetch, jwks_lookup};
 #[cfg(feature = "cedar")]
 pub(crate) use points::{policy_in_force, policy_reload};
-pub(crate) use points::{token_cache, token_verified};
+pub(crate) use points::{task_notification, token_cache, token_verified};

@@ -27,3 +27,11 @@ pub use crate::store::tasks::{
 };
 /// The error and future shared by every store, now found at `mcp_gate::store`.
 pub use crate::store::{StoreError, StoreFuture};
+
+// Task notifications (`notifications/tasks` over `subscriptions/listen`).
+pub(crate) mod listeners;
+mod notifications;
+#[cfg(feature = "redis")]
+pub use crate::store::tasks::RedisTaskFeed;
+pub use crate::store::tasks::{LocalFeed, TaskFeed, TaskListener};
+pub use notifications::TaskNotifications;

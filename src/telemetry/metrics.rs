@@ -24,6 +24,7 @@
 //! | `mcp_gate_store_operations_total` | `store` (`sessions`, `replay`, `tasks`), `backend` (`memory`, `redis`, `custom`), `operation`, `outcome` (`ok` or the error's kind) |
 //! | `mcp_gate_store_operation_duration_seconds` (histogram) | `store`, `backend`, `operation` |
 //! | `mcp_gate_quota_refusals_total` | `store`, `kind` (`full`, `owner_quota`, `over_budget`) |
+//! | `mcp_gate_task_notifications_total` | `event` (`listen_opened`, `listen_refused`, `sent`, `dropped`) |
 //! | `mcp_gate_policy_reloads_total` | `outcome` (`ok`, `refused`) |
 //! | `mcp_gate_policy_set_info` (gauge) | `version`: 1 for the set in force, 0 for one replaced |
 

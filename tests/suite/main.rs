@@ -49,6 +49,7 @@ mod sdk_denials;
 mod sdk_error_based;
 mod seam;
 mod seen;
+mod task_notify;
 mod task_store_redis;
 mod tasks;
 mod tasks_redis;

@@ -20,6 +20,7 @@
 //! forwarded) are streamed untouched; `docs/security.md` lists both sets, with the reasons.
 
 mod cache;
+mod listen;
 mod message;
 mod problem;
 mod sse;
@@ -34,6 +35,7 @@ use http_body::Body;
 use serde_json::{Map, Value, json};
 
 pub(crate) use cache::{judged_per_caller, mark_private};
+pub(crate) use listen::ListenStream;
 pub(crate) use problem::Problem;
 pub(crate) use stream::{Watch, watch_get};
 

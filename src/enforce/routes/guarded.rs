@@ -5,6 +5,8 @@
 //! asks the policy, and the [`Invocation`] says the ruling as an [`Action`]; and [`act`]
 //! forwards, replies, or conceals.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,7 +23,7 @@ use crate::enforce::interaction::{self, Elicited, answered, forwarded_body};
 use crate::enforce::limited::{limit_store_refusal, limited_answer};
 use crate::enforce::reply::{Reply, internal_error};
 use crate::enforce::routes::discover::{self, side_request};
-use crate::enforce::routes::tasks;
+use crate::enforce::routes::{listen, tasks};
 use crate::enforce::whole::{self, Carry};
 use crate::judge::{
     Case, DecisionKind, Express, Judged, Refusal, RemedyKind, RequestId, Ruling, Said,
@@ -46,10 +48,11 @@ pub(crate) async fn guard<S: Inner>(
     };
     if call.request.method == "subscriptions/listen" {
         let listen = judge_listen(&call, continuation.as_deref());
-        return Ok(match Box::pin(listen).await {
-            None => call.forward(),
-            Some(reply) => Routed::reply(reply),
-        });
+        if let Some(reply) = Box::pin(listen).await {
+            return Ok(Routed::reply(reply));
+        }
+        // Out of the match: its scrutinee (a whole reply) is not kept across this await.
+        return Ok(task_listen(call).await);
     }
     let answered = continuation
         .as_deref()
@@ -88,6 +91,27 @@ pub(crate) async fn guard<S: Inner>(
     )
     .await;
     act(call, inner, action, continuation).await
+}
+
+/// An allowed listen: the layer's own when it asks only for the layer's task notifications
+/// (and they are on), otherwise forwarded. Boxed here, outside the guarded route's future,
+/// so that only listens pay for it.
+fn task_listen<'a, B: 'a>(call: Call<'a>) -> Pin<Box<impl Future<Output = Routed<B>> + 'a>> {
+    Box::pin(async move {
+        let Some(listeners) = &call.settings.tasks.notifications else {
+            return call.forward();
+        };
+        match listen::asked(&call.request) {
+            listen::Asked::Forward => call.forward(),
+            listen::Asked::Tasks(ids) => listen::serve(&call, listeners, ids).await,
+            listen::Asked::Malformed(why) => {
+                let error = crate::mcp::ProtocolError::invalid_params(why);
+                Routed::reply(crate::enforce::reply::refusal(
+                    &error.with_id(Some(&call.request.id)),
+                ))
+            }
+        }
+    })
 }
 
 /// The called tool's annotations, as listed. A process that has not seen the tool listed

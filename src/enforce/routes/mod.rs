@@ -8,9 +8,12 @@
 //! - [`listing`]: the six listings, each entry judged for this caller.
 //! - [`tasks`]: the calls held for approval: held, answered from the store, run once.
 //! - [`guarded`]: every method the policy guards, judged before anything runs.
+//! - [`listen`]: a judged `subscriptions/listen` for the layer's own tasks, answered by the
+//!   layer (task notifications).
 
 pub(crate) mod discover;
 pub(crate) mod guarded;
 pub(crate) mod initialize;
+pub(crate) mod listen;
 pub(crate) mod listing;
 pub(crate) mod tasks;

@@ -278,17 +278,7 @@ pub(crate) async fn route(
         return TaskRoute::NotOurs;
     }
     if !protocol.capabilities.tasks_extension() {
-        let missing = ProtocolError::new(
-            StatusCode::BAD_REQUEST,
-            MISSING_CAPABILITY,
-            format!(
-                "{} needs the {TASKS_EXTENSION} extension, which this request did not declare",
-                request.method
-            ),
-        )
-        .with_id(Some(&request.id))
-        .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}));
-        return TaskRoute::Reply(refusal(&missing));
+        return TaskRoute::Reply(missing_tasks_extension(request));
     }
     let Some(id) = (match &request.target {
         Target::Task { task_id } => TaskId::parse(task_id),
@@ -320,6 +310,21 @@ pub(crate) async fn route(
             "Method not found",
         )),
     }
+}
+
+/// `-32021`: the request needs the Tasks extension, which it did not declare.
+pub(crate) fn missing_tasks_extension(request: &McpRequest) -> Reply {
+    let missing = ProtocolError::new(
+        StatusCode::BAD_REQUEST,
+        MISSING_CAPABILITY,
+        format!(
+            "{} needs the {TASKS_EXTENSION} extension, which this request did not declare",
+            request.method
+        ),
+    )
+    .with_id(Some(&request.id))
+    .with_data(json!({"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}));
+    refusal(&missing)
 }
 
 /// Cancels a task that has not started running.

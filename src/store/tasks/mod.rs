@@ -58,6 +58,15 @@ mod record;
 #[cfg(feature = "redis")]
 mod redis;
 
+// Task notifications: transitions published as they are recorded.
+mod announce;
+#[cfg(feature = "redis")]
+mod feed;
+pub(crate) use announce::Announcing;
+pub use announce::{LocalFeed, TaskFeed, TaskListener};
+#[cfg(feature = "redis")]
+pub use feed::RedisTaskFeed;
+
 pub use memory::MemoryTaskStore;
 #[cfg(test)]
 pub(crate) use record::sample_record;
