@@ -294,8 +294,15 @@ fn one_proof(headers: &HeaderMap) -> Result<&str, DpopError> {
     if values.next().is_some() {
         return Err(DpopError::MultipleProofs);
     }
+    if value.len() > MAX_PROOF_BYTES {
+        return Err(DpopError::Malformed);
+    }
     value.to_str().map_err(|_| DpopError::Malformed)
 }
+
+/// The longest `DPoP` header read: a proof signed with a 4,096-bit RSA key, whose `jwk` carries
+/// the modulus, is under 2 KiB; anything far longer is refused before it is decoded.
+const MAX_PROOF_BYTES: usize = 8 * 1024;
 
 /// The replay store's key for a proof: fixed-length whatever the client's `jti`, scoped to the
 /// key (two keys may pick the same `jti`), and apart from continuation nonces (`.` is not
@@ -321,4 +328,27 @@ pub(crate) fn admit_bearer(
         return Err(AuthError::InvalidToken(InvalidToken::NotDpopBound));
     }
     Ok(principal)
+}
+
+#[cfg(test)]
+mod tests {
+    use http::{HeaderMap, HeaderValue};
+
+    use super::{DPOP_HEADER, DpopError, MAX_PROOF_BYTES, one_proof};
+
+    fn with_proof(proof: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        if let Ok(value) = HeaderValue::from_str(proof) {
+            headers.insert(DPOP_HEADER, value);
+        }
+        headers
+    }
+
+    #[test]
+    fn a_proof_longer_than_the_bound_is_refused_before_it_is_read() {
+        let at_bound = "a".repeat(MAX_PROOF_BYTES);
+        assert_eq!(one_proof(&with_proof(&at_bound)), Ok(at_bound.as_str()));
+        let over = "a".repeat(MAX_PROOF_BYTES + 1);
+        assert_eq!(one_proof(&with_proof(&over)), Err(DpopError::Malformed));
+    }
 }
