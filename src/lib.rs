@@ -142,6 +142,7 @@ mod measure;
 pub mod policy;
 mod random;
 pub mod readiness;
+pub mod revocation;
 mod resource;
 mod settings;
 pub mod store;

@@ -1,6 +1,7 @@
 //! The authentication pipeline: bearer extraction, the verified-token cache, JWT verification or
 //! introspection, then the endpoint-wide scope check.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, Uri};
@@ -9,6 +10,7 @@ use super::bearer::bearer_token;
 use super::jwt::JwtVerifier;
 use super::principal::Principal;
 use super::rejection::{AuthError, InvalidToken};
+use super::revocation::RevocationCheck;
 use super::scope::{ScopeHierarchy, ScopeSet};
 use super::token_cache::{TokenCache, TokenDigest, digest};
 
@@ -22,6 +24,9 @@ pub(crate) struct Authenticator {
     pub required_scopes: ScopeSet,
     pub hierarchy: ScopeHierarchy,
     pub max_token_bytes: usize,
+    /// The revocation set every verified token is checked against, cached or not; `None`
+    /// when revocation is not configured (nothing is checked, nothing costs).
+    pub revocations: Option<Arc<dyn RevocationCheck>>,
 }
 
 /// What the synchronous first step found.
@@ -47,6 +52,9 @@ impl Authenticator {
             let cached = cache.get(&key);
             crate::measure::token_cache(cached.is_some());
             if let Some(principal) = cached {
+                if let Err(refused) = self.not_revoked(&key, &principal) {
+                    return FirstStep::Decided(Err(refused));
+                }
                 return FirstStep::Decided(self.check_scopes(principal));
             }
         }
@@ -64,6 +72,7 @@ impl Authenticator {
         };
         crate::measure::token_verified(method, outcome, started.elapsed());
         let (principal, max_age) = verified?;
+        self.not_revoked(&key, &principal)?;
         if let Some(cache) = &self.cache {
             cache.insert(key, &principal, max_age);
         }
@@ -97,6 +106,15 @@ impl Authenticator {
                 InvalidToken::Unverifiable
             },
         ))
+    }
+
+    /// The revocation check of a verified token (`docs/revocation.md`): nothing when
+    /// revocation is not configured.
+    fn not_revoked(&self, key: &TokenDigest, principal: &Principal) -> Result<(), AuthError> {
+        match &self.revocations {
+            Some(revocations) => revocations.check(key, principal),
+            None => Ok(()),
+        }
     }
 
     /// Whether `token` goes to JWT verification: three dot-separated parts, and, when

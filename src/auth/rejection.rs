@@ -21,6 +21,10 @@ const KEYS_UNAVAILABLE_RETRY_AFTER: &str = "10";
 /// introspection call waits at most 5 s by default.
 const INTROSPECTION_UNAVAILABLE_RETRY_AFTER: &str = "5";
 
+/// `Retry-After` of [`AuthError::RevocationsUnavailable`]: the feed is reconnected (and its
+/// set reloaded) every second while it is down.
+const REVOCATIONS_UNAVAILABLE_RETRY_AFTER: &str = "1";
+
 /// Why a request was malformed (RFC 6750 `invalid_request`, HTTP 400).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -96,6 +100,8 @@ pub enum InvalidToken {
     Inactive,
     /// The token is not a JWT and no introspection endpoint is configured.
     Unverifiable,
+    /// The token, its `jti`, its subject or its client was revoked (`docs/revocation.md`).
+    Revoked,
 }
 
 impl InvalidToken {
@@ -117,6 +123,7 @@ impl InvalidToken {
             Self::BadClaim => "bad_claim",
             Self::Inactive => "inactive",
             Self::Unverifiable => "unverifiable",
+            Self::Revoked => "revoked",
         }
     }
 
@@ -137,6 +144,7 @@ impl InvalidToken {
             Self::BadClaim => "the token has a malformed claim",
             Self::Inactive => "the token is not active",
             Self::Unverifiable => "the token cannot be verified",
+            Self::Revoked => "the token has been revoked",
         }
     }
 }
@@ -169,6 +177,10 @@ pub enum AuthError {
     /// The introspection endpoint could not be reached or answered nonsense (503).
     #[error("token introspection is unavailable")]
     IntrospectionUnavailable,
+    /// The revocation feed is unreachable, or its last confirmed sync is older than the
+    /// configuration accepts (503; `docs/revocation.md`).
+    #[error("the revocation feed is unavailable")]
+    RevocationsUnavailable,
 }
 
 impl AuthError {
@@ -180,7 +192,9 @@ impl AuthError {
             }
             Self::InvalidRequest(_) => StatusCode::BAD_REQUEST,
             Self::InsufficientScope { .. } => StatusCode::FORBIDDEN,
-            Self::KeysUnavailable | Self::IntrospectionUnavailable => {
+            Self::KeysUnavailable
+            | Self::IntrospectionUnavailable
+            | Self::RevocationsUnavailable => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
         }
@@ -193,7 +207,9 @@ impl AuthError {
             Self::InvalidRequest(_) => Some(ErrorCode::InvalidRequest),
             Self::InvalidToken(_) => Some(ErrorCode::InvalidToken),
             Self::InsufficientScope { .. } => Some(ErrorCode::InsufficientScope),
-            Self::KeysUnavailable | Self::IntrospectionUnavailable => None,
+            Self::KeysUnavailable
+            | Self::IntrospectionUnavailable
+            | Self::RevocationsUnavailable => None,
         }
     }
 
@@ -207,6 +223,7 @@ impl AuthError {
             Self::InsufficientScope { .. } => "insufficient_scope",
             Self::KeysUnavailable => "keys_unavailable",
             Self::IntrospectionUnavailable => "introspection_unavailable",
+            Self::RevocationsUnavailable => "revocations_unavailable",
         }
     }
 
@@ -216,6 +233,7 @@ impl AuthError {
         match self {
             Self::KeysUnavailable => Some(KEYS_UNAVAILABLE_RETRY_AFTER),
             Self::IntrospectionUnavailable => Some(INTROSPECTION_UNAVAILABLE_RETRY_AFTER),
+            Self::RevocationsUnavailable => Some(REVOCATIONS_UNAVAILABLE_RETRY_AFTER),
             _ => None,
         }
     }
@@ -229,6 +247,7 @@ impl AuthError {
             Self::InsufficientScope { .. } => "the token lacks scopes this resource needs",
             Self::KeysUnavailable => "token verification keys are temporarily unavailable",
             Self::IntrospectionUnavailable => "token introspection is temporarily unavailable",
+            Self::RevocationsUnavailable => "the revocation feed is temporarily unavailable",
         }
     }
 
