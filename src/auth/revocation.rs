@@ -146,10 +146,6 @@ impl Revocation {
 pub(crate) trait RevocationCheck: Send + Sync {
     /// Checks the token whose SHA-256 is `key` and whose verified principal is `principal`.
     fn check(&self, key: &TokenDigest, principal: &Principal) -> Result<(), AuthError>;
-
-    /// Checks an owner (issuer, subject, client id) alone, with no token at hand: a held task
-    /// or a continuation state issued at `issued_at_s` (seconds since the epoch).
-    fn check_owner(&self, owner: &super::Owner, issued_at_s: u64) -> Result<(), AuthError>;
 }
 
 /// Serde for a SHA-256 as 64 lowercase hex digits.

@@ -115,6 +115,20 @@ impl Revocations {
         Ok(Revoked::Until { until_ms })
     }
 
+    /// Whether `owner`'s grant was revoked (by subject or client) at or after `issued_at_s`:
+    /// for what the owner holds without a token at hand (a held task, a continuation state).
+    /// The feed's state is not asked again: the request that brings it was just checked.
+    pub fn owner_revoked(&self, owner: &Owner, issued_at_s: u64) -> bool {
+        let revoked = self
+            .store
+            .list()
+            .revokes_owner(owner, issued_at_s, crate::clock::now_ms());
+        if revoked {
+            crate::measure::revocation::refused("owner_revoked");
+        }
+        revoked
+    }
+
     /// Whether the copy may be used now (for readiness).
     pub fn usable_now(&self) -> bool {
         let state = self.store.list().state();
@@ -142,15 +156,6 @@ impl RevocationCheck for Revocations {
         let now = crate::clock::now_ms();
         self.feed_trusted(now)?;
         if self.store.list().revokes(key, principal, now) {
-            return Err(revoked());
-        }
-        Ok(())
-    }
-
-    fn check_owner(&self, owner: &Owner, issued_at_s: u64) -> Result<(), AuthError> {
-        let now = crate::clock::now_ms();
-        self.feed_trusted(now)?;
-        if self.store.list().revokes_owner(owner, issued_at_s, now) {
             return Err(revoked());
         }
         Ok(())
