@@ -19,6 +19,9 @@
 //! installs the Prometheus recorder first (without it the counts go to no recorder):
 //! `cargo bench --features metrics --bench pipeline`. `PIPELINE_LIMIT=<rate>` adds a
 //! per-principal rate limit in memory (`1000000/s burst 1000000` never refuses here).
+//! `PIPELINE_REVOCATION=memory:<n>` checks every call against a memory revocation set holding
+//! `n` revocations of other subjects, clients and tokens (none matches the bench's token, so
+//! every lookup is made and misses); `memory` alone, an empty set.
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -31,7 +34,7 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -125,7 +128,42 @@ fn gate(keys: StaticKeys, deny: bool) -> Gate {
         )),
         Err(_) => builder,
     };
+    let builder = match std::env::var("PIPELINE_REVOCATION") {
+        Ok(spec) => builder.revocations(revocations(&spec)),
+        Err(_) => builder,
+    };
     builder.build().expect("gate builds")
+}
+
+/// `PIPELINE_REVOCATION`: `memory` or `memory:<n>`, a memory set with `n` revocations that
+/// match nothing the bench sends.
+fn revocations(spec: &str) -> mcp_gate::store::revocations::MemoryRevocations {
+    use mcp_gate::auth::Revocation;
+    use mcp_gate::store::revocations::{MemoryRevocations, RevocationEntry, RevocationStore};
+    let held: usize = match spec.strip_prefix("memory") {
+        Some("") => 0,
+        Some(count) => count
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .expect("PIPELINE_REVOCATION is memory or memory:<n>"),
+        None => panic!("PIPELINE_REVOCATION is memory or memory:<n>"),
+    };
+    let set = MemoryRevocations::new(held.max(1) * 3);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    for i in 0..held {
+        for revocation in [
+            Revocation::subject(ISSUER, format!("other-{i}")),
+            Revocation::client(ISSUER, format!("other-client-{i}")),
+            Revocation::token(&format!("other-token-{i}"), None),
+        ] {
+            let entry = RevocationEntry::new(revocation, now, now + 3_600_000);
+            set.list().insert(&entry, now).expect("room");
+        }
+    }
+    set
 }
 
 async fn one(app: &Router, token: &str, expect_denial: bool) {

@@ -422,7 +422,9 @@ pub enum StateError {
     #[error("the request state cannot be accepted now: {0}")]
     ReplayStore(StoreError),
     /// Issued to an owner whose grant was revoked after it (`docs/revocation.md`).
-    #[error("the request state was issued before its owner's grant was revoked; start the call again")]
+    #[error(
+        "the request state was issued before its owner's grant was revoked; start the call again"
+    )]
     OwnerRevoked,
 }
 

@@ -194,9 +194,7 @@ impl AuthError {
             Self::InsufficientScope { .. } => StatusCode::FORBIDDEN,
             Self::KeysUnavailable
             | Self::IntrospectionUnavailable
-            | Self::RevocationsUnavailable => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            | Self::RevocationsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 

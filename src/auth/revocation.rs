@@ -78,10 +78,7 @@ impl Revocation {
 
     /// One token by the SHA-256 of its text.
     pub fn token_hash(sha256: [u8; 32], expires_at: Option<u64>) -> Self {
-        Self::TokenHash {
-            sha256,
-            expires_at,
-        }
+        Self::TokenHash { sha256, expires_at }
     }
 
     /// The token `jti` of `issuer`.
@@ -189,7 +186,10 @@ mod tests {
             Revocation::client("i", "c"),
         ] {
             let text = serde_json::to_string(&revocation).unwrap();
-            assert_eq!(serde_json::from_str::<Revocation>(&text).unwrap(), revocation);
+            assert_eq!(
+                serde_json::from_str::<Revocation>(&text).unwrap(),
+                revocation
+            );
         }
         let hashed = serde_json::to_value(Revocation::token("abc", None)).unwrap();
         assert_eq!(

@@ -162,32 +162,6 @@ impl RevocationCheck for Revocations {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_outage_modes_trust_what_they_say() {
-        let now = 1_800_000_000_000;
-        let live = |ago: u64| FeedState::Live {
-            synced_at_ms: now - ago,
-        };
-        let down = |ago: u64| FeedState::Down {
-            synced_at_ms: now - ago,
-        };
-        let stale = FeedOutage::AcceptStale(Duration::from_secs(30));
-        for mode in [FeedOutage::Refuse, stale] {
-            assert!(mode.trusts(FeedState::InSync, now));
-            assert!(mode.trusts(live(500), now));
-            assert!(!mode.trusts(live(31_000), now));
-            assert!(!mode.trusts(FeedState::Down { synced_at_ms: 0 }, now));
-        }
-        assert!(!FeedOutage::Refuse.trusts(down(500), now));
-        assert!(stale.trusts(down(29_000), now));
-        assert!(!stale.trusts(down(31_000), now));
-    }
-}
-
 /// The builder's revocation options (`GateBuilder::revocations` and the two after it).
 pub(crate) struct RevocationOptions {
     pub store: Option<Arc<dyn RevocationStore>>,
@@ -228,5 +202,31 @@ impl std::fmt::Debug for RevocationOptions {
             .field("outage", &self.outage)
             .field("max_token_lifetime", &self.max_token_lifetime)
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outage_modes_trust_what_they_say() {
+        let now = 1_800_000_000_000;
+        let live = |ago: u64| FeedState::Live {
+            synced_at_ms: now - ago,
+        };
+        let down = |ago: u64| FeedState::Down {
+            synced_at_ms: now - ago,
+        };
+        let stale = FeedOutage::AcceptStale(Duration::from_secs(30));
+        for mode in [FeedOutage::Refuse, stale] {
+            assert!(mode.trusts(FeedState::InSync, now));
+            assert!(mode.trusts(live(500), now));
+            assert!(!mode.trusts(live(31_000), now));
+            assert!(!mode.trusts(FeedState::Down { synced_at_ms: 0 }, now));
+        }
+        assert!(!FeedOutage::Refuse.trusts(down(500), now));
+        assert!(stale.trusts(down(29_000), now));
+        assert!(!stale.trusts(down(31_000), now));
     }
 }

@@ -116,7 +116,10 @@ async fn each_kind_of_revocation_refuses_a_cached_token_and_a_later_grant_is_acc
         let key = TestKey::es256("k1");
         let server = memory_gate(&key, DeployCount::default()).await;
         let kinds = [
-            ("a", Revocation::token(&token(&key, "a", "ja", Some(now() - 5)), None)),
+            (
+                "a",
+                Revocation::token(&token(&key, "a", "ja", Some(now() - 5)), None),
+            ),
             ("b", Revocation::jti(ISSUER, "jb", Some(now() + 300))),
             ("c", Revocation::subject(ISSUER, "c")),
         ];
@@ -203,7 +206,13 @@ async fn a_held_task_whose_owner_was_revoked_does_not_run() {
             .unwrap();
         server.gate.tasks().approve(&id, "ops").await.unwrap();
         // The old token is refused outright.
-        let poll = modern(7, "tasks/get", json!({"taskId": id}), &id, tasks_capabilities());
+        let poll = modern(
+            7,
+            "tasks/get",
+            json!({"taskId": id}),
+            &id,
+            tasks_capabilities(),
+        );
         assert_eq!(send(&server, &old, &poll).await.status, 401);
         // Alice, granted again later, polls: the task made under the revoked grant does not run.
         let again = token(&key, "alice", "j2", Some(now() + 2));
@@ -221,7 +230,13 @@ async fn a_held_task_whose_owner_was_revoked_does_not_run() {
         let fresh = send(&server, &again, &deploy(2, "qa")).await;
         let fresh_id = fresh.body["result"]["taskId"].as_str().unwrap().to_owned();
         server.gate.tasks().approve(&fresh_id, "ops").await.unwrap();
-        let poll = modern(8, "tasks/get", json!({"taskId": fresh_id}), &fresh_id, tasks_capabilities());
+        let poll = modern(
+            8,
+            "tasks/get",
+            json!({"taskId": fresh_id}),
+            &fresh_id,
+            tasks_capabilities(),
+        );
         let ran = send(&server, &again, &poll).await;
         assert_eq!(ran.body["result"]["status"], "completed", "{ran:?}");
         assert_eq!(deploys.load(Ordering::SeqCst), 1);
@@ -247,10 +262,17 @@ async fn the_route_revokes_by_json_body_and_refuses_what_it_cannot_read() {
         let old = token(&key, "route-user", "jr", Some(now() - 5));
         assert_eq!(ping(&server, &old).await.status, 200);
         let client = reqwest::Client::new();
-        let post = |body: String| client.post(&url).header("content-type", "application/json").body(body).send();
-        let answer = post(json!({"by": "subject", "issuer": ISSUER, "subject": "route-user"}).to_string())
-            .await
-            .unwrap();
+        let post = |body: String| {
+            client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+        };
+        let answer =
+            post(json!({"by": "subject", "issuer": ISSUER, "subject": "route-user"}).to_string())
+                .await
+                .unwrap();
         assert_eq!(answer.status(), 200);
         assert_eq!(answer.headers()["cache-control"], "no-store");
         let body: Value = answer.json().await.unwrap();
@@ -336,7 +358,9 @@ mod replicas {
 
     async fn replica(key: &TestKey, url: &str, namespace: &str, outage: FeedOutage) -> GatedServer {
         let set = RedisRevocations::new(url, namespace, 1000).await.unwrap();
-        let builder = gate_with(key).revocations(set).revocation_feed_outage(outage);
+        let builder = gate_with(key)
+            .revocations(set)
+            .revocation_feed_outage(outage);
         let server = GatedServer::start_replica(
             RESOURCE,
             move |_| builder,
@@ -407,7 +431,10 @@ mod replicas {
             while b.gate.readiness().await.is_ready() && started.elapsed() < POLL_LIMIT {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            assert!(!b.gate.readiness().await.is_ready(), "B never lost its feed");
+            assert!(
+                !b.gate.readiness().await.is_ready(),
+                "B never lost its feed"
+            );
             a.gate
                 .revoke(Revocation::subject(ISSUER, "mallory"))
                 .await
@@ -441,7 +468,10 @@ mod replicas {
             assert_eq!(refused.status, 503, "{refused:?}");
             assert_eq!(refused.headers["retry-after"], "1");
             let readiness = b.gate.readiness().await;
-            assert!(readiness.to_string().contains("revocation_feed"), "{readiness}");
+            assert!(
+                readiness.to_string().contains("revocation_feed"),
+                "{readiness}"
+            );
             relay.reopen();
             assert_eq!(poll_until(&b, &user, 200).await.status, 200);
         })

@@ -411,7 +411,10 @@ mod tests {
             list.insert(&entry(revocation.clone(), NOW, NOW + 1000), NOW)
                 .unwrap();
             assert!(list.revokes(&hash, &p, NOW + 999), "{revocation:?}");
-            assert!(!list.revokes(&hash, &p, NOW + 1000), "{revocation:?} expired");
+            assert!(
+                !list.revokes(&hash, &p, NOW + 1000),
+                "{revocation:?} expired"
+            );
             list.purge(NOW + 1000);
             assert!(list.is_empty());
         }
@@ -420,20 +423,40 @@ mod tests {
     #[test]
     fn other_issuers_subjects_and_tokens_are_not_revoked() {
         let list = RevocationList::new(10);
-        list.insert(&entry(Revocation::subject("https://other", "alice"), NOW, NOW + 1000), NOW)
-            .unwrap();
-        list.insert(&entry(Revocation::jti("https://as", "j2", None), NOW, NOW + 1000), NOW)
-            .unwrap();
-        list.insert(&entry(Revocation::token("another", None), NOW, NOW + 1000), NOW)
-            .unwrap();
+        list.insert(
+            &entry(
+                Revocation::subject("https://other", "alice"),
+                NOW,
+                NOW + 1000,
+            ),
+            NOW,
+        )
+        .unwrap();
+        list.insert(
+            &entry(Revocation::jti("https://as", "j2", None), NOW, NOW + 1000),
+            NOW,
+        )
+        .unwrap();
+        list.insert(
+            &entry(Revocation::token("another", None), NOW, NOW + 1000),
+            NOW,
+        )
+        .unwrap();
         assert!(!list.revokes(&digest("mine"), &principal(Some(1)), NOW));
     }
 
     #[test]
     fn a_token_issued_after_a_subject_revocation_is_accepted_again() {
         let list = RevocationList::new(10);
-        list.insert(&entry(Revocation::subject("https://as", "alice"), NOW, NOW + 60_000), NOW)
-            .unwrap();
+        list.insert(
+            &entry(
+                Revocation::subject("https://as", "alice"),
+                NOW,
+                NOW + 60_000,
+            ),
+            NOW,
+        )
+        .unwrap();
         let key = digest("t");
         // Issued in the revocation's second or before: refused; no `iat`: refused.
         assert!(list.revokes(&key, &principal(Some(NOW / 1000)), NOW + 10));
