@@ -16,7 +16,7 @@ use crate::auth::Revocation;
 use crate::store::StoreError;
 
 /// A `POST` route that revokes what its JSON body names (a
-/// [`Revocation`](crate::auth::Revocation)):
+/// [`Revocation`]):
 ///
 /// ```json
 /// {"by":"subject","issuer":"https://as.example","subject":"alice"}

@@ -6,7 +6,7 @@
 //! revocation.
 //!
 //! **API.** A [`RevocationStore`] stores each [`RevocationEntry`] (a
-//! [`Revocation`](crate::auth::Revocation), when it was made, and until when it lives) and
+//! [`Revocation`], when it was made, and until when it lives) and
 //! keeps a [`RevocationList`] in this process: the copy each request is checked against,
 //! without a round trip. Two backends, one file each: [`MemoryRevocations`] (`memory.rs`, one
 //! process: the list is the set) and `RedisRevocations` (`redis.rs`, feature `redis`: a
