@@ -13,6 +13,7 @@ mod on {
     }
 
     /// Seconds since the feed's last confirmed sync (0 for a memory set, always in sync).
+    #[cfg(feature = "redis")]
     pub(crate) fn feed_staleness(seconds: f64) {
         metrics::gauge!("mcp_gate_revocation_feed_staleness_seconds").set(seconds);
     }
@@ -30,6 +31,7 @@ mod off {
     pub(crate) fn feed_state(_state: &'static str) {}
 
     /// Seconds since the feed's last confirmed sync.
+    #[cfg(feature = "redis")]
     #[inline(always)]
     pub(crate) fn feed_staleness(_seconds: f64) {}
 
@@ -38,7 +40,11 @@ mod off {
     pub(crate) fn refused(_reason: &'static str) {}
 }
 
+#[cfg(all(feature = "redis", not(feature = "metrics")))]
+pub(crate) use off::feed_staleness;
 #[cfg(not(feature = "metrics"))]
-pub(crate) use off::{feed_staleness, feed_state, refused};
+pub(crate) use off::{feed_state, refused};
+#[cfg(all(feature = "redis", feature = "metrics"))]
+pub(crate) use on::feed_staleness;
 #[cfg(feature = "metrics")]
-pub(crate) use on::{feed_staleness, feed_state, refused};
+pub(crate) use on::{feed_state, refused};

@@ -250,8 +250,9 @@ impl RevocationList {
         Ok(())
     }
 
-    /// Adds an entry the shared set already accepted (it counted the bound): never refused.
-    pub(crate) fn apply(&self, entry: &RevocationEntry, now_ms: u64) {
+    /// Adds an entry a shared set already accepted (the set counted the bound, for every
+    /// replica): never refused here. For a backend's feed.
+    pub fn apply(&self, entry: &RevocationEntry, now_ms: u64) {
         let mut index = self.write();
         if entry.until_ms > now_ms {
             index.insert(entry);
@@ -259,8 +260,8 @@ impl RevocationList {
         self.len.store(index.len(), Ordering::Release);
     }
 
-    /// Replaces every entry with `entries` (a feed's reload after it reconnected).
-    pub(crate) fn replace(&self, entries: &[RevocationEntry], now_ms: u64) {
+    /// Replaces every entry with `entries`: a feed's reload after it (re)connected.
+    pub fn replace(&self, entries: &[RevocationEntry], now_ms: u64) {
         let mut fresh = Index::default();
         for entry in entries.iter().filter(|e| e.until_ms > now_ms) {
             fresh.insert(entry);
