@@ -235,10 +235,7 @@ pub(crate) async fn verified_state(call: &Call<'_>) -> Result<Option<Box<Payload
 /// confirm before the revocation is not carried over. Nothing when revocation is off.
 fn owner_revoked(call: &Call<'_>, payload: &Payload) -> bool {
     call.settings.revocations.as_ref().is_some_and(|set| {
-        set.owner_revoked(
-            &crate::auth::Owner::of(&call.principal),
-            payload.iat_ms / 1000,
-        )
+        set.owner_revoked(&crate::auth::Owner::of(&call.principal), payload.iat_ms)
     })
 }
 

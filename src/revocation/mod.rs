@@ -115,14 +115,14 @@ impl Revocations {
         Ok(Revoked::Until { until_ms })
     }
 
-    /// Whether `owner`'s grant was revoked (by subject or client) at or after `issued_at_s`:
+    /// Whether `owner`'s grant was revoked (by subject or client) at or after `issued_at_ms`:
     /// for what the owner holds without a token at hand (a held task, a continuation state).
     /// The feed's state is not asked again: the request that brings it was just checked.
-    pub fn owner_revoked(&self, owner: &Owner, issued_at_s: u64) -> bool {
+    pub fn owner_revoked(&self, owner: &Owner, issued_at_ms: u64) -> bool {
         let revoked = self
             .store
             .list()
-            .revokes_owner(owner, issued_at_s, crate::clock::now_ms());
+            .revokes_owner(owner, issued_at_ms, crate::clock::now_ms());
         if revoked {
             crate::measure::revocation::refused("owner_revoked");
         }

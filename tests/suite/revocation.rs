@@ -9,7 +9,8 @@
 //! - a feed outage, in each mode: `Refuse` answers 503 until the feed is back, `AcceptStale`
 //!   serves within its bound and then answers 503;
 //! - a held task whose owner was revoked does not run, and one made under the grant given
-//!   again does (memory set, one gate);
+//!   again does; a confirmation state issued before the owner's revocation is refused, one
+//!   issued after it confirms (memory set, one gate);
 //! - the axum route: a revocation by JSON body; a body it cannot read is refused.
 //!
 //! The figure (p99 of the time from `revoke` on A to a refusal on B) is measured by
@@ -240,6 +241,57 @@ async fn a_held_task_whose_owner_was_revoked_does_not_run() {
         let ran = send(&server, &again, &poll).await;
         assert_eq!(ran.body["result"]["status"], "completed", "{ran:?}");
         assert_eq!(deploys.load(Ordering::SeqCst), 1);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_continuation_state_issued_before_its_owners_revocation_is_refused() {
+    use common::confirm::{confirm_deploys, confirmed, deploy};
+    bounded("continuation state", async {
+        let key = TestKey::es256("k1");
+        let deploys = DeployCount::default();
+        let keys = StaticKeys::from_jwks_json(&key.jwks_json()).unwrap();
+        let builder = mcp_gate::Gate::builder()
+            .issuer(Issuer::with_keys(ISSUER, keys))
+            .evaluate(confirm_deploys)
+            .revocations(MemoryRevocations::new(10));
+        let server = GatedServer::start_replica(
+            RESOURCE,
+            move |_| builder,
+            Router::new().nest_service("/mcp", mcp_service_counting(deploys.clone())),
+        )
+        .await;
+        let state_of = |reply: &Reply| {
+            reply.body["result"]["requestState"]
+                .as_str()
+                .unwrap_or_else(|| panic!("no state: {reply:?}"))
+                .to_owned()
+        };
+        let old = token(&key, "dave", "j1", Some(now() - 5));
+        let asked = deploy(&server, &old, json!({})).await;
+        let before = state_of(&asked);
+        server
+            .gate
+            .revoke(Revocation::subject(ISSUER, "dave"))
+            .await
+            .unwrap();
+        // Dave, granted again, presents the state issued before the revocation: refused.
+        let again = token(&key, "dave", "j2", Some(now() + 2));
+        let refused = deploy(&server, &again, confirmed(&before)).await;
+        assert_eq!(refused.body["error"]["code"], -32602, "{refused:?}");
+        assert!(
+            refused
+                .text
+                .contains("before its owner's grant was revoked"),
+            "{refused:?}"
+        );
+        assert_eq!(deploys.load(Ordering::SeqCst), 0);
+        // A state issued to the new grant confirms.
+        let after = state_of(&deploy(&server, &again, json!({})).await);
+        let ran = deploy(&server, &again, confirmed(&after)).await;
+        assert_eq!(ran.status, 200, "{ran:?}");
+        assert_eq!(deploys.load(Ordering::SeqCst), 1, "{ran:?}");
     })
     .await;
 }

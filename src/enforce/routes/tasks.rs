@@ -456,7 +456,7 @@ async fn claim(
 /// was withdrawn.
 fn owner_revoked(settings: &Settings, claimed: &TaskRecord) -> Option<TaskChange> {
     let set = settings.revocations.as_ref()?;
-    if !set.owner_revoked(&claimed.owner, claimed.created_at / 1000) {
+    if !set.owner_revoked(&claimed.owner, claimed.created_at) {
         return None;
     }
     tracing::info!(target: "mcp_gate::tasks", task_id = %claimed.id, context_id = %claimed.context_id, "the task's owner was revoked; the held call does not run");

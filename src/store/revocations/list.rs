@@ -103,11 +103,13 @@ fn name_slot<'a>(map: &'a mut ByIssuer, issuer: &str, name: &str, stamp: Stamp) 
 }
 
 /// Whether a revocation of everything an owner held at `revoked_at_ms` covers a token (or a
-/// state, a task) issued at `issued_at_s` (seconds): issued at or before the revocation's
-/// second. Without an issue time it cannot be placed after the revocation, so it is covered.
-fn issued_before(stamp: Stamp, issued_at_s: Option<u64>) -> bool {
-    match issued_at_s {
-        Some(issued) => issued.saturating_mul(1000) <= stamp.revoked_at_ms,
+/// state, a task) issued at `issued_at_ms`: issued at or before the revocation. A token's
+/// `iat` is whole seconds, taken as the start of its second, so a token issued in the
+/// revocation's second is covered. Without an issue time it cannot be placed after the
+/// revocation, so it is covered.
+fn issued_before(stamp: Stamp, issued_at_ms: Option<u64>) -> bool {
+    match issued_at_ms {
+        Some(issued) => issued <= stamp.revoked_at_ms,
         None => true,
     }
 }
@@ -300,7 +302,10 @@ impl RevocationList {
         {
             return true;
         }
-        let issued_at = claims.get("iat").and_then(serde_json::Value::as_u64);
+        let issued_at = claims
+            .get("iat")
+            .and_then(serde_json::Value::as_u64)
+            .map(|iat| iat.saturating_mul(1000));
         Self::owner_covered(
             &index,
             issuer,
@@ -311,9 +316,9 @@ impl RevocationList {
         )
     }
 
-    /// Whether `owner`'s tokens issued at `issued_at_s` are revoked (by subject or client):
+    /// Whether what `owner` was given at `issued_at_ms` is revoked (by subject or client):
     /// for what an owner holds without a token at hand, a held task or a continuation state.
-    pub fn revokes_owner(&self, owner: &Owner, issued_at_s: u64, now_ms: u64) -> bool {
+    pub fn revokes_owner(&self, owner: &Owner, issued_at_ms: u64, now_ms: u64) -> bool {
         if self.is_empty() {
             return false;
         }
@@ -323,7 +328,7 @@ impl RevocationList {
             &owner.issuer,
             owner.subject.as_deref(),
             owner.client_id.as_deref(),
-            Some(issued_at_s),
+            Some(issued_at_ms),
             now_ms,
         )
     }
@@ -333,12 +338,12 @@ impl RevocationList {
         issuer: &str,
         subject: Option<&str>,
         client_id: Option<&str>,
-        issued_at_s: Option<u64>,
+        issued_at_ms: Option<u64>,
         now_ms: u64,
     ) -> bool {
         let covers = |map: &ByIssuer, name: Option<&str>| {
             name.and_then(|name| named(map, issuer, name))
-                .is_some_and(|s| s.live(now_ms) && issued_before(*s, issued_at_s))
+                .is_some_and(|s| s.live(now_ms) && issued_before(*s, issued_at_ms))
         };
         covers(&index.subjects, subject) || covers(&index.clients, client_id)
     }
@@ -466,8 +471,8 @@ mod tests {
         // Issued in a later second: a grant given again.
         assert!(!list.revokes(&key, &principal(Some(NOW / 1000 + 1)), NOW + 1010));
         let owner = Owner::new("https://as", Some("alice".into()), None);
-        assert!(list.revokes_owner(&owner, NOW / 1000, NOW));
-        assert!(!list.revokes_owner(&owner, NOW / 1000 + 1, NOW));
+        assert!(list.revokes_owner(&owner, NOW, NOW + 5));
+        assert!(!list.revokes_owner(&owner, NOW + 1, NOW + 5));
     }
 
     #[test]
