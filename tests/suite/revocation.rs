@@ -11,6 +11,8 @@
 //! - a held task whose owner was revoked does not run, and one made under the grant given
 //!   again does; a confirmation state issued before the owner's revocation is refused, one
 //!   issued after it confirms (memory set, one gate);
+//! - the shared set's bound, counted for every replica: refused when full, room again once an
+//!   entry expired;
 //! - the axum route: a revocation by JSON body; a body it cannot read is refused.
 //!
 //! The figure (p99 of the time from `revoke` on A to a refusal on B) is measured by
@@ -356,7 +358,8 @@ async fn the_route_revokes_by_json_body_and_refuses_what_it_cannot_read() {
 mod replicas {
     use super::*;
     use common::redis_server::RedisServer;
-    use mcp_gate::store::revocations::RedisRevocations;
+    use mcp_gate::store::revocations::{RedisRevocations, RevocationEntry, RevocationStore};
+    use mcp_gate::store::{StoreError, StoreKind};
 
     /// A TCP relay to Redis that the test can close (every connection through it dropped,
     /// new ones refused) and open again.
@@ -458,6 +461,58 @@ mod replicas {
             let again = token(&key, "user-0", "jti-again", Some(now() + 2));
             assert_eq!(ping(&a, &again).await.status, 200);
             assert_eq!(ping(&b, &again).await.status, 200);
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn the_shared_set_refuses_when_full_for_every_replica_and_makes_room_as_entries_expire() {
+        let Some(redis) = RedisServer::start_or_skip() else {
+            return;
+        };
+        bounded("full", async {
+            let a = RedisRevocations::new(&redis.url(), "full", 2)
+                .await
+                .unwrap();
+            let b = RedisRevocations::new(&redis.url(), "full", 2)
+                .await
+                .unwrap();
+            let entry = |subject: &str, until_ms: u64| {
+                let now_ms = now() * 1000;
+                RevocationEntry::new(Revocation::subject(ISSUER, subject), now_ms, until_ms)
+            };
+            let later = now() * 1000 + 600_000;
+            a.revoke(&entry("one", later)).await.unwrap();
+            // Expires in about two seconds: room again after it.
+            let soon = entry("two", now() * 1000 + 2_000);
+            b.revoke(&soon).await.unwrap();
+            let full = a.revoke(&entry("three", later)).await;
+            assert_eq!(
+                full,
+                Err(StoreError::Full {
+                    store: StoreKind::Revocations,
+                    capacity: 2
+                })
+            );
+            assert!(
+                full.unwrap_err()
+                    .to_string()
+                    .contains("revocation set is full")
+            );
+            assert!(matches!(
+                b.revoke(&entry("three", later)).await,
+                Err(StoreError::Full { .. })
+            ));
+            let started = Instant::now();
+            let mut stored = Err(StoreError::Taken);
+            while started.elapsed() < POLL_LIMIT {
+                stored = b.revoke(&entry("three", later)).await;
+                if stored.is_ok() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+            assert_eq!(stored, Ok(()), "no room after an entry expired");
         })
         .await;
     }
