@@ -26,6 +26,9 @@
 //! signed before anything is measured (a fixed pool of 4,000 when `PIPELINE_ONLY` is set, so
 //! that a profiler's runs of different lengths sign the same number), so (e) minus (b) is the
 //! gate's cost of a DPoP call, plus the request's one more header.
+//! `PIPELINE_REVOCATION=memory:<n>` checks every call against a memory revocation set holding
+//! `n` revocations of other subjects, clients and tokens (none matches the bench's token, so
+//! every lookup is made and misses); `memory` alone, an empty set.
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -38,7 +41,7 @@ mod common;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
@@ -183,7 +186,42 @@ fn gate_with(keys: StaticKeys, deny: bool, dpop: bool) -> Gate {
     } else {
         builder
     };
+    let builder = match std::env::var("PIPELINE_REVOCATION") {
+        Ok(spec) => builder.revocations(revocations(&spec)),
+        Err(_) => builder,
+    };
     builder.build().expect("gate builds")
+}
+
+/// `PIPELINE_REVOCATION`: `memory` or `memory:<n>`, a memory set with `n` revocations that
+/// match nothing the bench sends.
+fn revocations(spec: &str) -> mcp_gate::store::revocations::MemoryRevocations {
+    use mcp_gate::auth::Revocation;
+    use mcp_gate::store::revocations::{MemoryRevocations, RevocationEntry, RevocationStore};
+    let held: usize = match spec.strip_prefix("memory") {
+        Some("") => 0,
+        Some(count) => count
+            .strip_prefix(':')
+            .and_then(|n| n.parse().ok())
+            .expect("PIPELINE_REVOCATION is memory or memory:<n>"),
+        None => panic!("PIPELINE_REVOCATION is memory or memory:<n>"),
+    };
+    let set = MemoryRevocations::new(held.max(1) * 3);
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    for i in 0..held {
+        for revocation in [
+            Revocation::subject(ISSUER, format!("other-{i}")),
+            Revocation::client(ISSUER, format!("other-client-{i}")),
+            Revocation::token(&format!("other-token-{i}"), None),
+        ] {
+            let entry = RevocationEntry::new(revocation, now, now + 3_600_000);
+            set.list().insert(&entry, now).expect("room");
+        }
+    }
+    set
 }
 
 async fn one(app: &Router, token: &Auth, expect_denial: bool) {

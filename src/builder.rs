@@ -275,6 +275,7 @@ pub struct GateBuilder {
     introspection: Option<crate::auth::introspection::Introspection>,
     // DPoP (issue 28): `dpop`.
     dpop: Option<crate::auth::Dpop>,
+    revocation: crate::revocation::RevocationOptions,
 }
 
 impl Default for GateBuilder {
@@ -341,6 +342,7 @@ impl Default for GateBuilder {
             #[cfg(feature = "introspection")]
             introspection: None,
             dpop: None,
+            revocation: crate::revocation::RevocationOptions::default(),
         }
     }
 }
@@ -915,7 +917,11 @@ impl GateBuilder {
         let policy = self.policy_settings(&uri)?;
         let revision = std::mem::replace(&mut self.revision, Ok(Revision::current()))?;
         let denial = self.denial_settings(revision)?;
-        let (authenticator, issuer_ids) = self.authenticator(&uri)?;
+        let (mut authenticator, issuer_ids) = self.authenticator(&uri)?;
+        let revocations = self.revocation.build();
+        authenticator.revocations = revocations
+            .clone()
+            .map(|set| set as Arc<dyn crate::auth::revocation::RevocationCheck>);
         let settings = Settings {
             body: BodySettings {
                 max_bytes: self.max_body_bytes,
@@ -939,6 +945,7 @@ impl GateBuilder {
                 server_identity: ServerIdentity::new(self.server_info.clone()),
             },
             tasks: self.task_settings(),
+            revocations,
         };
         let resource = &settings.resource.uri;
         if settings.policy.policy.is_open() && !resource.is_loopback() {
@@ -1171,6 +1178,7 @@ impl GateBuilder {
             hierarchy: self.hierarchy.clone(),
             max_token_bytes: self.max_token_bytes,
             dpop: self.dpop_settings(resource)?,
+            revocations: None,
         };
         Ok((authenticator, issuer_ids))
     }
@@ -1482,4 +1490,33 @@ fn observers(resource: &ResourceUri, audit: &[Arc<dyn AuditSink>]) -> crate::jud
     #[cfg(feature = "metrics")]
     observers.push(std::sync::Arc::new(crate::telemetry::DecisionMetrics));
     observers
+}
+
+// Revocation (`docs/revocation.md`).
+impl GateBuilder {
+    /// Checks every request against a revocation set (`Gate::revoke` fills it): a
+    /// [`MemoryRevocations`](crate::store::revocations::MemoryRevocations) for one process, a
+    /// `RedisRevocations` (feature `redis`) shared by replicas. Without this option nothing
+    /// is checked and the request path is unchanged.
+    pub fn revocations(
+        mut self,
+        store: impl IntoShared<dyn crate::store::revocations::RevocationStore>,
+    ) -> Self {
+        self.revocation.store = Some(store.into_shared());
+        self
+    }
+
+    /// What the gate does while a shared revocation set's feed is down or stale: refuse
+    /// (`FeedOutage::Refuse`, the default) or accept within a bounded staleness.
+    pub fn revocation_feed_outage(mut self, outage: crate::revocation::FeedOutage) -> Self {
+        self.revocation.outage = outage;
+        self
+    }
+
+    /// The longest lifetime of a token the issuers hand out (24 hours by default): how long
+    /// a revocation by subject or client, or of a token whose `exp` was not given, lives.
+    pub fn max_token_lifetime(mut self, lifetime: Duration) -> Self {
+        self.revocation.max_token_lifetime = lifetime;
+        self
+    }
 }

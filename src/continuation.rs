@@ -421,6 +421,11 @@ pub enum StateError {
     /// unreachable): the state is refused, since its single use cannot be guaranteed.
     #[error("the request state cannot be accepted now: {0}")]
     ReplayStore(StoreError),
+    /// Issued to an owner whose grant was revoked after it (`docs/revocation.md`).
+    #[error(
+        "the request state was issued before its owner's grant was revoked; start the call again"
+    )]
+    OwnerRevoked,
 }
 
 use crate::store::StoreError;

@@ -189,6 +189,31 @@ impl Gate {
     }
 }
 
+// Revocation (`docs/revocation.md`).
+impl Gate {
+    /// Puts `revocation` in force on every replica that shares this gate's revocation set: a
+    /// token, a `jti`, a subject or a client refused from the moment this returns `Ok` (on
+    /// this replica at once, on the others within a second through a shared set). Refused
+    /// when revocation is not configured, when the revocation names an empty value, when the
+    /// set is full or unreachable: the caller must then know the revocation is not in force.
+    ///
+    /// ```no_run
+    /// # async fn run(gate: mcp_gate::Gate) -> Result<(), mcp_gate::revocation::RevokeError> {
+    /// use mcp_gate::auth::Revocation;
+    /// gate.revoke(Revocation::subject("https://auth.example.com", "alice")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn revoke(
+        &self,
+        revocation: crate::auth::Revocation,
+    ) -> Result<crate::revocation::Revoked, crate::revocation::RevokeError> {
+        match &self.inner.revocations {
+            Some(revocations) => revocations.revoke(revocation).await,
+            None => Err(crate::revocation::RevokeError::NotConfigured),
+        }
+    }
+}
+
 // The layer's public constructors take a `Gate`; they are written here so that the shell
 // (`layer`) holds only the settings and never names the gate.
 impl GateLayer {

@@ -143,6 +143,7 @@ pub mod policy;
 mod random;
 pub mod readiness;
 mod resource;
+pub mod revocation;
 mod settings;
 pub mod store;
 pub mod tasks;

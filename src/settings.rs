@@ -37,6 +37,9 @@ pub(crate) struct Settings {
     pub continuation: ContinuationSettings,
     pub discovery: DiscoverySettings,
     pub tasks: TaskSettings,
+    /// The revocation set (`None`: revocation not configured). The authenticator holds the
+    /// same set as its check.
+    pub revocations: Option<Arc<crate::revocation::Revocations>>,
 }
 
 /// The protected resource and what is published about it.

@@ -1,6 +1,7 @@
 //! The authentication pipeline: bearer extraction, the verified-token cache, JWT verification or
 //! introspection, then the endpoint-wide scope check.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderMap, Uri};
@@ -10,6 +11,7 @@ use super::dpop_bind::{DpopSettings, ProofUse, admit_bearer};
 use super::jwt::JwtVerifier;
 use super::principal::Principal;
 use super::rejection::{AuthError, InvalidToken};
+use super::revocation::RevocationCheck;
 use super::scope::{ScopeHierarchy, ScopeSet};
 use super::token_cache::{TokenCache, TokenDigest, digest};
 
@@ -25,6 +27,9 @@ pub(crate) struct Authenticator {
     pub max_token_bytes: usize,
     /// DPoP (RFC 9449), when configured; `None` costs the Bearer path nothing.
     pub dpop: Option<DpopSettings>,
+    /// The revocation set every verified token is checked against, cached or not; `None`
+    /// when revocation is not configured (nothing is checked, nothing costs).
+    pub revocations: Option<Arc<dyn RevocationCheck>>,
 }
 
 /// What the synchronous first step found.
@@ -58,6 +63,11 @@ impl Authenticator {
             crate::measure::token_cache(cached.is_some());
             cached
         });
+        if let Some(principal) = &cached
+            && let Err(refused) = self.not_revoked(&key, principal)
+        {
+            return FirstStep::Decided(Err(refused));
+        }
         match (scheme, cached) {
             (Scheme::Dpop, cached) => FirstStep::Prove { token, key, cached },
             (Scheme::Bearer, Some(principal)) => FirstStep::Decided(
@@ -109,6 +119,7 @@ impl Authenticator {
         };
         crate::measure::token_verified(method, outcome, started.elapsed());
         let (principal, max_age) = verified?;
+        self.not_revoked(&key, &principal)?;
         if let Some(cache) = &self.cache {
             cache.insert(key, &principal, max_age);
         }
@@ -142,6 +153,15 @@ impl Authenticator {
                 InvalidToken::Unverifiable
             },
         ))
+    }
+
+    /// The revocation check of a verified token (`docs/revocation.md`): nothing when
+    /// revocation is not configured.
+    fn not_revoked(&self, key: &TokenDigest, principal: &Principal) -> Result<(), AuthError> {
+        match &self.revocations {
+            Some(revocations) => revocations.check(key, principal),
+            None => Ok(()),
+        }
     }
 
     /// Whether `token` goes to JWT verification: three dot-separated parts, and, when

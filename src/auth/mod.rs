@@ -20,6 +20,7 @@ pub(crate) mod metadata;
 mod owner;
 mod principal;
 pub(crate) mod rejection;
+pub(crate) mod revocation;
 pub(crate) mod scope;
 pub(crate) mod token_cache;
 
@@ -40,4 +41,5 @@ pub use principal::MissingPrincipal;
 pub(crate) use principal::PrincipalParts;
 pub use principal::{Principal, PrincipalBuilder, PrincipalError, TokenKind};
 pub use rejection::{AuthError, AuthRejection, InvalidRequest, InvalidToken};
+pub use revocation::Revocation;
 pub use scope::{ScopeHierarchy, ScopeSet};

@@ -43,6 +43,9 @@ pub(crate) struct DpopChallenge<'a> {
     /// Whether the caller used the DPoP scheme.
     pub presented: bool,
 }
+/// `Retry-After` of [`AuthError::RevocationsUnavailable`]: the feed is reconnected (and its
+/// set reloaded) every second while it is down.
+const REVOCATIONS_UNAVAILABLE_RETRY_AFTER: &str = "1";
 
 /// Why a request was malformed (RFC 6750 `invalid_request`, HTTP 400).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -128,6 +131,8 @@ pub enum InvalidToken {
     /// The token is not DPoP-bound, and it was presented with the DPoP scheme, or the
     /// resource requires DPoP-bound tokens.
     NotDpopBound,
+    /// The token, its `jti`, its subject or its client was revoked (`docs/revocation.md`).
+    Revoked,
 }
 
 impl InvalidToken {
@@ -152,6 +157,7 @@ impl InvalidToken {
             Self::UnsupportedBinding => "unsupported_binding",
             Self::DpopBound => "dpop_bound",
             Self::NotDpopBound => "not_dpop_bound",
+            Self::Revoked => "revoked",
         }
     }
 
@@ -177,6 +183,7 @@ impl InvalidToken {
                 "the token is DPoP-bound: present it with the DPoP scheme and a proof"
             }
             Self::NotDpopBound => "the token is not DPoP-bound, and this request needs one that is",
+            Self::Revoked => "the token has been revoked",
         }
     }
 }
@@ -227,6 +234,10 @@ pub enum AuthError {
         /// Whether the store is full (or the key's quota used) rather than unreachable.
         full: bool,
     },
+    /// The revocation feed is unreachable, or its last confirmed sync is older than the
+    /// configuration accepts (503; `docs/revocation.md`).
+    #[error("the revocation feed is unavailable")]
+    RevocationsUnavailable,
 }
 
 impl AuthError {
@@ -242,7 +253,8 @@ impl AuthError {
             Self::InsufficientScope { .. } => StatusCode::FORBIDDEN,
             Self::KeysUnavailable
             | Self::IntrospectionUnavailable
-            | Self::DpopReplayUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            | Self::DpopReplayUnavailable { .. }
+            | Self::RevocationsUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         }
     }
 
@@ -257,7 +269,8 @@ impl AuthError {
             Self::UseDpopNonce { .. } => Some(ErrorCode::UseDpopNonce),
             Self::KeysUnavailable
             | Self::IntrospectionUnavailable
-            | Self::DpopReplayUnavailable { .. } => None,
+            | Self::DpopReplayUnavailable { .. }
+            | Self::RevocationsUnavailable => None,
         }
     }
 
@@ -274,6 +287,7 @@ impl AuthError {
             Self::InvalidDpopProof(e) => e.reason(),
             Self::UseDpopNonce { .. } => "use_dpop_nonce",
             Self::DpopReplayUnavailable { .. } => "dpop_replay_unavailable",
+            Self::RevocationsUnavailable => "revocations_unavailable",
         }
     }
 
@@ -287,6 +301,7 @@ impl AuthError {
                 Some(DPOP_REPLAY_UNAVAILABLE_RETRY_AFTER)
             }
             Self::DpopReplayUnavailable { full: true } => Some(DPOP_REPLAY_FULL_RETRY_AFTER),
+            Self::RevocationsUnavailable => Some(REVOCATIONS_UNAVAILABLE_RETRY_AFTER),
             _ => None,
         }
     }
@@ -305,6 +320,7 @@ impl AuthError {
             Self::DpopReplayUnavailable { .. } => {
                 "DPoP proofs cannot be checked for replay at the moment"
             }
+            Self::RevocationsUnavailable => "the revocation feed is temporarily unavailable",
         }
     }
 

@@ -221,9 +221,22 @@ pub(crate) async fn verified_state(call: &Call<'_>) -> Result<Option<Box<Payload
     let resource = call.settings.resource.uri.as_str();
     let binding = binding(&call.principal, resource, &call.protocol, &call.request);
     match Box::pin(call.settings.continuation.state.verify(state, &binding)).await {
+        Ok(payload) if owner_revoked(call, &payload) => Err(state_refusal(
+            &crate::continuation::StateError::OwnerRevoked,
+            &call.request,
+        )),
         Ok(payload) => Ok(Some(Box::new(payload))),
         Err(error) => Err(state_refusal(&error, &call.request)),
     }
+}
+
+/// Whether the state's owner (the caller) was revoked after the state was issued: the
+/// caller's token passed the revocation check (a grant given again), but what it was asked to
+/// confirm before the revocation is not carried over. Nothing when revocation is off.
+fn owner_revoked(call: &Call<'_>, payload: &Payload) -> bool {
+    call.settings.revocations.as_ref().is_some_and(|set| {
+        set.owner_revoked(&crate::auth::Owner::of(&call.principal), payload.iat_ms)
+    })
 }
 
 /// Remediations the application built wrongly are internal errors, never sent half-formed.

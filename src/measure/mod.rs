@@ -9,6 +9,7 @@
 
 #[cfg(feature = "metrics")]
 pub(crate) mod keys;
+pub(crate) mod revocation;
 pub(crate) mod traced;
 
 #[cfg(feature = "metrics")]

@@ -102,7 +102,7 @@ pub enum Component {
 
 impl Component {
     /// The component in the report: `issuer`, `session_store`, `replay_store`, `task_store`,
-    /// `limit_store` or `policy`.
+    /// `limit_store`, `revocation_feed` or `policy`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::Issuer => "issuer",
@@ -110,6 +110,7 @@ impl Component {
             Self::Store(StoreKind::Replay) => "replay_store",
             Self::Store(StoreKind::Tasks) => "task_store",
             Self::Store(StoreKind::Limits) => "limit_store",
+            Self::Store(StoreKind::Revocations) => "revocation_feed",
             Self::Policy => "policy",
         }
     }
@@ -146,16 +147,20 @@ pub enum NotReadyReason {
     KeysUnavailable,
     /// The store did not answer.
     StoreUnreachable,
+    /// The revocation feed's copy may not be used now (`docs/revocation.md`): requests are
+    /// refused until it syncs.
+    RevocationFeedDown,
 }
 
 impl NotReadyReason {
-    /// The reason in the report: `keys_not_fetched`, `keys_unavailable` or
-    /// `store_unreachable`.
+    /// The reason in the report: `keys_not_fetched`, `keys_unavailable`,
+    /// `store_unreachable` or `revocation_feed_down`.
     pub const fn as_str(self) -> &'static str {
         match self {
             Self::KeysNotFetched => "keys_not_fetched",
             Self::KeysUnavailable => "keys_unavailable",
             Self::StoreUnreachable => "store_unreachable",
+            Self::RevocationFeedDown => "revocation_feed_down",
         }
     }
 }
@@ -172,6 +177,7 @@ impl fmt::Display for NotReadyReason {
 pub(crate) async fn report(settings: &Arc<Settings>, load: bool) -> Readiness {
     let mut checks = issuer_checks(settings, load).await;
     checks.extend(store_checks(settings).await);
+    checks.extend(revocation_check(settings).await);
     checks.push(policy_check(settings));
     Readiness { checks }
 }
@@ -268,6 +274,29 @@ async fn store_checks(settings: &Settings) -> Vec<Check> {
             },
         })
         .collect()
+}
+
+/// The revocation set, when configured: reachable, and its copy usable now under the
+/// configured outage mode (a replica that would refuse every request is not ready).
+async fn revocation_check(settings: &Settings) -> Option<Check> {
+    let revocations = settings.revocations.as_ref()?;
+    let store = &revocations.store;
+    let status = match store.reachable().await {
+        Err(error) => CheckStatus::NotReady {
+            why: NotReadyReason::StoreUnreachable,
+            detail: error.to_string(),
+        },
+        Ok(()) if !revocations.usable_now() => CheckStatus::NotReady {
+            why: NotReadyReason::RevocationFeedDown,
+            detail: format!("the feed is {}", store.list().state().as_str()),
+        },
+        Ok(()) => CheckStatus::Ready,
+    };
+    Some(Check {
+        component: Component::Store(StoreKind::Revocations),
+        name: store.backend().to_owned(),
+        status,
+    })
 }
 
 /// A built gate holds a loaded policy (a Cedar set that does not load fails the build, and a

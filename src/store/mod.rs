@@ -2,7 +2,8 @@
 //!
 //! - [`sessions`]: legacy sessions bound to the principal that opened them;
 //! - [`replay`]: used continuation states, so that each is accepted once;
-//! - [`tasks`]: calls held for approval, with their compare-and-set lifecycle.
+//! - [`tasks`]: calls held for approval, with their compare-and-set lifecycle;
+//! - [`revocations`]: revoked tokens, subjects and clients, copied into every replica.
 //!
 //! Each folder's `mod.rs` holds its trait, its records and its future alias, and each backend
 //! is one file beside it: `memory.rs` (one process, bounded, never evicting) and `redis.rs`
@@ -27,6 +28,7 @@ pub mod limits;
 #[cfg(feature = "redis")]
 mod redis;
 pub mod replay;
+pub mod revocations;
 pub mod sessions;
 pub mod tasks;
 
@@ -52,6 +54,8 @@ pub enum StoreKind {
     Tasks,
     /// Rate-limit counters ([`limits`]).
     Limits,
+    /// Revoked tokens, subjects and clients ([`revocations`]).
+    Revocations,
 }
 
 impl StoreKind {
@@ -62,6 +66,7 @@ impl StoreKind {
             Self::Replay => "replay",
             Self::Tasks => "task",
             Self::Limits => "limit",
+            Self::Revocations => "revocation",
         }
     }
 }
@@ -182,7 +187,9 @@ impl StoreError {
     pub(crate) fn unusable(store: StoreKind, reason: impl Into<String>) -> Self {
         let reason = reason.into();
         match store {
-            StoreKind::Tasks | StoreKind::Limits => Self::Config { store, reason },
+            StoreKind::Tasks | StoreKind::Limits | StoreKind::Revocations => {
+                Self::Config { store, reason }
+            }
             StoreKind::Sessions | StoreKind::Replay => Self::Unavailable { store, reason },
         }
     }
@@ -198,8 +205,15 @@ impl StoreError {
 
 impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use StoreKind::{Limits, Replay, Sessions, Tasks};
+        use StoreKind::{Limits, Replay, Revocations, Sessions, Tasks};
         match self {
+            Self::Full {
+                store: Revocations,
+                capacity,
+            } => write!(
+                f,
+                "the revocation set is full ({capacity} live revocations); new revocations are refused until some expire"
+            ),
             Self::Full {
                 store: Sessions,
                 capacity,
@@ -250,6 +264,10 @@ impl fmt::Display for StoreError {
                 f,
                 "this principal has {quota} calls waiting for approval, as many as one may: wait for a decision, or cancel one"
             ),
+            Self::OwnerQuota {
+                store: Revocations,
+                quota,
+            } => write!(f, "{quota} revocations of one owner are live"),
             Self::OverBudget { budget } => write!(
                 f,
                 "the task store holds as many bytes of held calls as it may ({budget} bytes); new tasks are refused until some finish or expire"

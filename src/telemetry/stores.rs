@@ -47,6 +47,7 @@ impl<S: ?Sized> Measured<S> {
             StoreKind::Replay => "replay",
             StoreKind::Tasks => "tasks",
             StoreKind::Limits => "limits",
+            StoreKind::Revocations => "revocations",
         };
         store_operation(store, self.backend, operation, outcome, started.elapsed());
         result

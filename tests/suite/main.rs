@@ -45,6 +45,7 @@ mod replicas;
 mod response_sdk;
 mod response_side;
 mod resume;
+mod revocation;
 mod sdk_denials;
 mod sdk_error_based;
 mod seam;

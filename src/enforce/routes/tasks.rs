@@ -392,6 +392,9 @@ pub(crate) async fn run<S: Inner>(
         tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
         return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
+    if let Some(change) = owner_revoked(settings, &claimed) {
+        return conclude(record_outcome(&store, &claimed, change).await);
+    }
     if let Err(change) = judge_again(settings, principal, &claimed, &held, id).await {
         return conclude(record_outcome(&store, &claimed, change).await);
     }
@@ -450,6 +453,21 @@ async fn claim(
         }
         Err(failure) => Err(store_failed(request, "claim", &failure)),
     }
+}
+
+/// The outcome to record instead of running, when the task's owner was revoked (by subject or
+/// client) after the task was created: completed as refused (`unavailable`), the call never
+/// run. The poll's own token passed the check; the held call was made under the grant that
+/// was withdrawn.
+fn owner_revoked(settings: &Settings, claimed: &TaskRecord) -> Option<TaskChange> {
+    let set = settings.revocations.as_ref()?;
+    if !set.owner_revoked(&claimed.owner, claimed.created_at) {
+        return None;
+    }
+    tracing::info!(target: "mcp_gate::tasks", task_id = %claimed.id, context_id = %claimed.context_id, "the task's owner was revoked; the held call does not run");
+    let message = "The request was approved, but its owner's grant was revoked.";
+    let refusal = wire::refusal(&claimed.context_id, message, settings.denial.revision);
+    Some(TaskChange::new(TaskStatus::Executing, TaskStatus::Completed).result(refusal))
 }
 
 /// The policy, asked again in the approval phase before the held call runs: `Ok` to run it,

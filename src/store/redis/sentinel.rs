@@ -32,7 +32,7 @@ const SENTINEL_PORT: u16 = 26379;
 /// What a `redis+sentinel://` URL says: where the sentinels are, which master, and how to
 /// speak to it.
 #[derive(Debug)]
-pub(super) struct SentinelUrl {
+pub(crate) struct SentinelUrl {
     /// `redis://host:port` (or `rediss://`) of each sentinel.
     sentinels: Vec<String>,
     /// The master's service name, as the sentinels know it.
@@ -45,7 +45,7 @@ pub(super) struct SentinelUrl {
 
 impl SentinelUrl {
     /// Whether `url` is a Sentinel URL at all (by its scheme).
-    pub(super) fn names_sentinels(url: &str) -> bool {
+    pub(crate) fn names_sentinels(url: &str) -> bool {
         let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
         scheme.eq_ignore_ascii_case("redis+sentinel")
             || scheme.eq_ignore_ascii_case("rediss+sentinel")
