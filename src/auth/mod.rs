@@ -4,7 +4,7 @@
 //! [`Principal`] or an [`AuthError`].
 
 pub(crate) mod authenticator;
-mod bearer;
+pub(crate) mod bearer;
 pub(crate) mod challenge;
 mod claims;
 pub mod dpop;

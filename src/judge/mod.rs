@@ -99,6 +99,8 @@ pub(crate) struct Judge<'a> {
     limits: Option<(&'a Limits, &'a ToolAnnotations)>,
     /// Copies the extension types the builder asked `evaluate` to see.
     copies: &'a [crate::policy::ExtensionCopy],
+    /// The grant the question was first asked under is revoked: refused unasked.
+    withdrawn: bool,
 }
 
 impl<'a> Judge<'a> {
@@ -119,7 +121,15 @@ impl<'a> Judge<'a> {
             request,
             limits: None,
             copies: &[],
+            withdrawn: false,
         }
+    }
+
+    /// The same judge, refusing unasked ([`Ruling::Withdrawn`]) when `withdrawn`: a held
+    /// call whose owner was revoked since it was held.
+    pub fn withdrawn(mut self, withdrawn: bool) -> Self {
+        self.withdrawn = withdrawn;
+        self
     }
 
     /// The same judge, showing `evaluate` the request extensions `copies` copy.
@@ -160,9 +170,12 @@ impl<'a> Judge<'a> {
                 target: case.target,
                 phase: case.phase,
             };
-            // The limits first: a caller past its rate, or with as many calls in flight as it
-            // may have, does not reach the policy.
-            if case.phase == Phase::Invocation
+            // A withdrawn grant, then the limits: a revoked owner's held call, a caller past
+            // its rate, or with as many calls in flight as it may have, does not reach the
+            // policy.
+            let mut unasked = self.withdrawn.then_some(Ruling::Withdrawn);
+            if unasked.is_none()
+                && case.phase == Phase::Invocation
                 && let Some((limits, tools)) = self.limits
                 && limits.configured()
             {
@@ -182,13 +195,14 @@ impl<'a> Judge<'a> {
                         Err(error) => refused = Some(Ruling::LimitFailed(error)),
                     }
                 }
-                if let Some(ruling) = refused {
-                    let verdict = Verdict::unasked(&ruling);
-                    let judged = express.express(ruling).await;
-                    let event = self.event(&asked, listed, verdict, &judged.said, started);
-                    self.observers.decided(&event);
-                    return judged.then;
-                }
+                unasked = refused;
+            }
+            if let Some(ruling) = unasked {
+                let verdict = Verdict::unasked(&ruling);
+                let judged = express.express(ruling).await;
+                let event = self.event(&asked, listed, verdict, &judged.said, started);
+                self.observers.decided(&event);
+                return judged.then;
             }
             let evaluation = Evaluation::new(EvaluationData {
                 principal: case.principal.clone(),
@@ -362,6 +376,7 @@ fn spanned(span: Option<&tracing::Span>, ruling: &Ruling, phase: Phase) {
         Ruling::Failed(_) => (DecisionKind::Refused, Some("policy_failed")),
         Ruling::Limited(_) => (DecisionKind::Limited, Some("rate_limited")),
         Ruling::LimitFailed(_) => (DecisionKind::Refused, Some("limit_store")),
+        Ruling::Withdrawn => (DecisionKind::Refused, Some("owner_revoked")),
     };
     if !wanted() {
         // No subscriber wants a span: there is none to record on.
@@ -414,7 +429,9 @@ mod tests {
                 Ruling::Ask { .. } => DecisionKind::Ask,
                 Ruling::Deny(_) => DecisionKind::Deny,
                 Ruling::Abstain => DecisionKind::Abstain,
-                Ruling::Failed(_) | Ruling::LimitFailed(_) => DecisionKind::Refused,
+                Ruling::Failed(_) | Ruling::LimitFailed(_) | Ruling::Withdrawn => {
+                    DecisionKind::Refused
+                }
                 Ruling::Limited(_) => DecisionKind::Limited,
             };
             Judged {

@@ -22,6 +22,9 @@ pub(crate) enum Ruling {
     /// The rate limits' store could not count the call: the layer refuses (never admits it
     /// uncounted).
     LimitFailed(StoreError),
+    /// The grant the question was first asked under was revoked since (a held call whose
+    /// owner was revoked): refused before the policy is asked.
+    Withdrawn,
 }
 
 /// The decision, as the log names it.
@@ -99,6 +102,8 @@ pub(crate) enum Refusal {
     NoRandomness,
     /// The rate limits' store failed; its error's text.
     LimitStore(String),
+    /// The owner's grant was revoked after the call was held (`docs/revocation.md`).
+    OwnerRevoked,
 }
 
 impl Refusal {
@@ -109,6 +114,7 @@ impl Refusal {
             Self::UnusableRemediation(_) => "unusable_remediation",
             Self::NoRandomness => "no_randomness",
             Self::LimitStore(_) => "limit_store",
+            Self::OwnerRevoked => "owner_revoked",
         }
     }
 
@@ -119,6 +125,7 @@ impl Refusal {
             Self::UnusableRemediation(problem) => Some(problem),
             Self::NoRandomness => None,
             Self::LimitStore(error) => Some(error),
+            Self::OwnerRevoked => None,
         }
     }
 }

@@ -33,6 +33,7 @@ use common::modern::{ModernRequest, modern, tasks_capabilities};
 use common::peers::{GatedServer, Reply};
 use common::tokens::{TestKey, claims, now};
 use common::tools::{DeployCount, mcp_service_counting};
+use mcp_gate::audit::{AuditRecord, AuditSink};
 use mcp_gate::auth::Revocation;
 use mcp_gate::revocation::{FeedOutage, RevokeError};
 use mcp_gate::store::revocations::MemoryRevocations;
@@ -102,7 +103,17 @@ fn gate_with(key: &TestKey) -> GateBuilder {
 // ---------------------------------------------------------------------------------------------
 
 async fn memory_gate(key: &TestKey, deploys: DeployCount) -> GatedServer {
+    audited_memory_gate(key, deploys, |_: &AuditRecord| {}).await
+}
+
+/// [`memory_gate`], its audit records given to `sink`.
+async fn audited_memory_gate(
+    key: &TestKey,
+    deploys: DeployCount,
+    sink: impl AuditSink,
+) -> GatedServer {
     let builder = gate_with(key)
+        .audit(sink)
         .revocations(MemoryRevocations::new(100))
         .task_poll_interval(Duration::from_millis(50));
     GatedServer::start_replica(
@@ -196,7 +207,16 @@ async fn a_held_task_whose_owner_was_revoked_does_not_run() {
     bounded("held task", async {
         let key = TestKey::es256("k1");
         let deploys = DeployCount::default();
-        let server = memory_gate(&key, deploys.clone()).await;
+        let approvals = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = Arc::clone(&approvals);
+        let sink = move |record: &AuditRecord| {
+            let data = record.data();
+            if data.phase == "approval" {
+                let row = (data.decision, data.refusal, data.task_id.clone());
+                seen.lock().expect("records").push(row);
+            }
+        };
+        let server = audited_memory_gate(&key, deploys.clone(), sink).await;
         let old = token(&key, "alice", "j1", Some(now() - 5));
         let held = send(&server, &old, &deploy(1, "prod")).await;
         assert_eq!(held.body["result"]["resultType"], "task", "{held:?}");
@@ -228,6 +248,11 @@ async fn a_held_task_whose_owner_was_revoked_does_not_run() {
             "{answer:?}"
         );
         assert_eq!(deploys.load(Ordering::SeqCst), 0, "the held call ran");
+        // Refused by the one decision point: one approval-phase decision, refused unasked.
+        assert_eq!(
+            *approvals.lock().expect("records"),
+            [("refused", Some("owner_revoked"), Some(id.clone()))],
+        );
 
         // A task made by the grant given again runs once approved.
         let fresh = send(&server, &again, &deploy(2, "qa")).await;

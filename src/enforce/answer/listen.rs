@@ -9,6 +9,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -17,7 +18,11 @@ use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::sse::write;
+use crate::auth::Principal;
+use crate::auth::revocation::RevocationCheck;
+use crate::auth::token_cache::TokenDigest;
 use crate::denial::Revision;
+use crate::revocation::Revocations;
 use crate::store::tasks::{TaskId, TaskRecord, TaskStatus};
 use crate::tasks::listeners::Listening;
 use crate::tasks::wire;
@@ -39,7 +44,31 @@ pub(crate) struct ListenStream {
     open: usize,
     /// When the last accepted task expires: the stream closes then.
     deadline: Pin<Box<tokio::time::Sleep>>,
+    /// The grant the listen was opened with, asked again before each notification; `None`
+    /// without revocation configured.
+    grant: Option<Grant>,
     closed: bool,
+}
+
+/// The credential a listen was opened with, checked against the revocation set before each
+/// notification it would send: a listen does not outlive the grant that opened it.
+pub(crate) struct Grant {
+    /// The revocation set.
+    pub set: Arc<Revocations>,
+    /// The SHA-256 of the listen's token (`None`: it could not be read again, so nothing is
+    /// trusted).
+    pub key: Option<TokenDigest>,
+    /// Who the token was verified as.
+    pub principal: Principal,
+}
+
+impl Grant {
+    /// Whether the grant is withdrawn now: revoked, or the revocation feed no longer trusted
+    /// (its outage mode refuses).
+    fn withdrawn(&self) -> bool {
+        self.key
+            .is_none_or(|key| self.set.check(&key, &self.principal).is_err())
+    }
 }
 
 impl ListenStream {
@@ -52,6 +81,7 @@ impl ListenStream {
         accepted: Vec<TaskRecord>,
         revision: Revision,
         (now_ms, token_expiry_ms): (u64, Option<u64>),
+        grant: Option<Grant>,
     ) -> Self {
         let ids: Vec<&str> = accepted.iter().map(|r| r.id.as_str()).collect();
         let acknowledged = json!({
@@ -82,6 +112,7 @@ impl ListenStream {
             sent,
             open,
             deadline: Box::pin(tokio::time::sleep(wait)),
+            grant,
             closed: false,
         }
     }
@@ -97,6 +128,10 @@ impl ListenStream {
         while self.open > 0 {
             match self.listening.receiver.poll_recv(cx) {
                 Poll::Ready(Some(record)) => {
+                    if self.grant.as_ref().is_some_and(Grant::withdrawn) {
+                        tracing::info!(target: "mcp_gate::tasks", "task listen closed: its grant was revoked");
+                        break;
+                    }
                     if let Some(frame) = self.heard(&record) {
                         return Poll::Ready(Some(frame));
                     }
@@ -214,6 +249,7 @@ mod tests {
             vec![record.clone()],
             Revision::current(),
             (now, None),
+            None,
         );
         for status in [
             TaskStatus::Approved,
@@ -268,6 +304,7 @@ mod tests {
             vec![record],
             Revision::current(),
             until,
+            None,
         );
         let mut stream = stream;
         let mut messages = Vec::new();
@@ -284,6 +321,72 @@ mod tests {
         assert_eq!(messages[2]["id"], 1);
     }
 
+    /// A listen of alice's, with revocation on; `revoke` names whom to revoke once the stream
+    /// is open. What the stream sends when her task then moves forward.
+    async fn after_revoking(revoke: crate::auth::Revocation) -> Vec<Value> {
+        use crate::revocation::FeedOutage;
+        use crate::store::revocations::MemoryRevocations;
+        let set = Arc::new(Revocations {
+            store: Arc::new(MemoryRevocations::new(16)),
+            outage: FeedOutage::Refuse,
+            max_token_lifetime: Duration::from_secs(3_600),
+        });
+        let listeners = Arc::new(Listeners::new(4, 16, 8));
+        let mut record = sample_record(Value::Null, "actx_AAAAAAAAAAAAAAAAAAAAAA", 60_000);
+        let listening = listeners
+            .register(record.owner.clone(), vec![record.id.clone()])
+            .unwrap();
+        let principal = Principal::builder()
+            .issuer("https://as.example")
+            .subject("alice")
+            .build()
+            .unwrap();
+        let grant = Grant {
+            set: Arc::clone(&set),
+            key: Some(crate::auth::token_cache::digest("alice-token")),
+            principal,
+        };
+        let now = record.created_at;
+        let mut stream = ListenStream::new(
+            listening,
+            json!("listen-r"),
+            vec![record.clone()],
+            Revision::current(),
+            (now, None),
+            Some(grant),
+        );
+        set.revoke(revoke).await.unwrap();
+        record.status = TaskStatus::Completed;
+        record.result = Some(json!({"content": [], "isError": false}));
+        listeners.deliver(Arc::new(record));
+        let mut messages = Vec::new();
+        while let Some(frame) = poll_fn(|cx| stream.poll_frame(cx)).await {
+            messages.push(message(&frame));
+        }
+        messages
+    }
+
+    #[tokio::test]
+    async fn a_revoked_grant_closes_the_listen_before_its_next_notification() {
+        use crate::auth::Revocation;
+        for revocation in [
+            Revocation::subject("https://as.example", "alice"),
+            Revocation::token("alice-token", None),
+        ] {
+            let messages = after_revoking(revocation.clone()).await;
+            let statuses: Vec<&Value> = messages.iter().map(|m| &m["params"]["status"]).collect();
+            // The acknowledgement, the snapshot taken at the opening, then the close: the
+            // completion is not sent.
+            assert_eq!(messages.len(), 3, "{revocation:?}: {messages:?}");
+            assert_eq!(statuses[1], "working", "{revocation:?}");
+            assert_eq!(messages[2]["id"], "listen-r", "{revocation:?}");
+        }
+        // Someone else's revocation leaves alice's listen as it was.
+        let messages = after_revoking(Revocation::subject("https://as.example", "bob")).await;
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert_eq!(messages[2]["params"]["status"], "completed");
+    }
+
     #[tokio::test]
     async fn nothing_accepted_is_acknowledged_empty_and_closed() {
         let listeners = Arc::new(Listeners::new(4, 16, 8));
@@ -297,6 +400,7 @@ mod tests {
             Vec::new(),
             Revision::current(),
             (0, None),
+            None,
         );
         let mut messages = Vec::new();
         while let Some(frame) = poll_fn(|cx| stream.poll_frame(cx)).await {

@@ -35,7 +35,7 @@ use http_body::Body;
 use serde_json::{Map, Value, json};
 
 pub(crate) use cache::{judged_per_caller, mark_private};
-pub(crate) use listen::ListenStream;
+pub(crate) use listen::{Grant, ListenStream};
 pub(crate) use problem::Problem;
 pub(crate) use stream::{Watch, watch_get};
 

@@ -378,6 +378,9 @@ impl Express for Invocation<'_> {
                 Said::refused(Refusal::LimitStore(error.to_string())),
                 Action::Reply(limit_store_refusal(&error, self.round.request)),
             ),
+            // Only a held call is judged withdrawn (an invocation's token was checked as it
+            // came); were one, it would be refused.
+            Ruling::Withdrawn => self.refuse(Refusal::OwnerRevoked),
         }
     }
 

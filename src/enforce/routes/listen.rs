@@ -22,7 +22,9 @@ use http::{HeaderValue, Response, StatusCode, header};
 use serde_json::Value;
 
 use crate::auth::Principal;
-use crate::enforce::answer::ListenStream;
+use crate::auth::bearer::credential;
+use crate::auth::token_cache::digest;
+use crate::enforce::answer::{Grant, ListenStream};
 use crate::enforce::body::GateBody;
 use crate::enforce::call::{Call, Routed};
 use crate::enforce::reply::{Reply, STORE_UNAVAILABLE_RETRY_AFTER, refusal_retry_after};
@@ -118,6 +120,7 @@ pub(crate) async fn serve<B>(
                 .expires_at()
                 .map(|exp| exp.saturating_mul(1000)),
         ),
+        grant(call),
     );
     let mut response = Response::new(GateBody::listen(stream));
     let headers = response.headers_mut();
@@ -127,6 +130,24 @@ pub(crate) async fn serve<B>(
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     Routed::Respond(response)
+}
+
+/// What the stream asks the revocation set before each notification, when revocation is
+/// configured: the listen's token (by its SHA-256, as the authenticator keyed it) and
+/// principal.
+fn grant(call: &Call<'_>) -> Option<Grant> {
+    let set = call.settings.revocations.clone()?;
+    // Read as the authenticator read it; a listen only gets here authenticated, so a header
+    // that no longer reads leaves nothing to trust: the stream closes at its first
+    // notification.
+    let key = credential(&call.parts.headers, &call.parts.uri, true)
+        .ok()
+        .map(|(_, token)| digest(token));
+    Some(Grant {
+        set,
+        key,
+        principal: call.principal.clone(),
+    })
 }
 
 /// The live tasks among `ids` that `principal` owns, as stored now.

@@ -234,7 +234,7 @@ impl Express for Entry<'_> {
             // Listings are not counted (the judge limits invocations only); were one ever
             // limited, its entries would be hidden, never shown uncounted.
             Ruling::Limited(_) => (DecisionKind::Limited, None, false),
-            Ruling::LimitFailed(_) => (DecisionKind::Refused, None, false),
+            Ruling::LimitFailed(_) | Ruling::Withdrawn => (DecisionKind::Refused, None, false),
             Ruling::Failed(failure) => {
                 let refusal = Refusal::PolicyFailed {
                     kind: failure.kind(),

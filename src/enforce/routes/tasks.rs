@@ -392,9 +392,6 @@ pub(crate) async fn run<S: Inner>(
         tracing::error!(target: "mcp_gate::tasks", task_id = %claimed.id, "the held call is not a valid request; failing the task");
         return conclude(record_outcome(&store, &claimed, unreplayable()).await);
     };
-    if let Some(change) = owner_revoked(settings, &claimed) {
-        return conclude(record_outcome(&store, &claimed, change).await);
-    }
     if let Err(change) = judge_again(settings, principal, &claimed, &held, id).await {
         return conclude(record_outcome(&store, &claimed, change).await);
     }
@@ -455,19 +452,14 @@ async fn claim(
     }
 }
 
-/// The outcome to record instead of running, when the task's owner was revoked (by subject or
-/// client) after the task was created: completed as refused (`unavailable`), the call never
-/// run. The poll's own token passed the check; the held call was made under the grant that
-/// was withdrawn.
-fn owner_revoked(settings: &Settings, claimed: &TaskRecord) -> Option<TaskChange> {
-    let set = settings.revocations.as_ref()?;
-    if !set.owner_revoked(&claimed.owner, claimed.created_at) {
-        return None;
-    }
-    tracing::info!(target: "mcp_gate::tasks", task_id = %claimed.id, context_id = %claimed.context_id, "the task's owner was revoked; the held call does not run");
-    let message = "The request was approved, but its owner's grant was revoked.";
-    let refusal = wire::refusal(&claimed.context_id, message, settings.denial.revision);
-    Some(TaskChange::new(TaskStatus::Executing, TaskStatus::Completed).result(refusal))
+/// Whether the task's owner was revoked (by subject or client) after the task was created:
+/// the judge then refuses it unasked ([`Ruling::Withdrawn`]) and the call never runs. The
+/// poll's own token passed the check; the held call was made under the grant withdrawn.
+fn owner_revoked(settings: &Settings, claimed: &TaskRecord) -> bool {
+    settings
+        .revocations
+        .as_ref()
+        .is_some_and(|set| set.owner_revoked(&claimed.owner, claimed.created_at))
 }
 
 /// The policy, asked again in the approval phase before the held call runs: `Ok` to run it,
@@ -512,7 +504,12 @@ async fn judge_again(
         claimed,
         revision: settings.denial.revision,
     };
-    settings.policy.judge(id).judge(case, approved).await
+    settings
+        .policy
+        .judge(id)
+        .withdrawn(owner_revoked(settings, claimed))
+        .judge(case, approved)
+        .await
 }
 
 /// How a ruling on an approved call is said: `Ok` to run it, or the outcome to record
@@ -532,14 +529,19 @@ impl Express for Approved<'_> {
             said.task_id = Some(claimed.id.to_string());
             said
         };
-        let refused = |said: Said| {
-            let message = "The request was approved, but the policy no longer allows it.";
+        let refused_for = |said: Said, message: &str| {
             let refusal = wire::refusal(&claimed.context_id, message, self.revision);
             let change = TaskChange::new(TaskStatus::Executing, TaskStatus::Completed);
             Judged {
                 said: said.expressed(Expressed::State(RemediationState::Unavailable)),
                 then: Err(change.result(refusal)),
             }
+        };
+        let refused = |said| {
+            refused_for(
+                said,
+                "The request was approved, but the policy no longer allows it.",
+            )
         };
         match ruling {
             Ruling::Allow => Judged {
@@ -552,6 +554,13 @@ impl Express for Approved<'_> {
             // it ever limited, it would not run.
             Ruling::Limited(_) => refused(told(DecisionKind::Limited)),
             Ruling::LimitFailed(_) => refused(told(DecisionKind::Refused)),
+            Ruling::Withdrawn => {
+                tracing::info!(target: "mcp_gate::tasks", task_id = %claimed.id, context_id = %claimed.context_id, "the task's owner was revoked; the held call does not run");
+                let mut said = Said::refused(Refusal::OwnerRevoked).context(&claimed.context_id);
+                said.task_id = Some(claimed.id.to_string());
+                let message = "The request was approved, but its owner's grant was revoked.";
+                refused_for(said, message)
+            }
             Ruling::Deny(remediation) => {
                 refused(told(DecisionKind::Deny).remedy(RemedyKind::of(&remediation)))
             }
