@@ -384,21 +384,7 @@ impl RedisConnection {
         }
         let mut wait = redis::cmd("WAIT");
         wait.arg(u32::from(self.replica_acks)).arg(REPLICA_WAIT_MS);
-        let sent = match &self.link {
-            Link::Cluster(cluster) => {
-                let route = Route::with_key(key, SlotAddr::Master);
-                let mut cluster = cluster.clone();
-                let routed = cluster.route_command(
-                    wait,
-                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
-                );
-                self.bounded(routed).await
-            }
-            _ => {
-                let mut connection = self.clone();
-                connection.send_once(&wait).await
-            }
-        };
+        let sent = self.on_master_of(key, wait).await;
         let acknowledged = match sent {
             Ok(Value::Int(count)) => count,
             Ok(other) => {
@@ -420,7 +406,52 @@ impl RedisConnection {
                 "redis: no replica acknowledged the write in time",
             ));
         }
-        Ok(())
+        self.still_there(key, store).await
+    }
+
+    /// Whether `key`, just written and acknowledged, is on the server that holds it now. A
+    /// `WAIT` only counts what its own connection wrote: when a failover comes between the
+    /// write and the `WAIT` (retried on the new master, over a new connection), the `WAIT`
+    /// counts the new master's replicas while the write died with the old one. The key is then
+    /// missing, and the write is refused rather than reported kept.
+    async fn still_there(
+        &self,
+        key: &str,
+        store: super::StoreKind,
+    ) -> Result<(), super::StoreError> {
+        let mut exists = redis::cmd("EXISTS");
+        exists.arg(key);
+        match self.on_master_of(key, exists).await {
+            Ok(Value::Int(1)) => Ok(()),
+            Ok(_) => Err(super::StoreError::unavailable(
+                store,
+                "redis: the write was lost in a failover before its replicas acknowledged it",
+            )),
+            Err(e) => Err(super::StoreError::unavailable(
+                store,
+                format_args!("redis: the write could not be confirmed: {e}"),
+            )),
+        }
+    }
+
+    /// `command` (keyless, or naming `key`) sent once to the server that holds `key`: on a
+    /// Cluster, the master of its slot.
+    async fn on_master_of(&self, key: &str, command: Cmd) -> Result<Value, RedisError> {
+        match &self.link {
+            Link::Cluster(cluster) => {
+                let route = Route::with_key(key, SlotAddr::Master);
+                let mut cluster = cluster.clone();
+                let routed = cluster.route_command(
+                    command,
+                    RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                );
+                self.bounded(routed).await
+            }
+            _ => {
+                let mut connection = self.clone();
+                connection.send_once(&command).await
+            }
+        }
     }
 
     /// `sent`, within the bound if there is one.
