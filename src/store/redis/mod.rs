@@ -372,11 +372,14 @@ impl RedisConnection {
     }
 
     /// After a write to `key` that must survive a failover: waits for the replicas
-    /// [`replica_acks`](Self::replica_acks) asks for, on the server that holds `key`. An error
-    /// (naming `store`) when fewer acknowledged it in time: the caller refuses the call.
+    /// [`replica_acks`](Self::replica_acks) asks for, on the server that holds `key`, then
+    /// reads the key back there: present, or holding exactly `written` when given (a string
+    /// key). An error (naming `store`) when fewer acknowledged it in time or the write is not
+    /// there: the caller refuses the call.
     pub(crate) async fn replicated(
         &self,
         key: &str,
+        written: Option<&[u8]>,
         store: super::StoreKind,
     ) -> Result<(), super::StoreError> {
         if self.replica_acks == 0 {
@@ -406,23 +409,32 @@ impl RedisConnection {
                 "redis: no replica acknowledged the write in time",
             ));
         }
-        self.still_there(key, store).await
+        self.still_there(key, written, store).await
     }
 
-    /// Whether `key`, just written and acknowledged, is on the server that holds it now. A
-    /// `WAIT` only counts what its own connection wrote: when a failover comes between the
-    /// write and the `WAIT` (retried on the new master, over a new connection), the `WAIT`
-    /// counts the new master's replicas while the write died with the old one. The key is then
-    /// missing, and the write is refused rather than reported kept.
+    /// Whether `key`, just written and acknowledged, is on the server that holds it now (and
+    /// holds `written`, when given). A `WAIT` only counts what its own connection wrote: when
+    /// a failover comes between the write and the `WAIT` (retried on the new master, over a
+    /// new connection), the `WAIT` counts the new master's replicas while the write died with
+    /// the old one. The key is then missing, or holds what it held before, and the write is
+    /// refused rather than reported kept.
     async fn still_there(
         &self,
         key: &str,
+        written: Option<&[u8]>,
         store: super::StoreKind,
     ) -> Result<(), super::StoreError> {
-        let mut exists = redis::cmd("EXISTS");
-        exists.arg(key);
-        match self.on_master_of(key, exists).await {
-            Ok(Value::Int(1)) => Ok(()),
+        let read = match written {
+            Some(_) => redis::cmd("GET").arg(key).clone(),
+            None => redis::cmd("EXISTS").arg(key).clone(),
+        };
+        let kept = |answer: &Value| match (written, answer) {
+            (Some(bytes), Value::BulkString(stored)) => stored.as_slice() == bytes,
+            (None, Value::Int(1)) => true,
+            _ => false,
+        };
+        match self.on_master_of(key, read).await {
+            Ok(answer) if kept(&answer) => Ok(()),
             Ok(_) => Err(super::StoreError::unavailable(
                 store,
                 "redis: the write was lost in a failover before its replicas acknowledged it",

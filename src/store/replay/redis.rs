@@ -200,7 +200,9 @@ impl ReplayStore for RedisReplayStore {
             Ok(match answer {
                 1 => {
                     // A use a failover forgot would let the state be used again.
-                    self.connection.replicated(&used, StoreKind::Replay).await?;
+                    self.connection
+                        .replicated(&used, None, StoreKind::Replay)
+                        .await?;
                     FirstUse::Yes
                 }
                 0 => FirstUse::AlreadyUsed,

@@ -185,7 +185,7 @@ impl Shared {
             version if version > 0 => {
                 // A revocation a failover forgot would let the tokens in again.
                 self.connection
-                    .replicated(&self.set_key, StoreKind::Revocations)
+                    .replicated(&self.set_key, None, StoreKind::Revocations)
                     .await?;
                 self.list.apply(entry, crate::clock::now_ms());
                 Ok(())

@@ -351,7 +351,11 @@ impl RedisTaskStore {
                 self.remember(&record.id, Some(&json));
                 // A task a failover forgot would be a held call lost, or approved again.
                 self.connection
-                    .replicated(&self.key(record.id.as_str()), StoreKind::Tasks)
+                    .replicated(
+                        &self.key(record.id.as_str()),
+                        Some(json.as_slice()),
+                        StoreKind::Tasks,
+                    )
                     .await
             }
             0 => Err(StoreError::Duplicate(record.id)),
@@ -430,7 +434,11 @@ impl RedisTaskStore {
                     self.remember(id, Some(&next_json));
                     // A claim a failover forgot would let the call run a second time.
                     self.connection
-                        .replicated(&self.key(id.as_str()), StoreKind::Tasks)
+                        .replicated(
+                            &self.key(id.as_str()),
+                            Some(next_json.as_slice()),
+                            StoreKind::Tasks,
+                        )
                         .await?;
                     return Ok(Transition::Applied(next));
                 }
