@@ -8,6 +8,7 @@ pub(crate) mod annotations;
 pub(crate) mod era;
 pub(crate) mod identity;
 pub(crate) mod json;
+pub(crate) mod params;
 mod methods;
 pub(crate) mod request;
 
