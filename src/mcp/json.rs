@@ -304,9 +304,7 @@ impl<'de> Visitor<'de> for ParamsVisitor {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ParamsSeen<'de>, A::Error> {
-        CheckedVisitor
-            .visit_seq(seq)
-            .map(|_| ParamsSeen::default())
+        CheckedVisitor.visit_seq(seq).map(|_| ParamsSeen::default())
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsSeen<'de>, A::Error> {
@@ -642,10 +640,13 @@ mod tests {
                 Just("inputResponses"),
             ];
             prop_oneof![
-                proptest::collection::vec(inner.clone(), 0..5).prop_map(|items| format!("[{}]", items.join(","))),
+                proptest::collection::vec(inner.clone(), 0..5)
+                    .prop_map(|items| format!("[{}]", items.join(","))),
                 proptest::collection::vec((key, inner), 0..12).prop_map(|members| {
-                    let members: Vec<String> =
-                        members.into_iter().map(|(k, v)| format!(r#""{k}":{v}"#)).collect();
+                    let members: Vec<String> = members
+                        .into_iter()
+                        .map(|(k, v)| format!(r#""{k}":{v}"#))
+                        .collect();
                     format!("{{{}}}", members.join(","))
                 }),
             ]

@@ -8,8 +8,8 @@ pub(crate) mod annotations;
 pub(crate) mod era;
 pub(crate) mod identity;
 pub(crate) mod json;
-pub(crate) mod params;
 mod methods;
+pub(crate) mod params;
 pub(crate) mod request;
 
 /// The session stores, now found at `mcp_gate::store::sessions`.
