@@ -38,7 +38,7 @@ use super::rejection::{AuthError, InvalidToken};
 use crate::error::ConfigError;
 
 /// The header a DPoP proof travels in.
-pub(crate) const DPOP_HEADER: &str = "dpop";
+pub(crate) const DPOP_HEADER: http::HeaderName = http::HeaderName::from_static("dpop");
 
 /// DPoP options for [`GateBuilder::dpop`](crate::GateBuilder::dpop).
 ///

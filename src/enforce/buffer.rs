@@ -38,7 +38,10 @@ where
     if declared.is_some_and(|len| len > limit as u64) {
         return Err(too_large());
     }
-    let read = crate::deadline::within(timeout, collect(body, limit)).await;
+    // The declared length (within the limit) sizes the buffer a body of several frames is
+    // joined in, so that it is copied once, never regrown.
+    let expected = declared.map_or(0, |len| len as usize);
+    let read = crate::deadline::within(timeout, collect_sized(body, limit, expected)).await;
     match read {
         Err(_) => Err(ProtocolError::new(
             StatusCode::REQUEST_TIMEOUT,
@@ -88,6 +91,13 @@ pub(crate) enum Unread {
 /// The body's data, at most `limit` bytes. The usual body, one frame, is kept as it came,
 /// without a copy; trailers are not part of the message and are dropped.
 pub(crate) async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Unread> {
+    collect_sized(body, limit, 0).await
+}
+
+/// [`collect`], with the length the body is expected to have (at most `limit`; 0 when not
+/// known): a body of several frames is joined into one buffer of that size, so that each
+/// byte is copied once (a body longer than announced grows it).
+async fn collect_sized<B: Body>(body: B, limit: usize, expected: usize) -> Result<Bytes, Unread> {
     let mut body = std::pin::pin!(body);
     let mut single: Option<Bytes> = None;
     let mut joined = BytesMut::new();
@@ -106,7 +116,7 @@ pub(crate) async fn collect<B: Body>(body: B, limit: usize) -> Result<Bytes, Unr
             continue;
         }
         if let Some(first) = single.take() {
-            joined.reserve(length);
+            joined.reserve(length.max(expected.min(limit)));
             joined.extend_from_slice(&first);
         }
         joined.extend_from_slice(&chunk);

@@ -81,7 +81,7 @@ impl Call<'_> {
 
     /// A method in no row, to be judged: `evaluate` sees it as [`Target::Other`].
     pub fn into_other(mut self) -> Self {
-        let params = std::sync::Arc::new(self.request.params().clone());
+        let params = self.request.params_shared();
         self.request.target = Target::Other {
             method: self.request.method.to_string(),
             params,

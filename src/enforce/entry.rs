@@ -145,7 +145,7 @@ pub(crate) async fn after_authentication<S: Inner>(
 }
 
 /// The header a client resumes an event stream with.
-const LAST_EVENT_ID: &str = "last-event-id";
+const LAST_EVENT_ID: http::HeaderName = http::HeaderName::from_static("last-event-id");
 
 /// GET (the event stream), DELETE (the end of a legacy session) and OPTIONS: they carry no
 /// operation, so they go on without a body; one that declares a body is refused, never

@@ -44,13 +44,27 @@ pub enum Era {
 }
 
 /// What the client declared it can do, for this request.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClientCapabilities(Arc<Map<String, Value>>);
+
+/// The capabilities of a client that declared none: one map, shared by every request.
+static NONE_DECLARED: std::sync::LazyLock<Arc<Map<String, Value>>> =
+    std::sync::LazyLock::new(Arc::default);
+
+impl Default for ClientCapabilities {
+    /// None declared.
+    fn default() -> Self {
+        Self(Arc::clone(&NONE_DECLARED))
+    }
+}
 
 impl ClientCapabilities {
     /// The capabilities a client declared (the `capabilities` object of `initialize`, or
     /// `_meta["io.modelcontextprotocol/clientCapabilities"]` of a modern request).
     pub fn from_object(map: Map<String, Value>) -> Self {
+        if map.is_empty() {
+            return Self::default();
+        }
         Self(Arc::new(map))
     }
 
@@ -98,13 +112,14 @@ pub struct ProtocolContext {
 }
 
 /// The header that names a legacy session.
-pub(crate) const SESSION_HEADER: &str = "mcp-session-id";
+pub(crate) const SESSION_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-session-id");
 /// The headers a modern request mirrors its body in (2026-07-28 Streamable HTTP).
-pub(crate) const METHOD_HEADER: &str = "mcp-method";
+pub(crate) const METHOD_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-method");
 /// See [`METHOD_HEADER`].
-pub(crate) const NAME_HEADER: &str = "mcp-name";
+pub(crate) const NAME_HEADER: http::HeaderName = http::HeaderName::from_static("mcp-name");
 /// See [`METHOD_HEADER`].
-pub(crate) const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(crate) const VERSION_HEADER: http::HeaderName =
+    http::HeaderName::from_static("mcp-protocol-version");
 
 /// Works out the era, version and capabilities of a request.
 pub(crate) fn protocol_context(
@@ -163,7 +178,10 @@ pub(crate) fn protocol_context(
 }
 
 /// One header value as text; two values or a non-text value is an error.
-pub(crate) fn single_header<'a>(headers: &'a HeaderMap, name: &str) -> Result<Option<&'a str>, ()> {
+pub(crate) fn single_header<'a>(
+    headers: &'a HeaderMap,
+    name: &http::HeaderName,
+) -> Result<Option<&'a str>, ()> {
     let mut values = headers.get_all(name).iter();
     let first = values.next();
     if values.next().is_some() {
@@ -179,7 +197,7 @@ fn check_mirrored_headers(
     headers: &HeaderMap,
     version: &str,
 ) -> Result<(), ProtocolError> {
-    let mismatch = |what: &str| {
+    let mismatch = |what: http::HeaderName| {
         ProtocolError::new(
             StatusCode::BAD_REQUEST,
             HEADER_MISMATCH,
@@ -187,7 +205,7 @@ fn check_mirrored_headers(
         )
         .with_id(Some(&request.id))
     };
-    let expect = |name: &str, value: &str| match single_header(headers, name) {
+    let expect = |name: http::HeaderName, value: &str| match single_header(headers, &name) {
         Ok(Some(found)) if found == value => Ok(()),
         _ => Err(mismatch(name)),
     };
@@ -198,7 +216,7 @@ fn check_mirrored_headers(
         Target::Tool { .. } | Target::Prompt { .. } | Target::Resource { .. } | Target::Task { .. }
     );
     match request.target.name() {
-        Some(name) if named => match single_header(headers, NAME_HEADER) {
+        Some(name) if named => match single_header(headers, &NAME_HEADER) {
             Ok(Some(found)) if decode_header_text(found).as_deref() == Some(name) => Ok(()),
             _ => Err(mismatch(NAME_HEADER)),
         },

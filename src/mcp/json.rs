@@ -140,8 +140,10 @@ macro_rules! strings_become {
 }
 
 /// The top level of a JSON-RPC message, read in the same strict pass as everything below it,
-/// but without building a tree for the envelope itself: only `id`, `method` and `params` are
-/// kept, and `jsonrpc`, `result` and `error` are reduced to what classification asks of them.
+/// without building a tree for the envelope or for `params`: only `id`, `method` and the few
+/// members of `params` the layer reads on every request are kept, and `jsonrpc`, `result` and
+/// `error` are reduced to what classification asks of them. Everything else is checked in place
+/// and kept nowhere (see [`Checked`]).
 #[derive(Debug, Default)]
 pub(crate) struct Envelope<'de> {
     /// `jsonrpc` is present and is exactly the string `"2.0"`.
@@ -149,9 +151,40 @@ pub(crate) struct Envelope<'de> {
     pub id: Option<Value>,
     /// `method`, borrowed from the body when it is a string without escapes.
     pub method: Option<Field<'de>>,
-    pub params: Option<Value>,
+    /// What `params` held, when it was sent.
+    pub params: Option<ParamsSeen<'de>>,
     pub has_result: bool,
     pub has_error: bool,
+}
+
+/// What one strict pass over `params` keeps: the members the layer reads on every request.
+/// The rest of the object is checked (see [`Checked`]) and read again, from the body, only by
+/// the paths that need it whole.
+#[derive(Debug, Default)]
+pub(crate) struct ParamsSeen<'de> {
+    /// `params` is an object (anything else is refused by classification).
+    pub is_object: bool,
+    /// `name`, borrowed when it is a string without escapes.
+    pub name: Option<Field<'de>>,
+    /// What `arguments` is.
+    pub arguments: Kind,
+    /// `_meta`, `requestState`, `inputResponses`: read into values (small, and rare but on
+    /// retries and modern requests).
+    pub meta: Option<Value>,
+    pub request_state: Option<Value>,
+    pub input_responses: Option<Value>,
+}
+
+/// The JSON type of a member the layer only needs to know the type of.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Not sent.
+    #[default]
+    Absent,
+    Null,
+    Object,
+    /// A string, number, boolean or array.
+    Other,
 }
 
 /// What a message body is at its top level.
@@ -190,61 +223,224 @@ impl<'de> Visitor<'de> for ShapeVisitor {
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<'de>, A::Error> {
         // Refused as a batch, but only once it is known to be valid, strict JSON.
-        StrictVisitor.visit_seq(seq).map(|_| Shape::Array)
+        CheckedVisitor.visit_seq(seq).map(|_| Shape::Array)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
         let mut envelope = Envelope::default();
-        let mut jsonrpc_seen = false;
-        let mut other_keys: Vec<Key<'de>> = Vec::new();
+        let mut keys = KeySet::default();
         while let Some(key) = map.next_key::<Key<'de>>()? {
-            let duplicate = || de::Error::custom(format_args!("duplicate key {:?}", key.0));
-            match &*key.0 {
-                "jsonrpc" => {
-                    if std::mem::replace(&mut jsonrpc_seen, true) {
-                        return Err(duplicate());
-                    }
+            let member = TopMember::of(&key);
+            keys.insert(key)?;
+            match member {
+                TopMember::Jsonrpc => {
                     let version: Field<'de> = map.next_value()?;
                     envelope.jsonrpc_is_2_0 = version.as_str() == Some("2.0");
                 }
-                "method" => {
-                    if envelope.method.is_some() {
-                        return Err(duplicate());
-                    }
-                    envelope.method = Some(map.next_value()?);
+                TopMember::Method => envelope.method = Some(map.next_value()?),
+                TopMember::Id => envelope.id = Some(map.next_value::<StrictValue>()?.0),
+                TopMember::Params => envelope.params = Some(map.next_value()?),
+                TopMember::Result => {
+                    map.next_value::<Checked>()?;
+                    envelope.has_result = true;
                 }
-                "id" | "params" => {
-                    let slot = match &*key.0 {
-                        "id" => &mut envelope.id,
-                        _ => &mut envelope.params,
-                    };
-                    if slot.is_some() {
-                        return Err(duplicate());
-                    }
-                    let StrictValue(value) = map.next_value()?;
-                    *slot = Some(value);
+                TopMember::Error => {
+                    map.next_value::<Checked>()?;
+                    envelope.has_error = true;
                 }
-                "result" | "error" => {
-                    let flag = match &*key.0 {
-                        "result" => &mut envelope.has_result,
-                        _ => &mut envelope.has_error,
-                    };
-                    if std::mem::replace(flag, true) {
-                        return Err(duplicate());
-                    }
-                    let StrictValue(_) = map.next_value()?;
-                }
-                _ => {
-                    if other_keys.contains(&key) {
-                        return Err(duplicate());
-                    }
-                    let StrictValue(_) = map.next_value()?;
-                    other_keys.push(key);
+                TopMember::Other => {
+                    map.next_value::<Checked>()?;
                 }
             }
         }
         Ok(Shape::Object(envelope))
     }
+}
+
+/// The members of the envelope, as [`ShapeVisitor`] tells them apart.
+enum TopMember {
+    Jsonrpc,
+    Method,
+    Id,
+    Params,
+    Result,
+    Error,
+    Other,
+}
+
+impl TopMember {
+    fn of(key: &Key<'_>) -> Self {
+        match &*key.0 {
+            "jsonrpc" => Self::Jsonrpc,
+            "method" => Self::Method,
+            "id" => Self::Id,
+            "params" => Self::Params,
+            "result" => Self::Result,
+            "error" => Self::Error,
+            _ => Self::Other,
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ParamsSeen<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ParamsVisitor)
+    }
+}
+
+struct ParamsVisitor;
+
+impl<'de> Visitor<'de> for ParamsVisitor {
+    type Value = ParamsSeen<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    scalars_become!(ParamsSeen::default(), ParamsSeen<'de>);
+
+    fn visit_str<E>(self, _: &str) -> Result<ParamsSeen<'de>, E> {
+        Ok(ParamsSeen::default())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ParamsSeen<'de>, A::Error> {
+        CheckedVisitor.visit_seq(seq).map(|_| ParamsSeen::default())
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsSeen<'de>, A::Error> {
+        let mut seen = ParamsSeen {
+            is_object: true,
+            ..ParamsSeen::default()
+        };
+        let mut keys = KeySet::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            let slot = match &*key.0 {
+                "name" => {
+                    keys.insert(key)?;
+                    seen.name = Some(map.next_value()?);
+                    continue;
+                }
+                "arguments" => {
+                    keys.insert(key)?;
+                    seen.arguments = map.next_value::<Checked>()?.0;
+                    continue;
+                }
+                "_meta" => &mut seen.meta,
+                "requestState" => &mut seen.request_state,
+                "inputResponses" => &mut seen.input_responses,
+                _ => {
+                    keys.insert(key)?;
+                    map.next_value::<Checked>()?;
+                    continue;
+                }
+            };
+            keys.insert(key)?;
+            *slot = Some(map.next_value::<StrictValue>()?.0);
+        }
+        Ok(seen)
+    }
+}
+
+/// A value read as strictly as [`StrictValue`] reads it, and kept nowhere: only its [`Kind`]
+/// is. Nothing is allocated but for an object key with escapes, or the key set of an object
+/// with many members.
+pub(crate) struct Checked(pub Kind);
+
+impl<'de> Deserialize<'de> for Checked {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(CheckedVisitor)
+    }
+}
+
+struct CheckedVisitor;
+
+impl<'de> Visitor<'de> for CheckedVisitor {
+    type Value = Checked;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
+        Ok(Checked(Kind::Other))
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
+        Ok(Checked(Kind::Other))
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
+        Ok(Checked(Kind::Other))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Checked, E> {
+        StrictVisitor.visit_f64(v).map(|_| Checked(Kind::Other))
+    }
+
+    fn visit_unit<E>(self) -> Result<Checked, E> {
+        Ok(Checked(Kind::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<Checked, E> {
+        Ok(Checked(Kind::Null))
+    }
+
+    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Checked, E> {
+        Ok(Checked(Kind::Other))
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
+        Ok(Checked(Kind::Other))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
+        while seq.next_element::<Checked>()?.is_some() {}
+        Ok(Checked(Kind::Other))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
+        let mut keys = KeySet::default();
+        while let Some(key) = map.next_key::<Key<'de>>()? {
+            keys.insert(key)?;
+            map.next_value::<Checked>()?;
+        }
+        Ok(Checked(Kind::Object))
+    }
+}
+
+/// The keys of one object seen so far, to refuse a duplicate: a few kept inline (every
+/// message the layer reads has a few members per object), a set once there are many, so that
+/// a wide object costs a lookup per key, not a scan.
+#[derive(Default)]
+struct KeySet<'de> {
+    few: smallvec::SmallVec<[Key<'de>; KeySet::INLINE]>,
+    many: std::collections::BTreeSet<Key<'de>>,
+}
+
+impl<'de> KeySet<'de> {
+    const INLINE: usize = 8;
+
+    /// Adds `key`, refusing it if the object already had it.
+    fn insert<E: de::Error>(&mut self, key: Key<'de>) -> Result<(), E> {
+        if self.many.is_empty() && self.few.len() < Self::INLINE {
+            if self.few.contains(&key) {
+                return Err(duplicate(&key));
+            }
+            self.few.push(key);
+            return Ok(());
+        }
+        self.many.extend(self.few.drain(..));
+        if self.many.contains(&key) {
+            return Err(duplicate(&key));
+        }
+        self.many.insert(key);
+        Ok(())
+    }
+}
+
+/// The error for a key an object already had (the words classification looks for).
+fn duplicate<E: de::Error>(key: &Key<'_>) -> E {
+    E::custom(format_args!("duplicate key {:?}", key.0))
 }
 
 /// A member of the envelope that only matters when it is a string: the string, borrowed from
@@ -295,8 +491,14 @@ impl<'de> Visitor<'de> for FieldVisitor {
 }
 
 /// An object key, borrowed from the body when it has no escapes.
-#[derive(PartialEq)]
+#[derive(PartialEq, Eq, PartialOrd, Ord)]
 struct Key<'de>(std::borrow::Cow<'de, str>);
+
+impl std::borrow::Borrow<str> for Key<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
 
 impl<'de> Deserialize<'de> for Key<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -404,7 +606,85 @@ mod tests {
         assert!(envelope.jsonrpc_is_2_0);
         assert_eq!(envelope.id, Some(Value::from("7")));
         assert_eq!(envelope.method, Some(Field::Str("m".into())));
-        assert_eq!(envelope.params, Some(serde_json::json!({"k": 1})));
+        let params = envelope.params.expect("params");
+        assert!(params.is_object && params.name.is_none());
+        assert_eq!(params.arguments, Kind::Absent);
         assert!(!envelope.has_result && !envelope.has_error);
+    }
+
+    /// JSON-like text built from pieces that make duplicates, escapes, lone surrogates,
+    /// numbers out of range, deep nesting and plain syntax errors likely.
+    fn json_text() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just("1".to_owned()),
+            Just("-2.5".to_owned()),
+            Just("1e400".to_owned()),
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            Just(r#""s""#.to_owned()),
+            Just(r#""\ud800""#.to_owned()),
+            Just(r#""\u00e9\n""#.to_owned()),
+            Just("[".to_owned()),
+            Just("".to_owned()),
+        ];
+        leaf.prop_recursive(6, 64, 5, |inner| {
+            let key = prop_oneof![
+                Just("a"),
+                Just("b"),
+                Just("name"),
+                Just("na\\u006de"),
+                Just("arguments"),
+                Just("_meta"),
+                Just("requestState"),
+                Just("inputResponses"),
+            ];
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..5)
+                    .prop_map(|items| format!("[{}]", items.join(","))),
+                proptest::collection::vec((key, inner), 0..12).prop_map(|members| {
+                    let members: Vec<String> = members
+                        .into_iter()
+                        .map(|(k, v)| format!(r#""{k}":{v}"#))
+                        .collect();
+                    format!("{{{}}}", members.join(","))
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(4000))]
+
+        /// The pass that checks without building accepts exactly what the strict tree
+        /// accepts, and the params it did not build read back, whole, as the tree has them.
+        #[test]
+        fn checking_accepts_exactly_what_building_accepts(params in json_text(), top in json_text()) {
+            for body in [
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#),
+                format!(r#"{{"params":{params},"x":{top},"method":"m"}}"#),
+                top.clone(),
+            ] {
+                let checked = parse_envelope(body.as_bytes());
+                let built = parse_strict(body.as_bytes());
+                proptest::prop_assert_eq!(checked.is_ok(), built.is_ok(), "{}", body);
+                if let Ok(Value::Object(mut tree)) = built
+                    && let Some(Value::Object(expected)) = tree.remove("params")
+                {
+                    let mut seen = match checked {
+                        Ok(Shape::Object(envelope)) => envelope.params.expect("params"),
+                        _ => panic!("an object"),
+                    };
+                    let params = crate::mcp::params::Params::seen(
+                        &mut seen,
+                        bytes::Bytes::from(body.clone()),
+                    );
+                    proptest::prop_assert_eq!(params.whole(), &expected);
+                    for key in ["_meta", "requestState", "inputResponses", "name"] {
+                        proptest::prop_assert_eq!(params.get(key), expected.get(key));
+                    }
+                }
+            }
+        }
     }
 }

@@ -14,8 +14,9 @@ use bytes::Bytes;
 use http::StatusCode;
 use serde_json::{Map, Value};
 
-use super::json::{Envelope, Field, Shape, parse_envelope};
+use super::json::{Envelope, Field, Kind, ParamsSeen, Shape, parse_envelope};
 use super::methods::MethodClass;
+use super::params::{Params, WholeParams};
 
 /// JSON-RPC: invalid JSON.
 pub const PARSE_ERROR: i64 = -32700;
@@ -203,9 +204,10 @@ pub struct Arguments {
 enum ArgumentValues {
     /// A map of their own.
     Own(Arc<Map<String, Value>>),
-    /// `params.arguments` of a classified request, shared with the request (an object: the
-    /// classifier refuses any other type; absent or `null`, the map is empty).
-    InParams(Arc<Map<String, Value>>),
+    /// `params.arguments` of a classified request (an object: the classifier refuses any
+    /// other type; absent or `null`, the map is empty), read from the message body the first
+    /// time they are looked at.
+    InParams(WholeParams),
 }
 
 impl Default for ArgumentValues {
@@ -227,6 +229,17 @@ impl Arguments {
     pub(crate) fn message(&self) -> Option<&[u8]> {
         self.message.as_deref()
     }
+
+    /// The arguments of a classified `tools/call`: `params.arguments` of `message`, read when
+    /// first looked at. `in_message`: the body has an object there (its text is then kept for
+    /// [`Arguments::message`]).
+    fn of_message(params: WholeParams, in_message: bool) -> Self {
+        let message = in_message.then(|| params.message().cloned()).flatten();
+        Self {
+            values: ArgumentValues::InParams(params),
+            message,
+        }
+    }
 }
 
 impl std::ops::Deref for Arguments {
@@ -236,6 +249,7 @@ impl std::ops::Deref for Arguments {
         match &self.values {
             ArgumentValues::Own(values) => values,
             ArgumentValues::InParams(params) => params
+                .get()
                 .get("arguments")
                 .and_then(Value::as_object)
                 .unwrap_or(&NO_ARGUMENTS),
@@ -339,8 +353,9 @@ pub(crate) struct McpRequest {
     pub method: Cow<'static, str>,
     /// The method's class in the method table, looked up once.
     pub class: MethodClass,
-    /// The params object, whole (empty when the request sent none).
-    params: Arc<Map<String, Value>>,
+    /// The params object (empty when the request sent none): the members read on every
+    /// request, and the whole when a path asks.
+    params: Params,
     /// What the params name, as the policy is shown it.
     pub target: Target,
 }
@@ -351,6 +366,11 @@ impl McpRequest {
         self.params.get(key)
     }
 
+    /// The whole params object, shared.
+    pub fn params_shared(&self) -> Arc<Map<String, Value>> {
+        self.params.whole_shared()
+    }
+
     /// `params._meta`, when it is an object (classification refuses any other type).
     pub fn meta(&self) -> Option<&Map<String, Value>> {
         self.param("_meta").and_then(Value::as_object)
@@ -358,7 +378,7 @@ impl McpRequest {
 
     /// The whole params object, as the client sent it.
     pub fn params(&self) -> &Map<String, Value> {
-        &self.params
+        self.params.whole()
     }
 }
 
@@ -394,19 +414,35 @@ pub(crate) fn classify<B: MessageBytes + ?Sized>(body: &B) -> Result<Message, Pr
         ));
     };
     let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
-    let params = Arc::new(params_of(envelope.params).map_err(|problem| refuse(&problem))?);
     let (method, class) = known_method(method);
-    let target = match &*method {
-        "tools/call" | "prompts/get" => {
-            let mut target = call_target(&method, &params).map_err(refuse)?;
-            if let Target::Tool { arguments, .. } = &mut target
-                && params.get("arguments").is_some_and(Value::is_object)
-            {
-                arguments.message = Some(body.kept());
-            }
-            target
+    let mut seen = envelope.params.take().unwrap_or(ParamsSeen {
+        is_object: true,
+        ..ParamsSeen::default()
+    });
+    check_params(&seen).map_err(|problem| refuse(&problem))?;
+    let (params, target) = if method == "tools/call" {
+        // The hot path: nothing of params is built but the tool's name.
+        let name = match seen.name.take() {
+            Some(Field::Str(name)) => name.into_owned(),
+            _ => return Err(refuse("tools/call needs a string params.name")),
+        };
+        let in_message = match seen.arguments {
+            Kind::Absent | Kind::Null => false,
+            Kind::Object => true,
+            Kind::Other => return Err(refuse("params.arguments must be an object")),
+        };
+        let params = Params::seen(&mut seen, body.kept());
+        let arguments = Arguments::of_message(params.lazy(), in_message);
+        (params, Target::Tool { name, arguments })
+    } else {
+        let params = Params::seen(&mut seen, body.kept());
+        let whole = params.whole_shared();
+        let target = match &*method {
+            "prompts/get" => prompt_target(&whole),
+            _ => target_of(&method, &whole),
         }
-        _ => target_of(&method, &params).map_err(refuse)?,
+        .map_err(refuse)?;
+        (params, target)
     };
     Ok(Message::Request(Box::new(McpRequest {
         id,
@@ -469,20 +505,18 @@ fn method_of<'a>(
     }
 }
 
-/// A request's params: an object (empty when absent) whose members the layer reads itself
+/// A request's params: an object (absent: an empty one) whose members the layer reads itself
 /// have the type the protocol gives them.
-fn params_of(params: Option<Value>) -> Result<Map<String, Value>, String> {
-    let params = match params {
-        None => Map::new(),
-        Some(Value::Object(params)) => params,
-        Some(_) => return Err("params must be an object".to_owned()),
-    };
-    for (key, expected) in [
-        ("_meta", "object"),
-        ("inputResponses", "object"),
-        ("requestState", "string"),
+fn check_params(params: &ParamsSeen<'_>) -> Result<(), String> {
+    if !params.is_object {
+        return Err("params must be an object".to_owned());
+    }
+    for (key, value, expected) in [
+        ("_meta", &params.meta, "object"),
+        ("inputResponses", &params.input_responses, "object"),
+        ("requestState", &params.request_state, "string"),
     ] {
-        let ok = match params.get(key) {
+        let ok = match value {
             None => true,
             Some(Value::Object(_)) => expected == "object",
             Some(Value::String(_)) => expected == "string",
@@ -493,7 +527,7 @@ fn params_of(params: Option<Value>) -> Result<Map<String, Value>, String> {
             return Err(format!("params.{key} must be {article} {expected}"));
         }
     }
-    Ok(params)
+    Ok(())
 }
 
 /// `method` as logs may name it: the method table's name for it, or `other` for a method no
@@ -530,29 +564,15 @@ fn known_method(method: Cow<'_, str>) -> (Cow<'static, str>, MethodClass) {
     }
 }
 
-/// The target of a `tools/call` or `prompts/get`: its `name`, and its `arguments` read in
-/// place (a tool's) or copied (a prompt's, a few strings). An absent or `null` `arguments` is
-/// an empty map.
-fn call_target(method: &str, params: &Arc<Map<String, Value>>) -> Result<Target, &'static str> {
-    let is_tool = method == "tools/call";
-    let name_missing = if is_tool {
-        "tools/call needs a string params.name"
-    } else {
-        "prompts/get needs a string params.name"
-    };
-    let name = string_param(params, "name", name_missing)?.to_owned();
+/// The target of a `prompts/get`: its `name`, and its `arguments` copied (a few strings). An
+/// absent or `null` `arguments` is an empty map.
+fn prompt_target(params: &Map<String, Value>) -> Result<Target, &'static str> {
+    let name = string_param(params, "name", "prompts/get needs a string params.name")?.to_owned();
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => None,
         Some(Value::Object(arguments)) => Some(arguments),
         Some(_) => return Err("params.arguments must be an object"),
     };
-    if is_tool {
-        let arguments = Arguments {
-            values: ArgumentValues::InParams(Arc::clone(params)),
-            message: None,
-        };
-        return Ok(Target::Tool { name, arguments });
-    }
     if !arguments.is_none_or(|a| a.values().all(Value::is_string)) {
         return Err("prompt arguments must be strings");
     }

@@ -52,7 +52,7 @@ pub(crate) async fn bound_session(
     parts: &Parts,
     principal: &Principal,
 ) -> Result<Option<BoundSession>, Reply> {
-    let id = match single_header(&parts.headers, SESSION_HEADER) {
+    let id = match single_header(&parts.headers, &SESSION_HEADER) {
         Ok(None) => return Ok(None),
         Ok(Some(id)) => id,
         // Two ids, or one that is not text: no session can be bound to that.

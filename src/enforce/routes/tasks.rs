@@ -22,7 +22,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::request::Parts;
-use http::{HeaderName, HeaderValue, Request, StatusCode, header};
+use http::{HeaderValue, Request, StatusCode, header};
 use serde_json::{Value, json};
 
 use crate::enforce::answer::{self, Read};
@@ -626,7 +626,7 @@ fn held_parts(mut parts: Parts, record: &TaskRecord, held: &McpRequest) -> Optio
     let fixed = [
         (header::CONTENT_TYPE, "application/json"),
         (header::ACCEPT, "application/json, text/event-stream"),
-        (HeaderName::from_static(METHOD_HEADER), "tools/call"),
+        (METHOD_HEADER, "tools/call"),
     ];
     insert_fixed(headers, &fixed);
     headers.insert(
