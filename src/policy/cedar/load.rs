@@ -135,7 +135,7 @@ pub(super) struct Loaded {
     /// request for any other action is denied.
     pub actions: HashMap<EntityUid, ActionPolicies>,
     /// Stores with one principal added, by principal (see `evaluate::principal_entities`).
-    pub principals: quick_cache::sync::Cache<String, Arc<Entities>>,
+    pub principals: quick_cache::sync::Cache<Vec<u8>, Arc<Entities>>,
     /// The files' content when they were read (taken before reading them, so a change made
     /// while loading is seen by the next check).
     pub fingerprint: Vec<(PathBuf, Option<[u8; 32]>)>,

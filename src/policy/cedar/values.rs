@@ -6,14 +6,15 @@
 //!
 //! The conversion reads JSON *text* ([`to_cedar`]): a tool call's arguments are read from the
 //! request's own bytes, so that a number is the value its text says (see [`super::number`]),
-//! never the float `serde_json` made of it. Values the layer builds itself (the gate context,
-//! the principal, the hook's `app`) are written out by `serde_json` first
-//! ([`value_to_cedar`]).
+//! never the float `serde_json` made of it. The gate context is built field by field
+//! ([`gate_to_cedar`]); the other values the layer builds itself (the principal, once per
+//! principal, and the hook's `app`) are written out by `serde_json` first ([`value_to_cedar`]).
 
 use cedar_policy::RestrictedExpression;
 use serde_json::Value;
 
 use super::json_text::{Reader, Start};
+use super::mapping::GateField;
 use super::number;
 
 /// As deep as the layer reads a body (serde_json's limit); deeper text is refused.
@@ -111,6 +112,20 @@ pub(super) fn value_to_cedar(
     schema: Option<&Value>,
 ) -> Result<RestrictedExpression, Unrepresentable> {
     to_cedar(&value.to_string(), schema)
+}
+
+/// `context.gate` as a Cedar record, made from the same fields as its JSON (no text between).
+pub(super) fn gate_to_cedar(
+    fields: [(&'static str, GateField<'_>); 7],
+) -> Result<RestrictedExpression, Unrepresentable> {
+    let fields = fields.map(|(key, field)| {
+        let value = match field {
+            GateField::Text(text) => RestrictedExpression::new_string(text.to_owned()),
+            GateField::Flag(flag) => RestrictedExpression::new_bool(flag),
+        };
+        (key.to_owned(), value)
+    });
+    RestrictedExpression::new_record(fields).map_err(|_| Unrepresentable::new(Problem::Record))
 }
 
 /// The value at `reader`, `depth` levels in.
