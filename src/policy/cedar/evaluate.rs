@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use cedar_policy::{
     AuthorizationError, Authorizer, Context, Decision as CedarDecision, Entities, Entity,
-    EntityUid, Request, RequestValidationError,
+    EntityUid, Request, RequestValidationError, validate_scope_variables,
 };
 use serde_json::Value;
 
@@ -15,7 +15,8 @@ use super::Settings;
 use super::json_text::{Malformed, arguments_text};
 use super::load::Loaded;
 use super::mapping::{Uids, gate_fields, principal_attrs, template_scope, uids};
-use super::values::{Unrepresentable, gate_to_cedar, to_cedar, value_to_cedar};
+use super::shape::Shape;
+use super::values::{Unrepresentable, gate_to_cedar, to_cedar_shaped, value_to_cedar};
 use crate::Principal;
 use crate::mcp::{Arguments, Target};
 use crate::policy::{BoxError, Decision, Evaluation, Explanation, Phase};
@@ -140,22 +141,52 @@ fn cedar_request(
 ) -> Result<(Request, Arc<Entities>), Misfit> {
     let within = |key: &'static str| move |e: Unrepresentable| e.within(key).within("context");
     let mut pairs = Vec::with_capacity(3);
+    let mut shape = Shape::new();
+    shape.open_record();
     if let (Target::Tool { arguments, .. }, true) = (evaluation.target(), uids.typed) {
-        let input = to_cedar(&input_text(arguments)?, input_schema(loaded, evaluation));
+        shape.key("input");
+        let schema = input_schema(loaded, evaluation);
+        let input = to_cedar_shaped(&input_text(arguments)?, schema, &mut shape);
         pairs.push(("input".to_owned(), input.map_err(within("input"))?));
     }
-    let gate = gate_to_cedar(gate_fields(evaluation)).map_err(within("gate"))?;
+    shape.key("gate");
+    let gate = gate_to_cedar(gate_fields(evaluation), &mut shape).map_err(within("gate"))?;
     pairs.push(("gate".to_owned(), gate));
     if let Some(app) = app {
-        let app = value_to_cedar(app, None).map_err(within("app"))?;
+        shape.key("app");
+        let app = to_cedar_shaped(&app.to_string(), None, &mut shape).map_err(within("app"))?;
         pairs.push(("app".to_owned(), app));
     }
+    shape.close_record();
     let context = Context::from_pairs(pairs).map_err(|_| Misfit::Context)?;
     let entities = principal_entities(loaded, evaluation, &uids.principal, &settings.claims)?;
-    let schema = uids.typed.then_some(&loaded.schema);
-    let request = Request::new(uids.principal, uids.action, uids.resource, context, schema)
-        .map_err(|e| Misfit::Request(request_misfit(&e)))?;
+    let request = if uids.typed {
+        typed_request(loaded, uids, context, &shape)
+    } else {
+        Request::new(uids.principal, uids.action, uids.resource, context, None)
+    };
+    let request = request.map_err(|e| Misfit::Request(request_misfit(&e)))?;
     Ok((request, entities))
+}
+
+/// A request the schema types, checked as `Request::new` with the schema checks it: its
+/// principal, action and resource by Cedar on every request, its context by Cedar once per
+/// shape and action (see [`super::shape`] for why a shape's verdict holds for every context
+/// of that shape).
+fn typed_request(
+    loaded: &Loaded,
+    uids: Uids,
+    context: Context,
+    shape: &Shape,
+) -> Result<Request, RequestValidationError> {
+    let schema = &loaded.schema;
+    validate_scope_variables(&uids.principal, &uids.action, &uids.resource, schema)?;
+    let action = uids.action.id().unescaped();
+    if !loaded.shapes.accepted(action, shape) {
+        context.validate(schema, &uids.action)?;
+        loaded.shapes.accept(action, shape);
+    }
+    Request::new(uids.principal, uids.action, uids.resource, context, None)
 }
 
 /// The principal cache's key: every fact the principal entity is made of (its uid is made
