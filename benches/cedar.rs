@@ -13,6 +13,12 @@
 //!    that decides the same (its schema generated from the server's own `tools/list`, which is
 //!    also its tool list, so the drift check runs): requests per second of each, interleaved
 //!    in rounds, and the ratio cedar/closure against the goal of 0.95.
+//! 3. The allowed echo decision of part 2 without the layer, one call at a time: the closure
+//!    policy, `CedarPolicy::evaluate`, and Cedar's own `Authorizer::is_authorized` on a request
+//!    built once with Cedar's API (the same principal, action, resource, context and sliced
+//!    policies): nanoseconds per call of each, and what `CedarPolicy` adds to the evaluator.
+//!    Under callgrind, the inclusive instructions of `decide` and `is_authorized` divided by
+//!    their calls are the same figures in instructions (recipe in `docs/cedar.md`, "Cost").
 //!
 //! ```text
 //! cargo bench --features cedar --bench cedar
@@ -30,6 +36,9 @@
 //!   (default 5; the medians are reported; 0 skips part 2)
 //! - `CEDAR_SIZES`       the policy-set sizes of part 1, multiples of 5 separated by commas
 //!   (default `10,100,1000`; empty skips part 1), e.g. one size under a profiler
+//! - `CEDAR_DECISIONS`   timed calls of each of part 3's three (default 20,000; a tenth as many
+//!   are run first; 0 skips part 3). Part 3 alone under callgrind:
+//!   `CEDAR_SIZES= CEDAR_ROUNDS=0 CEDAR_DECISIONS=2000 valgrind --tool=callgrind target/release/deps/cedar-*`
 //!
 //! The exit status is 1 if a decision or a response was not the expected one.
 

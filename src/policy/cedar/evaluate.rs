@@ -161,11 +161,11 @@ fn cedar_request(
     let context = Context::from_pairs(pairs).map_err(|_| Misfit::Context)?;
     let entities = principal_entities(loaded, evaluation, &uids.principal, &settings.claims)?;
     let request = if uids.typed {
-        typed_request(loaded, uids, context, &shape)
+        typed_request(loaded, uids, context, &shape)?
     } else {
         Request::new(uids.principal, uids.action, uids.resource, context, None)
+            .map_err(|e| Misfit::Request(request_misfit(&e)))?
     };
-    let request = request.map_err(|e| Misfit::Request(request_misfit(&e)))?;
     Ok((request, entities))
 }
 
@@ -178,15 +178,17 @@ fn typed_request(
     uids: Uids,
     context: Context,
     shape: &Shape,
-) -> Result<Request, RequestValidationError> {
+) -> Result<Request, Misfit> {
     let schema = &loaded.schema;
-    validate_scope_variables(&uids.principal, &uids.action, &uids.resource, schema)?;
+    let misfit = |e: RequestValidationError| Misfit::Request(request_misfit(&e));
+    validate_scope_variables(&uids.principal, &uids.action, &uids.resource, schema)
+        .map_err(misfit)?;
     let action = uids.action.id().unescaped();
     if !loaded.shapes.accepted(action, shape) {
-        context.validate(schema, &uids.action)?;
+        context.validate(schema, &uids.action).map_err(misfit)?;
         loaded.shapes.accept(action, shape);
     }
-    Request::new(uids.principal, uids.action, uids.resource, context, None)
+    Request::new(uids.principal, uids.action, uids.resource, context, None).map_err(misfit)
 }
 
 /// The principal cache's key: every fact the principal entity is made of (its uid is made

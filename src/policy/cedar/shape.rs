@@ -90,11 +90,11 @@ impl Shape {
     /// dropped (a set's typecheck reads each member alone, so a repeat adds nothing).
     pub fn member(&mut self, members: &mut Members, start: usize) {
         let end = self.0.len();
-        if let Some(previous) = &members.previous {
-            if self.0[previous.clone()] == self.0[start..end] {
-                self.0.truncate(start);
-                return;
-            }
+        if let Some(previous) = &members.previous
+            && self.0[previous.clone()] == self.0[start..end]
+        {
+            self.0.truncate(start);
+            return;
         }
         members.previous = Some(start..end);
     }
