@@ -288,6 +288,12 @@ mod tests {
             );
             let extra = json!({"text": "a", "count": 1, "other": 1});
             assert_eq!(decide(extra).await, refused, "the record is closed");
+            let renamed = json!({"text": "a", "other": 1});
+            assert_eq!(
+                decide(renamed).await,
+                refused,
+                "the same kinds under another key"
+            );
             let tags = json!({"text": "a", "count": 1, "tags": ["x", "y"]});
             assert_eq!(decide(tags).await, Decision::allow());
             let mixed = json!({"text": "a", "count": 1, "tags": ["x", 1]});
