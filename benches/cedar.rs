@@ -13,6 +13,12 @@
 //!    that decides the same (its schema generated from the server's own `tools/list`, which is
 //!    also its tool list, so the drift check runs): requests per second of each, interleaved
 //!    in rounds, and the ratio cedar/closure against the goal of 0.95.
+//! 3. The allowed echo decision of part 2 without the layer, one call at a time: the closure
+//!    policy, `CedarPolicy::evaluate`, and Cedar's own `Authorizer::is_authorized` on a request
+//!    built once with Cedar's API (the same principal, action, resource, context and sliced
+//!    policies): nanoseconds per call of each, and what `CedarPolicy` adds to the evaluator.
+//!    Under callgrind, the inclusive instructions of `decide` and `is_authorized` divided by
+//!    their calls are the same figures in instructions (recipe in `docs/cedar.md`, "Cost").
 //!
 //! ```text
 //! cargo bench --features cedar --bench cedar
@@ -30,6 +36,9 @@
 //!   (default 5; the medians are reported; 0 skips part 2)
 //! - `CEDAR_SIZES`       the policy-set sizes of part 1, multiples of 5 separated by commas
 //!   (default `10,100,1000`; empty skips part 1), e.g. one size under a profiler
+//! - `CEDAR_DECISIONS`   timed calls of each of part 3's three (default 20,000; a tenth as many
+//!   are run first; 0 skips part 3). Part 3 alone under callgrind:
+//!   `CEDAR_SIZES= CEDAR_ROUNDS=0 CEDAR_DECISIONS=2000 valgrind --tool=callgrind target/release/deps/cedar-*`
 //!
 //! The exit status is 1 if a decision or a response was not the expected one.
 
@@ -415,15 +424,10 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
-async fn part_two(requests: usize, rounds: usize) {
-    let key = tokens::TestKey::es256("bench");
-    let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
-    let token = format!(
-        "Bearer {}",
-        key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
-    );
-
-    // The Cedar schema and tool list, from the server's own tools/list.
+/// The example server's policy as a `CedarPolicy`, its schema generated from the server's own
+/// `tools/list` (which is also its tool list, so the drift check runs); with the schema text
+/// and the listed tools.
+async fn layer_set() -> (CedarPolicy, String, Value) {
     let listed = listed_tools(&router(None)).await;
     let dir = folder("layer");
     let stub = GATE_SCHEMA_STUB.replace("namespace Gate", "namespace Bench");
@@ -435,6 +439,18 @@ async fn part_two(requests: usize, rounds: usize) {
         .directory(&dir)
         .build()
         .unwrap_or_else(|e| fail(e));
+    (cedar, schema, listed)
+}
+
+async fn part_two(requests: usize, rounds: usize) {
+    let key = tokens::TestKey::es256("bench");
+    let keys = StaticKeys::from_jwks_json(&key.jwks_json()).expect("keys");
+    let token = format!(
+        "Bearer {}",
+        key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
+    );
+
+    let (cedar, _, _) = layer_set().await;
     let count = cedar.policy_count();
 
     let with_closure = router(Some(&gate(&keys, closure_policy)));
@@ -476,11 +492,177 @@ async fn part_two(requests: usize, rounds: usize) {
     println!("  per round                 {}", per_round.join(" "));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Part 3: the same allowed decision without the layer, and Cedar's evaluator alone
+// ---------------------------------------------------------------------------------------------
+
+/// The allowed `echo` call of part 2 as the layer asks it (the token's principal, the listed
+/// input schema).
+fn echo_evaluation(listed: &Value) -> Evaluation {
+    let principal = Principal::builder()
+        .issuer(ISSUER)
+        .subject("user-1")
+        .client_id("client-1")
+        .scopes(["mcp:read"])
+        .build()
+        .unwrap_or_else(|e| fail(e));
+    let input_schema = listed["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|tool| tool["name"] == "echo"))
+        .map(|tool| tool["inputSchema"].clone())
+        .unwrap_or_else(|| fail("the example server lists no echo tool"));
+    Evaluation::builder(principal)
+        .tool("echo", json!({"text": "mcp-gate-bench-ping"}))
+        .input_schema(input_schema)
+        .build()
+        .unwrap_or_else(|e| fail(e))
+}
+
+/// What `CedarPolicy` puts to Cedar for the echo call, built once with Cedar's own API: the
+/// request (validated against the schema), the policies whose action scope can match `echo`,
+/// and the entities (the schema's actions and the principal).
+fn prebuilt_echo(
+    schema_text: &str,
+    evaluation: &Evaluation,
+) -> (
+    cedar_policy::Request,
+    cedar_policy::PolicySet,
+    cedar_policy::Entities,
+) {
+    use cedar_policy::{
+        ActionConstraint, Context, Entities, Entity, EntityUid, PolicySet, Request,
+        RestrictedExpression as Rx, Schema,
+    };
+    use std::str::FromStr;
+    let (schema, _) = Schema::from_cedarschema_str(schema_text).unwrap_or_else(|e| fail(e));
+    let uid = |text: &str| EntityUid::from_str(text).unwrap_or_else(|e| fail(e));
+    let (principal, action) = (
+        uid(r#"Bench::User::"user-1""#),
+        uid(r#"Bench::Action::"echo""#),
+    );
+    let string = |text: &str| Rx::new_string(text.to_owned());
+    let record = |pairs: Vec<(&str, Rx)>| {
+        Rx::new_record(pairs.into_iter().map(|(k, v)| (k.to_owned(), v)))
+            .unwrap_or_else(|e| fail(e))
+    };
+    let gate = record(vec![
+        ("era", string("modern")),
+        ("phase", string("invocation")),
+        (
+            "protocol_version",
+            string(evaluation.protocol_version().unwrap_or_default()),
+        ),
+        ("elicitation_form", Rx::new_bool(false)),
+        ("elicitation_url", Rx::new_bool(false)),
+        ("tasks", Rx::new_bool(false)),
+        ("approved_by", string("")),
+    ]);
+    let input = record(vec![("text", string("mcp-gate-bench-ping"))]);
+    let pairs = [("input", input), ("gate", gate), ("app", record(vec![]))];
+    let context = Context::from_pairs(pairs.map(|(key, value)| (key.to_owned(), value)))
+        .unwrap_or_else(|e| fail(e));
+    let request = Request::new(
+        principal.clone(),
+        action.clone(),
+        uid(r#"Bench::McpServer::"server""#),
+        context,
+        Some(&schema),
+    )
+    .unwrap_or_else(|e| fail(e));
+    let user = Entity::new(
+        principal,
+        [
+            ("issuer".to_owned(), string(ISSUER)),
+            ("subject".to_owned(), string("user-1")),
+            ("client_id".to_owned(), string("client-1")),
+            ("scopes".to_owned(), Rx::new_set([string("mcp:read")])),
+            ("claims".to_owned(), record(vec![])),
+        ]
+        .into_iter()
+        .collect(),
+        Default::default(),
+    )
+    .unwrap_or_else(|e| fail(e));
+    let actions = schema.action_entities().unwrap_or_else(|e| fail(e));
+    let entities = Entities::from_entities(actions.into_iter().chain([user]), Some(&schema))
+        .unwrap_or_else(|e| fail(e));
+    let all = PolicySet::from_str(LAYER_POLICIES).unwrap_or_else(|e| fail(e));
+    let mut policies = PolicySet::new();
+    for policy in all.policies() {
+        let applies = match policy.action_constraint() {
+            ActionConstraint::Any => true,
+            ActionConstraint::Eq(only) => only == action,
+            ActionConstraint::In(any_of) => any_of.contains(&action),
+        };
+        if applies {
+            policies.add(policy.clone()).unwrap_or_else(|e| fail(e));
+        }
+    }
+    (request, policies, entities)
+}
+
+/// Nanoseconds per call of `call`, over `count` calls after `count / 10` unmeasured ones.
+async fn per_call<F: std::future::Future<Output = bool>>(
+    count: usize,
+    mut call: impl FnMut() -> F,
+) -> f64 {
+    for _ in 0..count / 10 {
+        if !call().await {
+            fail("a decision was not the expected allow");
+        }
+    }
+    let start = Instant::now();
+    for _ in 0..count {
+        if !call().await {
+            fail("a decision was not the expected allow");
+        }
+    }
+    start.elapsed().as_secs_f64() * 1e9 / count as f64
+}
+
+async fn part_three(count: usize) {
+    let (cedar, schema, listed) = layer_set().await;
+    let evaluation = echo_evaluation(&listed);
+    let (request, policies, entities) = prebuilt_echo(&schema, &evaluation);
+    let authorizer = cedar_policy::Authorizer::new();
+    let closure = per_call(count, || {
+        let one = evaluation.clone();
+        async move { closure_policy(one).await == Decision::allow() }
+    })
+    .await;
+    let decide = per_call(count, || {
+        let one = cedar.evaluate(evaluation.clone());
+        async move { matches!(one.await, Ok(Decision::Allow)) }
+    })
+    .await;
+    let evaluator = per_call(count, || {
+        let response = authorizer.is_authorized(&request, &policies, &entities);
+        std::future::ready(response.decision() == cedar_policy::Decision::Allow)
+    })
+    .await;
+    println!();
+    println!(
+        "The allowed echo decision alone ({count} calls each, after {} unmeasured)",
+        count / 10
+    );
+    println!("  closure policy                  {:>9.0} ns/call", closure);
+    println!("  CedarPolicy::evaluate           {:>9.0} ns/call", decide);
+    println!(
+        "  Authorizer::is_authorized alone {:>9.0} ns/call  (prebuilt request, same policies)",
+        evaluator
+    );
+    println!(
+        "  CedarPolicy beyond the evaluator {:>8.0} ns/call",
+        decide - evaluator
+    );
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let evaluations = env_or("CEDAR_EVALUATIONS", 20_000usize, 100, 10_000_000);
     let requests = env_or("CEDAR_REQUESTS", 10_000usize, 100, 10_000_000);
     let rounds = env_or("CEDAR_ROUNDS", 5usize, 0, 100);
+    let decisions = env_or("CEDAR_DECISIONS", 20_000usize, 0, 10_000_000);
     let seconds = env_or("CEDAR_CELL_SECONDS", 8.0f64, 0.1, 600.0);
     let start = Instant::now();
     let sizes = std::env::var("CEDAR_SIZES").unwrap_or_else(|_| "10,100,1000".into());
@@ -500,6 +682,9 @@ async fn main() {
     }
     if rounds > 0 {
         part_two(requests, rounds).await;
+    }
+    if decisions > 0 {
+        part_three(decisions).await;
     }
     println!("(whole run: {:.1} s)", start.elapsed().as_secs_f64());
 }

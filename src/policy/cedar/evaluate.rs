@@ -6,16 +6,18 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use cedar_policy::{
-    AuthorizationError, Authorizer, Context, Decision as CedarDecision, Entities, Entity, Request,
-    RequestValidationError,
+    AuthorizationError, Authorizer, Context, Decision as CedarDecision, Entities, Entity,
+    EntityUid, Request, RequestValidationError, validate_scope_variables,
 };
 use serde_json::Value;
 
 use super::Settings;
 use super::json_text::{Malformed, arguments_text};
 use super::load::Loaded;
-use super::mapping::{Mapped, map};
-use super::values::{Unrepresentable, to_cedar, value_to_cedar};
+use super::mapping::{Uids, gate_fields, principal_attrs, template_scope, uids};
+use super::shape::Shape;
+use super::values::{Unrepresentable, gate_to_cedar, to_cedar_shaped, value_to_cedar};
+use crate::Principal;
 use crate::mcp::{Arguments, Target};
 use crate::policy::{BoxError, Decision, Evaluation, Explanation, Phase};
 
@@ -128,51 +130,108 @@ fn input_text(arguments: &Arguments) -> Result<Cow<'_, str>, Malformed> {
     Ok(Cow::Borrowed(arguments_text(message)?.unwrap_or("{}")))
 }
 
-/// The mapped request in Cedar's types, with the user's parents from the entities file.
+/// The request in Cedar's types, with the user's parents from the entities file; `app` is
+/// the hook's value when the action's context declares it.
 fn cedar_request(
     loaded: &Loaded,
-    mapped: &Mapped,
+    settings: &Settings,
+    uids: Uids,
     evaluation: &Evaluation,
-    input_schema: Option<&Value>,
+    app: Option<&Value>,
 ) -> Result<(Request, Arc<Entities>), Misfit> {
-    let schema = &loaded.schema;
-    let typed = mapped.typed.then_some(schema);
-    let mut pairs = Vec::with_capacity(mapped.context.len());
-    for (key, value) in &mapped.context {
-        let cedar = match (key.as_str(), evaluation.target()) {
-            ("input", Target::Tool { arguments, .. }) => {
-                to_cedar(&input_text(arguments)?, input_schema)
-            }
-            _ => value_to_cedar(value, None),
-        };
-        pairs.push((
-            key.clone(),
-            cedar.map_err(|e| e.within(key.as_str()).within("context"))?,
-        ));
+    let within = |key: &'static str| move |e: Unrepresentable| e.within(key).within("context");
+    let mut pairs = Vec::with_capacity(3);
+    let mut shape = Shape::new();
+    shape.open_record();
+    if let (Target::Tool { arguments, .. }, true) = (evaluation.target(), uids.typed) {
+        shape.key("input");
+        let schema = input_schema(loaded, evaluation);
+        let input = to_cedar_shaped(&input_text(arguments)?, schema, &mut shape);
+        pairs.push(("input".to_owned(), input.map_err(within("input"))?));
     }
+    shape.key("gate");
+    let gate = gate_to_cedar(gate_fields(evaluation), &mut shape).map_err(within("gate"))?;
+    pairs.push(("gate".to_owned(), gate));
+    if let Some(app) = app {
+        shape.key("app");
+        let app = to_cedar_shaped(&app.to_string(), None, &mut shape).map_err(within("app"))?;
+        pairs.push(("app".to_owned(), app));
+    }
+    shape.close_record();
     let context = Context::from_pairs(pairs).map_err(|_| Misfit::Context)?;
-    let entities = principal_entities(loaded, mapped)?;
-    let request = Request::new(
-        mapped.principal.clone(),
-        mapped.action.clone(),
-        mapped.resource.clone(),
-        context,
-        typed,
-    )
-    .map_err(|e| Misfit::Request(request_misfit(&e)))?;
+    let entities = principal_entities(loaded, evaluation, &uids.principal, &settings.claims)?;
+    let request = if uids.typed {
+        typed_request(loaded, uids, context, &shape)?
+    } else {
+        Request::new(uids.principal, uids.action, uids.resource, context, None)
+            .map_err(|e| Misfit::Request(request_misfit(&e)))?
+    };
     Ok((request, entities))
 }
 
-/// The entities file's entities plus this request's principal. The same principal (same
-/// uid and attributes: the same token, in practice) gets the same store from a small cache
-/// that lives and dies with the loaded set: Cedar recomputes its hierarchy on every insert,
-/// which is most of an evaluation's cost.
-fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>, Misfit> {
-    let key = format!("{}\n{}", mapped.principal, mapped.principal_attrs);
+/// A request the schema types, checked as `Request::new` with the schema checks it: its
+/// principal, action and resource by Cedar on every request, its context by Cedar once per
+/// shape and action (see [`super::shape`] for why a shape's verdict holds for every context
+/// of that shape).
+fn typed_request(
+    loaded: &Loaded,
+    uids: Uids,
+    context: Context,
+    shape: &Shape,
+) -> Result<Request, Misfit> {
+    let schema = &loaded.schema;
+    let misfit = |e: RequestValidationError| Misfit::Request(request_misfit(&e));
+    validate_scope_variables(&uids.principal, &uids.action, &uids.resource, schema)
+        .map_err(misfit)?;
+    let action = uids.action.id().unescaped();
+    if !loaded.shapes.accepted(action, shape) {
+        context.validate(schema, &uids.action).map_err(misfit)?;
+        loaded.shapes.accept(action, shape);
+    }
+    Request::new(uids.principal, uids.action, uids.resource, context, None).map_err(misfit)
+}
+
+/// The principal cache's key: every fact the principal entity is made of (its uid is made
+/// from the subject), each part prefixed with its length, so that two principals share a key
+/// only when they make the same entity. Written straight from the principal: no JSON.
+fn principal_key(principal: &Principal, claims: &[String]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(128);
+    let mut part = |bytes: &[u8]| {
+        key.extend_from_slice(&(bytes.len() as u64).to_le_bytes());
+        key.extend_from_slice(bytes);
+    };
+    part(principal.subject().unwrap_or("").as_bytes());
+    part(principal.issuer().as_bytes());
+    part(principal.client_id().unwrap_or("").as_bytes());
+    part(&(principal.scopes().len() as u64).to_le_bytes());
+    for scope in principal.scopes() {
+        part(scope.as_bytes());
+    }
+    for name in claims {
+        // As `principal_attrs` selects them: a null claim is an absent one.
+        if let Some(value) = principal.claims().get(name).filter(|v| !v.is_null()) {
+            part(name.as_bytes());
+            part(value.to_string().as_bytes());
+        }
+    }
+    key
+}
+
+/// The entities file's entities plus this request's principal (`uid`). The same principal
+/// (the same facts: the same token, in practice) gets the same store from a small cache that
+/// lives and dies with the loaded set: Cedar recomputes its hierarchy on every insert, which
+/// is most of an evaluation's cost.
+fn principal_entities(
+    loaded: &Loaded,
+    evaluation: &Evaluation,
+    uid: &EntityUid,
+    claims: &[String],
+) -> Result<Arc<Entities>, Misfit> {
+    let key = principal_key(evaluation.principal(), claims);
     if let Some(entities) = loaded.principals.get(&key) {
         return Ok(entities);
     }
-    let attrs = match &mapped.principal_attrs {
+    let attrs = match principal_attrs(evaluation, claims) {
         Value::Object(attrs) => attrs
             .iter()
             .map(|(key, value)| {
@@ -184,14 +243,13 @@ fn principal_entities(loaded: &Loaded, mapped: &Mapped) -> Result<Arc<Entities>,
         _ => HashMap::new(),
     };
     // A token without a subject is nobody in particular: it takes no roles from the file.
-    let known = (!mapped.principal.id().unescaped().is_empty())
-        .then(|| loaded.entities.get(&mapped.principal))
+    let known = (!uid.id().unescaped().is_empty())
+        .then(|| loaded.entities.get(uid))
         .flatten();
     let parents: HashSet<_> = known
         .map(|known| known.clone().into_inner().2)
         .unwrap_or_default();
-    let user =
-        Entity::new(mapped.principal.clone(), attrs, parents).map_err(|_| Misfit::Principal)?;
+    let user = Entity::new(uid.clone(), attrs, parents).map_err(|_| Misfit::Principal)?;
     let entities = loaded
         .entities
         .clone()
@@ -245,40 +303,35 @@ async fn decide_on(
         let listed = !matches!(why, Misfit::UnknownTool);
         return Ok(refuse(&evaluation, listed, &why, GENERIC_DENIAL));
     }
-    let mapped = map(
-        &loaded.names,
-        &evaluation,
-        &settings.server,
-        &settings.claims,
-    );
-    let mut mapped = match mapped {
-        Ok(mapped) => mapped,
+    let uids = match uids(&loaded.names, &evaluation, &settings.server) {
+        Ok(uids) => uids,
         Err(why) => {
             let why = Misfit::Unmapped(why.label());
             return Ok(refuse(&evaluation, false, &why, GENERIC_DENIAL));
         }
     };
-    let Some(action) = loaded.actions.get(&mapped.action) else {
+    let Some(action) = loaded.actions.get(&uids.action) else {
         let why = Misfit::UndeclaredAction;
         return Ok(refuse(&evaluation, false, &why, GENERIC_DENIAL));
     };
+    let mut app = None;
     if action.declares_app {
-        let app = match &settings.hook {
+        let value = match &settings.hook {
             Some(hook) => hook(evaluation.clone()).await?,
             None => Value::Object(Default::default()),
         };
-        if !app.is_object() {
+        if !value.is_object() {
             return Err(
                 "the Cedar context hook returned something other than a JSON object".into(),
             );
         }
-        mapped.context.insert("app".into(), app);
+        app = Some(value);
     }
-    let described = input_schema(&loaded, &evaluation);
-    let (request, entities) = match cedar_request(&loaded, &mapped, &evaluation, described) {
-        Ok(parts) => parts,
-        Err(why) => return Ok(refuse(&evaluation, true, &why, SCHEMA_DENIAL)),
-    };
+    let (request, entities) =
+        match cedar_request(&loaded, &settings, uids, &evaluation, app.as_ref()) {
+            Ok(parts) => parts,
+            Err(why) => return Ok(refuse(&evaluation, true, &why, SCHEMA_DENIAL)),
+        };
     let response = Authorizer::new().is_authorized(&request, &action.policies, &entities);
     for error in response.diagnostics().errors() {
         // The policy's id only: Cedar's text quotes the values the policy was evaluated on.
@@ -292,9 +345,10 @@ async fn decide_on(
             .name(response.diagnostics().reason(), &evaluation);
         return Ok(Decision::allow());
     }
+    let scope = template_scope(&evaluation, &settings.claims, app);
     let (decision, note) = loaded
         .remedies
-        .decide(response.diagnostics().reason(), &mapped.scope());
+        .decide(response.diagnostics().reason(), &scope);
     if let Some(note) = note {
         tracing::warn!(target: "mcp_gate::cedar", tool = evaluation.tool(), note, "remedy not given");
     }

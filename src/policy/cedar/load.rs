@@ -134,8 +134,10 @@ pub(super) struct Loaded {
     /// The actions the schema declares, each with the policies that can apply to it: a
     /// request for any other action is denied.
     pub actions: HashMap<EntityUid, ActionPolicies>,
+    /// The context shapes the schema accepted, by action (see `super::shape`).
+    pub shapes: super::shape::AcceptedShapes,
     /// Stores with one principal added, by principal (see `evaluate::principal_entities`).
-    pub principals: quick_cache::sync::Cache<String, Arc<Entities>>,
+    pub principals: quick_cache::sync::Cache<Vec<u8>, Arc<Entities>>,
     /// The files' content when they were read (taken before reading them, so a change made
     /// while loading is seen by the next check).
     pub fingerprint: Vec<(PathBuf, Option<[u8; 32]>)>,
@@ -392,6 +394,7 @@ pub(super) fn load(sources: &Sources) -> Result<Loaded, CedarError> {
         limits,
         tools,
         actions,
+        shapes: super::shape::AcceptedShapes::new(),
         principals: quick_cache::sync::Cache::new(cached),
         version: version_of(&fingerprint),
         fingerprint,

@@ -24,7 +24,14 @@ use crate::policy::{Evaluation, Phase};
 #[derive(Debug, Clone)]
 pub(super) struct Names {
     namespace: String,
+    /// The types the mapping names ([`BASENAMES`]), parsed once: parsing a type name with
+    /// Cedar's parser was half of a mapping's cost. A basename whose full name does not parse
+    /// is absent, and a uid of it is refused as before.
+    types: Vec<(&'static str, EntityTypeName)>,
 }
+
+/// Every entity type basename the mapping names.
+const BASENAMES: [&str; 6] = ["User", "McpServer", "Resource", "Prompt", "Task", "Action"];
 
 /// Why a request has no Cedar form.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,9 +59,16 @@ impl Unmapped {
 impl Names {
     /// Names in `namespace` (empty for the root namespace).
     pub fn new(namespace: impl Into<String>) -> Self {
-        Self {
+        let mut names = Self {
             namespace: namespace.into(),
+            types: Vec::with_capacity(BASENAMES.len()),
+        };
+        for basename in BASENAMES {
+            if let Ok(type_name) = names.type_name(basename).parse() {
+                names.types.push((basename, type_name));
+            }
         }
+        names
     }
 
     /// The namespace (empty for the root namespace).
@@ -73,10 +87,12 @@ impl Names {
 
     /// The uid of `basename::"id"`.
     pub fn uid(&self, basename: &str, id: &str) -> Result<EntityUid, Unmapped> {
-        let type_name: EntityTypeName = self
-            .type_name(basename)
-            .parse()
-            .map_err(|_| Unmapped::Name(basename.to_owned()))?;
+        let type_name = self
+            .types
+            .iter()
+            .find(|(known, _)| *known == basename)
+            .map(|(_, type_name)| type_name.clone())
+            .ok_or_else(|| Unmapped::Name(basename.to_owned()))?;
         Ok(EntityUid::from_type_name_and_id(
             type_name,
             EntityId::new(id),
@@ -84,28 +100,19 @@ impl Names {
     }
 }
 
-/// One request in Cedar's terms, before Cedar parses it.
+/// The principal, action and resource of one request (the table's first three rows), and
+/// whether the schema types it.
 #[derive(Debug)]
-pub(super) struct Mapped {
+pub(super) struct Uids {
     /// The principal's uid.
     pub principal: EntityUid,
-    /// The principal entity as Cedar JSON (without parents; the loader adds them).
-    pub principal_attrs: Value,
     /// The action.
     pub action: EntityUid,
     /// The resource.
     pub resource: EntityUid,
-    /// The context, `app` not yet added.
-    pub context: Map<String, Value>,
-    /// Whether the request is typed by the schema (every phase but discovery).
+    /// Whether the request is typed by the schema, and has `context.input` when it calls a
+    /// tool: every phase but discovery.
     pub typed: bool,
-}
-
-impl Mapped {
-    /// What templates may name: `{"context": …, "principal": …}`.
-    pub fn scope(&self) -> Value {
-        json!({"context": self.context, "principal": self.principal_attrs})
-    }
 }
 
 /// The action and resource of a target.
@@ -147,7 +154,7 @@ fn action_and_resource(
 }
 
 /// The principal's attributes: the verified token's facts and the selected claims.
-fn principal_attrs(evaluation: &Evaluation, claims: &[String]) -> Value {
+pub(super) fn principal_attrs(evaluation: &Evaluation, claims: &[String]) -> Value {
     let principal = evaluation.principal();
     let mut selected = Map::new();
     for name in claims {
@@ -165,48 +172,96 @@ fn principal_attrs(evaluation: &Evaluation, claims: &[String]) -> Value {
     })
 }
 
-/// `context.gate`.
-fn gate_context(evaluation: &Evaluation) -> Value {
+/// One field of `context.gate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum GateField<'a> {
+    /// A string.
+    Text(&'a str),
+    /// A boolean.
+    Flag(bool),
+}
+
+/// `context.gate`, field by field: the one list both its JSON (what templates read) and its
+/// Cedar record (what policies read) are made from.
+pub(super) fn gate_fields(evaluation: &Evaluation) -> [(&'static str, GateField<'_>); 7] {
     let capabilities = evaluation.capabilities();
-    json!({
-        "era": match evaluation.era() { Era::Modern => "modern", Era::Legacy => "legacy" },
-        "phase": match evaluation.phase() {
-            Phase::Invocation => "invocation",
-            Phase::Discovery => "discovery",
-            Phase::Approval => "approval",
-        },
-        "protocol_version": evaluation.protocol_version().unwrap_or(""),
-        "elicitation_form": capabilities.form_elicitation(),
-        "elicitation_url": capabilities.url_elicitation(),
-        "tasks": capabilities.tasks_extension(),
-        "approved_by": evaluation.approval().map_or("", |a| a.approved_by.as_str()),
+    let era = match evaluation.era() {
+        Era::Modern => "modern",
+        Era::Legacy => "legacy",
+    };
+    let phase = match evaluation.phase() {
+        Phase::Invocation => "invocation",
+        Phase::Discovery => "discovery",
+        Phase::Approval => "approval",
+    };
+    let approved_by = evaluation.approval().map_or("", |a| a.approved_by.as_str());
+    [
+        ("era", GateField::Text(era)),
+        ("phase", GateField::Text(phase)),
+        (
+            "protocol_version",
+            GateField::Text(evaluation.protocol_version().unwrap_or("")),
+        ),
+        (
+            "elicitation_form",
+            GateField::Flag(capabilities.form_elicitation()),
+        ),
+        (
+            "elicitation_url",
+            GateField::Flag(capabilities.url_elicitation()),
+        ),
+        ("tasks", GateField::Flag(capabilities.tasks_extension())),
+        ("approved_by", GateField::Text(approved_by)),
+    ]
+}
+
+/// `context.gate` as JSON.
+fn gate_context(evaluation: &Evaluation) -> Value {
+    let fields = gate_fields(evaluation).map(|(key, field)| {
+        let value = match field {
+            GateField::Text(text) => Value::from(text),
+            GateField::Flag(flag) => Value::from(flag),
+        };
+        (key.to_owned(), value)
+    });
+    Value::Object(fields.into_iter().collect())
+}
+
+/// The principal, action and resource of one evaluation. `server` names the `McpServer`
+/// resource.
+pub(super) fn uids(names: &Names, evaluation: &Evaluation, server: &str) -> Result<Uids, Unmapped> {
+    let (action, resource) = action_and_resource(names, evaluation, server)?;
+    let principal = names.uid("User", evaluation.principal().subject().unwrap_or(""))?;
+    Ok(Uids {
+        principal,
+        action,
+        resource,
+        typed: typed(evaluation),
     })
 }
 
-/// Maps one evaluation. `server` names the `McpServer` resource; `claims` are the claims
-/// copied onto the principal.
-pub(super) fn map(
-    names: &Names,
+/// Whether a request is typed by the schema, and has `context.input` when it calls a tool:
+/// every phase but discovery.
+fn typed(evaluation: &Evaluation) -> bool {
+    evaluation.phase() != Phase::Discovery
+}
+
+/// What templates may name, as JSON: `{"context": …, "principal": …}`, the context with the
+/// hook's `app` when the action's context declares it. Built for a denial only.
+pub(super) fn template_scope(
     evaluation: &Evaluation,
-    server: &str,
     claims: &[String],
-) -> Result<Mapped, Unmapped> {
-    let (action, resource) = action_and_resource(names, evaluation, server)?;
-    let principal = names.uid("User", evaluation.principal().subject().unwrap_or(""))?;
-    let typed = evaluation.phase() != Phase::Discovery;
+    app: Option<Value>,
+) -> Value {
     let mut context = Map::new();
-    if let (Target::Tool { arguments, .. }, true) = (evaluation.target(), typed) {
+    if let (Target::Tool { arguments, .. }, true) = (evaluation.target(), typed(evaluation)) {
         context.insert("input".into(), Value::Object((**arguments).clone()));
     }
     context.insert("gate".into(), gate_context(evaluation));
-    Ok(Mapped {
-        principal,
-        principal_attrs: principal_attrs(evaluation, claims),
-        action,
-        resource,
-        context,
-        typed,
-    })
+    if let Some(app) = app {
+        context.insert("app".into(), app);
+    }
+    json!({"context": context, "principal": principal_attrs(evaluation, claims)})
 }
 
 #[cfg(test)]
@@ -236,38 +291,50 @@ mod tests {
     #[test]
     fn a_tool_call() {
         let names = Names::new("Demo");
-        let mapped = map(
-            &names,
-            &evaluation(Phase::Invocation),
-            "files",
-            &["email".into()],
-        )
-        .expect("maps");
-        assert_eq!(mapped.principal.to_string(), r#"Demo::User::"alice""#);
-        assert_eq!(mapped.action.to_string(), r#"Demo::Action::"share_folder""#);
-        assert_eq!(mapped.resource.to_string(), r#"Demo::McpServer::"files""#);
-        assert_eq!(mapped.context["input"], json!({"folder": "q3"}));
-        assert_eq!(mapped.context["gate"]["phase"], "invocation");
+        let evaluation = evaluation(Phase::Invocation);
+        let uids = uids(&names, &evaluation, "files").expect("maps");
+        assert_eq!(uids.principal.to_string(), r#"Demo::User::"alice""#);
+        assert_eq!(uids.action.to_string(), r#"Demo::Action::"share_folder""#);
+        assert_eq!(uids.resource.to_string(), r#"Demo::McpServer::"files""#);
+        assert!(uids.typed);
+        let scope = template_scope(&evaluation, &["email".into()], None);
+        assert_eq!(scope["context"]["input"], json!({"folder": "q3"}));
+        assert_eq!(scope["context"]["gate"]["phase"], "invocation");
         assert_eq!(
-            mapped.principal_attrs["claims"],
+            scope["principal"]["claims"],
             json!({"email": "a@example.com"}),
             "selected claims only"
         );
-        assert_eq!(mapped.principal_attrs["scopes"], json!(["mcp:tools"]));
-        assert!(mapped.typed);
+        assert_eq!(scope["principal"]["scopes"], json!(["mcp:tools"]));
     }
 
     #[test]
     fn discovery_has_no_input_and_is_untyped() {
-        let mapped = map(
-            &Names::new("Demo"),
-            &evaluation(Phase::Discovery),
-            "files",
-            &[],
-        )
-        .expect("maps");
-        assert!(!mapped.context.contains_key("input"));
-        assert!(!mapped.typed);
+        let evaluation = evaluation(Phase::Discovery);
+        let scope = template_scope(&evaluation, &[], None);
+        assert!(scope["context"].get("input").is_none());
+        assert!(
+            !uids(&Names::new("Demo"), &evaluation, "files")
+                .expect("maps")
+                .typed
+        );
+    }
+
+    #[test]
+    fn the_gate_context_is_one_list() {
+        let evaluation = evaluation(Phase::Invocation);
+        let scope = template_scope(&evaluation, &[], Some(json!({"on_call": true})));
+        let gate = scope["context"]["gate"].as_object().expect("an object");
+        let fields = gate_fields(&evaluation);
+        assert_eq!(gate.len(), fields.len());
+        for (key, field) in fields {
+            let expected = match field {
+                GateField::Text(text) => json!(text),
+                GateField::Flag(flag) => json!(flag),
+            };
+            assert_eq!(gate[key], expected, "{key}");
+        }
+        assert_eq!(scope["context"]["app"], json!({"on_call": true}));
     }
 
     #[test]
@@ -281,7 +348,7 @@ mod tests {
             .resource(r#"demo://a"b"#)
             .build()
             .unwrap();
-        let mapped = map(&Names::new(""), &evaluation, "s", &[]).expect("maps");
+        let mapped = uids(&Names::new(""), &evaluation, "s").expect("maps");
         assert_eq!(mapped.principal.id().unescaped(), r#"x"; permit"#);
         assert_eq!(mapped.resource.id().unescaped(), r#"demo://a"b"#);
         assert_eq!(mapped.action.to_string(), r#"Action::"resources/read""#);
@@ -291,7 +358,7 @@ mod tests {
             .phase(Phase::Discovery)
             .build()
             .unwrap();
-        let mapped = map(&Names::new(""), &listed, "s", &[]).expect("maps");
+        let mapped = uids(&Names::new(""), &listed, "s").expect("maps");
         assert_eq!(
             mapped.action.to_string(),
             r#"Action::"prompts/get""#,
@@ -302,7 +369,7 @@ mod tests {
             .build()
             .unwrap();
         assert_eq!(
-            map(&Names::new(""), &slash, "s", &[]).err(),
+            uids(&Names::new(""), &slash, "s").err(),
             Some(Unmapped::SlashInToolName("a/b".into()))
         );
     }

@@ -69,6 +69,7 @@ mod mapping;
 mod number;
 mod remedy;
 mod schema;
+mod shape;
 mod template;
 mod values;
 

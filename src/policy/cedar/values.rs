@@ -6,15 +6,17 @@
 //!
 //! The conversion reads JSON *text* ([`to_cedar`]): a tool call's arguments are read from the
 //! request's own bytes, so that a number is the value its text says (see [`super::number`]),
-//! never the float `serde_json` made of it. Values the layer builds itself (the gate context,
-//! the principal, the hook's `app`) are written out by `serde_json` first
-//! ([`value_to_cedar`]).
+//! never the float `serde_json` made of it. The gate context is built field by field
+//! ([`gate_to_cedar`]); the other values the layer builds itself (the principal, once per
+//! principal, and the hook's `app`) are written out by `serde_json` first ([`value_to_cedar`]).
 
 use cedar_policy::RestrictedExpression;
 use serde_json::Value;
 
 use super::json_text::{Reader, Start};
+use super::mapping::GateField;
 use super::number;
+use super::shape::Shape;
 
 /// As deep as the layer reads a body (serde_json's limit); deeper text is refused.
 const MAX_DEPTH: usize = 128;
@@ -99,8 +101,17 @@ pub(super) fn to_cedar(
     text: &str,
     schema: Option<&Value>,
 ) -> Result<RestrictedExpression, Unrepresentable> {
+    to_cedar_shaped(text, schema, &mut Shape::default())
+}
+
+/// [`to_cedar`], the value's shape written to `shape` (see [`super::shape`]).
+pub(super) fn to_cedar_shaped(
+    text: &str,
+    schema: Option<&Value>,
+    shape: &mut Shape,
+) -> Result<RestrictedExpression, Unrepresentable> {
     let mut reader = Reader::new(text);
-    let expression = convert(&mut reader, schema, 0)?;
+    let expression = convert(&mut reader, schema, 0, shape)?;
     reader.finish()?;
     Ok(expression)
 }
@@ -113,48 +124,91 @@ pub(super) fn value_to_cedar(
     to_cedar(&value.to_string(), schema)
 }
 
-/// The value at `reader`, `depth` levels in.
+/// `context.gate` as a Cedar record, made from the same fields as its JSON (no text between).
+/// Its shape is written to `shape`.
+pub(super) fn gate_to_cedar(
+    fields: [(&'static str, GateField<'_>); 7],
+    shape: &mut Shape,
+) -> Result<RestrictedExpression, Unrepresentable> {
+    shape.open_record();
+    let fields = fields.map(|(key, field)| {
+        shape.key(key);
+        let value = match field {
+            GateField::Text(text) => {
+                shape.string();
+                RestrictedExpression::new_string(text.to_owned())
+            }
+            GateField::Flag(flag) => {
+                shape.bool(flag);
+                RestrictedExpression::new_bool(flag)
+            }
+        };
+        (key.to_owned(), value)
+    });
+    shape.close_record();
+    RestrictedExpression::new_record(fields).map_err(|_| Unrepresentable::new(Problem::Record))
+}
+
+/// The value at `reader`, `depth` levels in; its shape is written to `shape`.
 fn convert(
     reader: &mut Reader<'_>,
     schema: Option<&Value>,
     depth: usize,
+    shape: &mut Shape,
 ) -> Result<RestrictedExpression, Unrepresentable> {
     if depth > MAX_DEPTH {
         return Err(Unrepresentable::new(Problem::Depth));
     }
     Ok(match reader.start()? {
         Start::Null => return Err(Unrepresentable::new(Problem::Null)),
-        Start::Bool(flag) => RestrictedExpression::new_bool(flag),
-        Start::String(text) => RestrictedExpression::new_string(text.into_owned()),
+        Start::Bool(flag) => {
+            shape.bool(flag);
+            RestrictedExpression::new_bool(flag)
+        }
+        Start::String(text) => {
+            shape.string();
+            RestrictedExpression::new_string(text.into_owned())
+        }
         Start::Number(text) if types_number(schema) => {
             let decimal = number::decimal(text).ok_or(Unrepresentable::new(Problem::Number))?;
+            shape.decimal();
             RestrictedExpression::new_decimal(decimal)
         }
         Start::Number(text) => match number::integer(text) {
-            Some(long) => RestrictedExpression::new_long(long),
+            Some(long) => {
+                shape.long();
+                RestrictedExpression::new_long(long)
+            }
             None => return Err(Unrepresentable::new(Problem::Number)),
         },
         Start::Array => {
             let items_schema = schema.and_then(|s| s.get("items"));
             let mut members = Vec::new();
+            let mut shapes = shape.open_set();
             while reader.item(members.is_empty())? {
-                let member = convert(reader, items_schema, depth + 1)
+                let start = shape.mark();
+                let member = convert(reader, items_schema, depth + 1, shape)
                     .map_err(|e| e.within(members.len().to_string()))?;
+                shape.member(&mut shapes, start);
                 members.push(member);
             }
+            shape.close_set();
             RestrictedExpression::new_set(members)
         }
         Start::Object => {
             let properties = schema.and_then(|s| s.get("properties"));
             let mut fields = Vec::new();
+            shape.open_record();
             while let Some(key) = reader.key(fields.is_empty())? {
                 let field_schema = properties.and_then(|p| p.get(&*key));
-                let field = convert(reader, field_schema, depth + 1).map_err(|e| {
+                shape.key(&key);
+                let field = convert(reader, field_schema, depth + 1, shape).map_err(|e| {
                     // Only a name the schema declares is shown; any other came from the request.
                     e.within(if field_schema.is_some() { &*key } else { "*" })
                 })?;
                 fields.push((key.into_owned(), field));
             }
+            shape.close_record();
             RestrictedExpression::new_record(fields)
                 .map_err(|_| Unrepresentable::new(Problem::Record))?
         }
