@@ -189,6 +189,10 @@ pub(crate) enum Kind {
 
 /// What a message body is at its top level.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per request on the stack and taken apart at once; a box would be an allocation per request"
+)]
 pub(crate) enum Shape<'de> {
     Object(Envelope<'de>),
     Array,
