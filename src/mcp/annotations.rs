@@ -28,12 +28,20 @@ pub(crate) struct ListedTool {
 impl ListedTool {
     /// Reads one `tools/list` entry.
     pub fn from_entry(entry: &Value) -> Self {
-        let annotations = entry.get("annotations").filter(|a| a.is_object());
+        Self::from_parts(
+            entry.get("annotations").cloned(),
+            entry.get("inputSchema").cloned(),
+        )
+    }
+
+    /// What an entry said, from its `annotations` and `inputSchema` members as read (an
+    /// `annotations` that is not an object counts as none).
+    pub fn from_parts(annotations: Option<Value>, input_schema: Option<Value>) -> Self {
         Self {
             annotations: annotations
-                .cloned()
+                .filter(Value::is_object)
                 .unwrap_or_else(|| Value::Object(Default::default())),
-            input_schema: entry.get("inputSchema").cloned(),
+            input_schema,
         }
     }
 }
