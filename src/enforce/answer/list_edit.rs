@@ -206,10 +206,13 @@ fn string(out: &mut Vec<u8>, text: &str) {
 /// Makes `out[from..]`, JSON text, one line: a line ending can only be whitespace between
 /// tokens there (inside a string it is escaped), so it becomes a space.
 pub(crate) fn one_line(out: &mut [u8], from: usize) {
-    for byte in out.iter_mut().skip(from) {
-        if matches!(*byte, b'\n' | b'\r') {
-            *byte = b' ';
-        }
+    let mut at = from;
+    while let Some(found) = out
+        .get(at..)
+        .and_then(|rest| memchr::memchr2(b'\n', b'\r', rest))
+    {
+        out[at + found] = b' ';
+        at += found + 1;
     }
 }
 

@@ -4,9 +4,9 @@
 //! refused at every depth, and everything `serde_json` refuses: invalid UTF-8, lone
 //! surrogates, trailing bytes, nesting deeper than 128 levels, numbers out of range), and keeps
 //! only what the layer asks of the message: the members that say its [`Kind`](super::message::Kind),
-//! and, from the result, each entry's name (a tool's annotations and input schema too) and the
-//! next cursor. Nothing else is built: the entries stay in the bytes they came in, and
-//! [`super::list_edit`] writes the kept ones from there.
+//! and, from the result, each entry's name (a tool's annotations and input schema too, as
+//! their text) and the next cursor. Nothing else is built: the entries stay in the bytes they
+//! came in, and [`super::list_edit`] writes the kept ones from there.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -14,9 +14,10 @@ use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::message::Top;
-use crate::mcp::annotations::ListedTool;
+use crate::mcp::annotations::ListedText;
 use crate::mcp::json::StrictValue;
 
 /// What the pass keeps of a listing's result.
@@ -110,9 +111,9 @@ pub(crate) enum Entries<'a> {
 pub(crate) struct Entry<'a> {
     /// The entry's name (its [`Wanted::name`] member), when it is a string.
     pub name: Option<Cow<'a, str>>,
-    /// A tool entry's annotations and input schema (`None` for other entries, and for an
-    /// entry that is not an object).
-    pub tool: Option<ListedTool>,
+    /// A tool entry's annotations and input schema, as their text (`None` for other entries,
+    /// and for an entry that is not an object).
+    pub tool: Option<ListedText<'a>>,
 }
 
 /// Reads `text` as one message, strictly, keeping what `wanted` asks of its result.
@@ -257,11 +258,12 @@ fn check_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
 const FEW: usize = 8;
 
 /// The keys of one object read so far, decoded (so that escapes spelling the same key are the
-/// same key): a second of any key is refused. The first few are kept inline, the rest in a
-/// tree, so an object of many keys costs a logarithm per key, never their number.
+/// same key): a second of any key is refused. The first few keys the text holds without
+/// escapes are kept inline, borrowed; the rest in a tree, so an object of many keys costs a
+/// logarithm per key, never their number.
 #[derive(Default)]
 struct Keys<'de> {
-    few: [Cow<'de, str>; FEW],
+    few: [&'de str; FEW],
     len: usize,
     many: BTreeSet<Cow<'de, str>>,
 }
@@ -274,15 +276,18 @@ impl<'de> Keys<'de> {
         };
         // JSON object keys are strings; serde_json reads nothing else as one.
         let key = key.ok_or_else(|| de::Error::custom("an object key that is no string"))?;
-        let known = self.few[..self.len].contains(&key) || self.many.contains(&key);
+        let known = self.few[..self.len].contains(&&*key) || self.many.contains(&key);
         if known {
             return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
         }
-        if self.len < FEW {
-            self.few[self.len] = key.clone();
-            self.len += 1;
-        } else {
-            self.many.insert(key.clone());
+        match key {
+            Cow::Borrowed(text) if self.len < FEW => {
+                self.few[self.len] = text;
+                self.len += 1;
+            }
+            _ => {
+                self.many.insert(key.clone());
+            }
         }
         Ok(Some(key))
     }
@@ -377,22 +382,75 @@ impl<'de> Reading<'de> for EntryReading {
         let Wanted { name, tools, .. } = self.0;
         let mut keys = Keys::default();
         let mut entry = Entry::default();
-        let (mut annotations, mut input_schema) = (None, None);
+        let mut text = ListedText::default();
         while let Some(key) = keys.next(&mut map)? {
             if key == name {
                 entry.name = map.next_value_seed(Read(Text))?;
             } else if tools && key == "annotations" {
-                annotations = Some(map.next_value::<StrictValue>()?.0);
+                text.annotations = Some(member_text(&mut map)?);
             } else if tools && key == "inputSchema" {
-                input_schema = Some(map.next_value::<StrictValue>()?.0);
+                text.input_schema = Some(member_text(&mut map)?);
             } else {
                 map.next_value_seed(Read(Checked))?;
             }
         }
         if tools {
-            entry.tool = Some(ListedTool::from_parts(annotations, input_schema));
+            entry.tool = Some(text);
         }
         Ok(entry)
+    }
+}
+
+/// How many arrays and objects deep an entry's member may nest: serde_json reads at most 127
+/// levels, and the member's value is the fifth (the message, its result, the entries, the
+/// entry, the member).
+const MEMBER_LEVELS: u8 = 127 - 4;
+
+/// The next member of an entry, as its text, read whole and exactly as strictly as the rest
+/// of the message (the text is taken as it stands, then read again within the levels left).
+fn member_text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<&'de str, A::Error> {
+    let text = map.next_value::<&'de RawValue>()?.get();
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    Read(Nested(MEMBER_LEVELS))
+        .deserialize(&mut deserializer)
+        .and_then(|()| deserializer.end())
+        .map_err(de::Error::custom)?;
+    Ok(text)
+}
+
+/// Any value, read whole and strictly, nothing kept, at most this many arrays and objects
+/// deep (counting its own).
+#[derive(Clone, Copy)]
+struct Nested(u8);
+
+impl Nested {
+    /// The levels left inside an array or object this one opens.
+    fn inside<E: de::Error>(self) -> Result<Self, E> {
+        let levels = self.0.checked_sub(1);
+        levels
+            .map(Nested)
+            .ok_or_else(|| E::custom("recursion limit exceeded"))
+    }
+}
+
+impl<'de> Reading<'de> for Nested {
+    type Value = ();
+
+    fn other(self) {}
+
+    fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        let inside = self.inside()?;
+        while seq.next_element_seed(Read(inside))?.is_some() {}
+        Ok(())
+    }
+
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let inside = self.inside()?;
+        let mut keys = Keys::default();
+        while keys.next(&mut map)?.is_some() {
+            map.next_value_seed(Read(inside))?;
+        }
+        Ok(())
     }
 }
 
@@ -425,19 +483,13 @@ mod tests {
         assert_eq!(entries.len(), 4);
         assert_eq!(entries[0].name.as_deref(), Some("a"));
         assert!(matches!(entries[0].name, Some(Cow::Borrowed(_))));
-        let tool = entries[0].tool.as_ref().unwrap();
-        assert_eq!(tool.annotations, serde_json::json!({"readOnlyHint": true}));
-        assert_eq!(
-            tool.input_schema,
-            Some(serde_json::json!({"type": "object"}))
-        );
+        let tool = entries[0].tool.unwrap();
+        assert_eq!(tool.annotations, Some(r#"{"readOnlyHint":true}"#));
+        assert_eq!(tool.input_schema, Some(r#"{"type":"object"}"#));
         assert_eq!(entries[1].name.as_deref(), Some("b!"));
-        let tool = entries[1].tool.as_ref().unwrap();
-        assert_eq!(
-            tool.annotations,
-            serde_json::json!({}),
-            "not an object: none"
-        );
+        let tool = entries[1].tool.unwrap();
+        assert_eq!(tool.annotations, Some("7"));
+        assert_eq!(tool.input_schema, None);
         assert_eq!(entries[2].name, None);
         assert_eq!(entries[3].name, None);
         assert!(entries[3].tool.is_none(), "not an object: nothing read");
@@ -452,6 +504,10 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[],"tools":[]}}"#.to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","name":"b"}]}}"#.to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"a","n\u0061me":"b"}]}}"#
+                .to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"n\u0061me":"a","name":"b"}]}}"#
+                .to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"inputSchema":{"\u0061":1,"a":1}}]}}"#
                 .to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"x":{"y":1,"y":2}}]}}"#.to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"inputSchema":{"y":1,"y":2}}]}}"#
@@ -472,16 +528,29 @@ mod tests {
     #[test]
     fn accepts_exactly_what_the_strict_tree_accepts() {
         let deep = |depth: usize| {
-            format!(
-                r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{{"x":{}{}}}]}}}}"#,
-                "[".repeat(depth),
-                "]".repeat(depth)
-            )
+            let (open, close) = ("[".repeat(depth), "]".repeat(depth));
+            [
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{{"x":{open}{close}}}]}}}}"#
+                ),
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{{"annotations":{open}{close}}}]}}}}"#
+                ),
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{{"inputSchema":{{"a":{open}{close}}}}}]}}}}"#
+                ),
+            ]
         };
         let texts = [
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}} "#.to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}} x"#.to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"name":"\ud800"}]}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"annotations":"\ud800"}]}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"inputSchema":{"a":1,"a":1}}]}}"#
+                .to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"inputSchema":[1e400]}]}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"inputSchema":{"a":[01]}}]}}"#
+                .to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"n":1e400}]}}"#.to_owned(),
             r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[{"n":-0.5e-3}]}}"#.to_owned(),
             r#"[{"jsonrpc":"2.0","id":1,"result":{}}]"#.to_owned(),
@@ -490,12 +559,17 @@ mod tests {
             String::new(),
         ];
         // Around serde_json's nesting limit, counted from the message's top.
-        for text in texts.into_iter().chain((118..=128).map(deep)) {
-            assert_eq!(
-                read(&text, TOOLS).is_ok(),
-                crate::mcp::json::parse_strict(text.as_bytes()).is_ok(),
-                "{text}"
-            );
+        let mut accepted = [0; 2];
+        for text in texts.into_iter().chain((118..=128).flat_map(deep)) {
+            let strict = crate::mcp::json::parse_strict(text.as_bytes()).is_ok();
+            assert_eq!(read(&text, TOOLS).is_ok(), strict, "{text}");
+            accepted[usize::from(strict)] += 1;
+        }
+        assert!(accepted[0] > 0 && accepted[1] > 0, "{accepted:?}");
+        for position in 0..3 {
+            let at = |depth| deep(depth)[position].clone();
+            let limit = (118..=128).find(|depth| read(&at(*depth), TOOLS).is_err());
+            assert!(matches!(limit, Some(119..=128)), "{position}: {limit:?}");
         }
     }
 }

@@ -159,11 +159,15 @@ impl ListRequest<'_> {
         let Some(name) = entry.name.take() else {
             return Ok(false);
         };
-        let annotations = entry.tool.take().map(std::sync::Arc::new);
-        if let Some(annotations) = &annotations {
-            let known = &self.settings.policy.tool_annotations;
-            known.remember(&name, annotations.clone());
-        }
+        let known = &self.settings.policy.tool_annotations;
+        let annotations = match entry.tool.take() {
+            Some(text) => match known.remember_text(&name, text) {
+                Ok(listed) => Some(listed),
+                // Read whole and strictly before: not reached, and refused were it ever.
+                Err(_) => return Err(internal_error(self.request)),
+            },
+            None => None,
+        };
         let target = named_target(self.class.entry, name.into_owned());
         let case = Case {
             principal: self.principal,
