@@ -152,20 +152,27 @@ impl ToolAnnotations {
         self.store(name, annotations, None);
     }
 
+    /// What was read of `name` when it was last listed as `text`, if it was.
+    pub fn listed_as(&self, name: &str, text: ListedText<'_>) -> Option<Arc<ListedTool>> {
+        let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
+        let read_from = |known: &&Known| known.text.as_ref().is_some_and(|kept| kept.is(text));
+        by_name
+            .get(name)
+            .filter(read_from)
+            .map(|known| known.listed.clone())
+    }
+
     /// Records what a list said of `name` as `text`, and gives it back read: what was read
     /// before when the text is the same, read now otherwise. An error only for text that is
-    /// not strict JSON (the layer reads a list whole before it asks).
+    /// not strict JSON. The listing's reader checks `text` before it calls this, and checks
+    /// no text again that [`Self::listed_as`] finds: only text it checked is given here.
     pub fn remember_text(
         &self,
         name: &str,
         text: ListedText<'_>,
     ) -> Result<Arc<ListedTool>, serde_json::Error> {
-        {
-            let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
-            let read_from = |known: &&Known| known.text.as_ref().is_some_and(|kept| kept.is(text));
-            if let Some(known) = by_name.get(name).filter(read_from) {
-                return Ok(known.listed.clone());
-            }
+        if let Some(listed) = self.listed_as(name, text) {
+            return Ok(listed);
         }
         let listed = Arc::new(text.read()?);
         self.store(name, listed.clone(), Some(KeptText::of(text)));

@@ -11,32 +11,37 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::message::Top;
-use crate::mcp::annotations::ListedText;
+use crate::mcp::annotations::{ListedText, ListedTool, ToolAnnotations};
 use crate::mcp::json::StrictValue;
 
 /// What the pass keeps of a listing's result.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Wanted {
+#[derive(Clone, Copy)]
+pub(crate) struct Wanted<'k> {
     /// The member of the result that holds the entries (`tools`, `resources`, …).
     pub entries: &'static str,
     /// The member of an entry that names it (`name`, `uri`, `uriTemplate`).
     pub name: &'static str,
     /// Whether the entries are tools, whose annotations and input schema are kept.
     pub tools: bool,
+    /// What is known of the tools: a tool listed again with the same text is given what was
+    /// read of it before, and its text, checked when it was first read, is not read again.
+    pub known: Option<&'k ToolAnnotations>,
 }
 
 /// What a `tools/list` result is read for (the tests').
 #[cfg(test)]
-pub(super) const TOOLS: Wanted = Wanted {
+pub(super) const TOOLS: Wanted<'static> = Wanted {
     entries: "tools",
     name: "name",
     tools: true,
+    known: None,
 };
 
 /// One message, read.
@@ -111,13 +116,25 @@ pub(crate) enum Entries<'a> {
 pub(crate) struct Entry<'a> {
     /// The entry's name (its [`Wanted::name`] member), when it is a string.
     pub name: Option<Cow<'a, str>>,
-    /// A tool entry's annotations and input schema, as their text (`None` for other entries,
-    /// and for an entry that is not an object).
-    pub tool: Option<ListedText<'a>>,
+    /// What a tool entry says beside its name (`None` for other entries, and for an entry
+    /// that is not an object).
+    pub tool: Option<Tool<'a>>,
+}
+
+/// What a tool entry says beside its name.
+#[derive(Debug)]
+pub(crate) enum Tool<'a> {
+    /// The same as when it was last listed: what was read of it then.
+    Known(Arc<ListedTool>),
+    /// Its annotations and input schema, as their text.
+    Text(ListedText<'a>),
 }
 
 /// Reads `text` as one message, strictly, keeping what `wanted` asks of its result.
-pub(crate) fn read(text: &str, wanted: Wanted) -> Result<Message<'_>, serde_json::Error> {
+pub(crate) fn read<'a>(
+    text: &'a str,
+    wanted: Wanted<'_>,
+) -> Result<Message<'a>, serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let message = Read(MessageReading(wanted)).deserialize(&mut deserializer)?;
     deserializer.end()?;
@@ -294,9 +311,9 @@ impl<'de> Keys<'de> {
 }
 
 /// A message object's members.
-struct MessageReading(Wanted);
+struct MessageReading<'k>(Wanted<'k>);
 
-impl<'de> Reading<'de> for MessageReading {
+impl<'de> Reading<'de> for MessageReading<'_> {
     type Value = Message<'de>;
 
     fn other(self) -> Message<'de> {
@@ -324,9 +341,9 @@ impl<'de> Reading<'de> for MessageReading {
 }
 
 /// A result: its entries and next cursor.
-struct PageReading(Wanted);
+struct PageReading<'k>(Wanted<'k>);
 
-impl<'de> Reading<'de> for PageReading {
+impl<'de> Reading<'de> for PageReading<'_> {
     type Value = Outcome<'de>;
 
     fn other(self) -> Outcome<'de> {
@@ -350,9 +367,9 @@ impl<'de> Reading<'de> for PageReading {
 }
 
 /// A result's entries member.
-struct EntriesReading(Wanted);
+struct EntriesReading<'k>(Wanted<'k>);
 
-impl<'de> Reading<'de> for EntriesReading {
+impl<'de> Reading<'de> for EntriesReading<'_> {
     type Value = Entries<'de>;
 
     fn other(self) -> Entries<'de> {
@@ -369,9 +386,9 @@ impl<'de> Reading<'de> for EntriesReading {
 }
 
 /// One entry: its name, and a tool's annotations and input schema.
-struct EntryReading(Wanted);
+struct EntryReading<'k>(Wanted<'k>);
 
-impl<'de> Reading<'de> for EntryReading {
+impl<'de> Reading<'de> for EntryReading<'_> {
     type Value = Entry<'de>;
 
     fn other(self) -> Entry<'de> {
@@ -387,15 +404,25 @@ impl<'de> Reading<'de> for EntryReading {
             if key == name {
                 entry.name = map.next_value_seed(Read(Text))?;
             } else if tools && key == "annotations" {
-                text.annotations = Some(member_text(&mut map)?);
+                text.annotations = Some(map.next_value::<&'de RawValue>()?.get());
             } else if tools && key == "inputSchema" {
-                text.input_schema = Some(member_text(&mut map)?);
+                text.input_schema = Some(map.next_value::<&'de RawValue>()?.get());
             } else {
                 map.next_value_seed(Read(Checked))?;
             }
         }
         if tools {
-            entry.tool = Some(text);
+            let known = self.0.known.zip(entry.name.as_deref());
+            let known = known.and_then(|(known, name)| known.listed_as(name, text));
+            entry.tool = Some(match known {
+                // The same text was checked when it was first read: it reads the same.
+                Some(listed) => Tool::Known(listed),
+                None => {
+                    check_member(text.annotations).map_err(de::Error::custom)?;
+                    check_member(text.input_schema).map_err(de::Error::custom)?;
+                    Tool::Text(text)
+                }
+            });
         }
         Ok(entry)
     }
@@ -406,16 +433,15 @@ impl<'de> Reading<'de> for EntryReading {
 /// entry, the member).
 const MEMBER_LEVELS: u8 = 127 - 4;
 
-/// The next member of an entry, as its text, read whole and exactly as strictly as the rest
-/// of the message (the text is taken as it stands, then read again within the levels left).
-fn member_text<'de, A: MapAccess<'de>>(map: &mut A) -> Result<&'de str, A::Error> {
-    let text = map.next_value::<&'de RawValue>()?.get();
+/// An entry's member, taken as its text (serde_json checks its syntax, and nothing more),
+/// read whole and exactly as strictly as the rest of the message, within the levels left.
+fn check_member(text: Option<&str>) -> Result<(), serde_json::Error> {
+    let Some(text) = text else {
+        return Ok(());
+    };
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    Read(Nested(MEMBER_LEVELS))
-        .deserialize(&mut deserializer)
-        .and_then(|()| deserializer.end())
-        .map_err(de::Error::custom)?;
-    Ok(text)
+    Read(Nested(MEMBER_LEVELS)).deserialize(&mut deserializer)?;
+    deserializer.end()
 }
 
 /// Any value, read whole and strictly, nothing kept, at most this many arrays and objects
@@ -483,17 +509,73 @@ mod tests {
         assert_eq!(entries.len(), 4);
         assert_eq!(entries[0].name.as_deref(), Some("a"));
         assert!(matches!(entries[0].name, Some(Cow::Borrowed(_))));
-        let tool = entries[0].tool.unwrap();
-        assert_eq!(tool.annotations, Some(r#"{"readOnlyHint":true}"#));
-        assert_eq!(tool.input_schema, Some(r#"{"type":"object"}"#));
+        fn listed<'a>(entry: &Entry<'a>) -> ListedText<'a> {
+            match &entry.tool {
+                Some(Tool::Text(text)) => *text,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(
+            listed(&entries[0]).annotations,
+            Some(r#"{"readOnlyHint":true}"#)
+        );
+        assert_eq!(
+            listed(&entries[0]).input_schema,
+            Some(r#"{"type":"object"}"#)
+        );
         assert_eq!(entries[1].name.as_deref(), Some("b!"));
-        let tool = entries[1].tool.unwrap();
-        assert_eq!(tool.annotations, Some("7"));
-        assert_eq!(tool.input_schema, None);
+        assert_eq!(listed(&entries[1]).annotations, Some("7"));
+        assert_eq!(listed(&entries[1]).input_schema, None);
         assert_eq!(entries[2].name, None);
         assert_eq!(entries[3].name, None);
         assert!(entries[3].tool.is_none(), "not an object: nothing read");
         assert_eq!(page.next_cursor.as_deref(), Some("n1"));
+    }
+
+    #[test]
+    fn a_tool_listed_again_with_the_same_text_is_known_and_other_text_is_read() {
+        let known = ToolAnnotations::new(8);
+        let text = ListedText {
+            annotations: Some(r#"{"readOnlyHint":true}"#),
+            input_schema: None,
+        };
+        let remembered = known.remember_text("a", text).unwrap();
+        let wanted = Wanted {
+            known: Some(&known),
+            ..TOOLS
+        };
+        let list = r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[
+            {"annotations":{"readOnlyHint":true},"name":"a"},
+            {"name":"a","annotations":{"readOnlyHint":false}},
+            {"name":"b","annotations":{"readOnlyHint":true}}
+        ]}}"#;
+        let Ok(Message::Object(Members {
+            result: Some(Outcome::Page(page)),
+            ..
+        })) = read(list, wanted)
+        else {
+            panic!("a page")
+        };
+        let Entries::Listed(entries) = page.entries else {
+            panic!("entries")
+        };
+        assert!(
+            matches!(&entries[0].tool, Some(Tool::Known(listed)) if Arc::ptr_eq(listed, &remembered))
+        );
+        assert!(matches!(entries[1].tool, Some(Tool::Text(_))), "other text");
+        assert!(
+            matches!(entries[2].tool, Some(Tool::Text(_))),
+            "another name"
+        );
+        // Text nobody checked is read strictly, named or not, whatever is known.
+        for entry in [
+            r#"{"name":"a","annotations":{"readOnlyHint":true,"x":1,"x":1}}"#,
+            r#"{"annotations":{"x":1,"x":1}}"#,
+            r#"{"name":"b","inputSchema":{"x":"\ud800"}}"#,
+        ] {
+            let list = format!(r#"{{"jsonrpc":"2.0","id":1,"result":{{"tools":[{entry}]}}}}"#);
+            assert!(read(&list, wanted).is_err(), "{entry}");
+        }
     }
 
     #[test]

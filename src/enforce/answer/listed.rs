@@ -82,7 +82,11 @@ pub(crate) struct ListAnswer<'a> {
 impl<'a> ListAnswer<'a> {
     /// Reads `frame`'s messages for the request whose id is `id`, keeping what `wanted` asks
     /// of the result.
-    pub(crate) fn read(frame: &'a Frame<'_>, id: &Value, wanted: Wanted) -> Result<Self, Problem> {
+    pub(crate) fn read(
+        frame: &'a Frame<'_>,
+        id: &Value,
+        wanted: Wanted<'_>,
+    ) -> Result<Self, Problem> {
         let mut messages = Vec::with_capacity(frame.events.len());
         for event in &frame.events {
             if event.kind != "message" {

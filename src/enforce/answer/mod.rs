@@ -43,7 +43,7 @@ use serde_json::{Map, Value, json};
 
 pub(crate) use cache::{judged_per_caller, mark_private};
 pub(crate) use list_edit::Edit;
-pub(crate) use list_json::{Entries, Entry, Page, Wanted};
+pub(crate) use list_json::{Entries, Entry, Page, Tool, Wanted};
 pub(crate) use listed::{Frame, ListAnswer};
 pub(crate) use listen::{Grant, ListenStream};
 pub(crate) use problem::Problem;

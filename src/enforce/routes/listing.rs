@@ -109,6 +109,7 @@ impl ListRequest<'_> {
             entries: self.class.entries,
             name: self.class.entry.name_field(),
             tools: self.class.entry == EntryKind::Tool,
+            known: Some(&settings.policy.tool_annotations),
         };
         let mut list = match answer::ListAnswer::read(&frame, &self.request.id, wanted) {
             Ok(list) => list,
@@ -161,7 +162,8 @@ impl ListRequest<'_> {
         };
         let known = &self.settings.policy.tool_annotations;
         let annotations = match entry.tool.take() {
-            Some(text) => match known.remember_text(&name, text) {
+            Some(answer::Tool::Known(listed)) => Some(listed),
+            Some(answer::Tool::Text(text)) => match known.remember_text(&name, text) {
                 Ok(listed) => Some(listed),
                 // Read whole and strictly before: not reached, and refused were it ever.
                 Err(_) => return Err(internal_error(self.request)),
