@@ -11,9 +11,12 @@
 //!
 //! Environment: `ANSWERS_REQUESTS` (default 2,000 per configuration; a tenth more warm up
 //! first), `ANSWERS_ONLY` (`list`, `read`, `bare-list` or `bare-read`: one configuration, for
-//! a profiler), `ANSWERS_ENTRIES` (the list's length with `ANSWERS_ONLY`; default 100). Prints
-//! microseconds and heap allocations per request, bare and gated, and the gate's cost per
-//! listed entry (the slope between 10 and 1,000 entries).
+//! a profiler), `ANSWERS_ENTRIES` (the list's length with `ANSWERS_ONLY`; default 100),
+//! `ANSWERS_HIDE` (`1`: the policy hides every other tool, so the list is written edited;
+//! default `0`, every tool shown). Prints microseconds and heap allocations per request, bare
+//! and gated, the gated/bare throughput, and the gate's cost per listed entry (the slope
+//! between 10 and 1,000 entries). `scripts/bench-lists.sh` gives the same in instructions
+//! (callgrind).
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -31,6 +34,7 @@ use axum::routing::post;
 use bytes::Bytes;
 use common::env_or;
 use http::{Request, StatusCode};
+use mcp_gate::policy::{Decision, Evaluation};
 use mcp_gate::{Gate, Issuer, StaticKeys};
 use serde_json::json;
 
@@ -140,14 +144,27 @@ fn router(case: &Case, gate: Option<&Gate>) -> Router {
     }
 }
 
-fn gate(keys: StaticKeys) -> Gate {
-    Gate::builder()
+fn gate(keys: StaticKeys, hide: bool) -> Gate {
+    let builder = Gate::builder()
         .resource(RESOURCE)
         .issuer(Issuer::with_keys(ISSUER, keys))
-        .required_scopes(["mcp:read"])
-        .evaluate(mcp_gate::policy::allow_all())
-        .build()
-        .expect("gate builds")
+        .required_scopes(["mcp:read"]);
+    let builder = if hide {
+        // Every tool whose number is odd is hidden.
+        builder.evaluate(|evaluation: Evaluation| async move {
+            let odd = evaluation
+                .tool()
+                .is_some_and(|name| name.ends_with(['1', '3', '5', '7', '9']));
+            Ok::<_, std::convert::Infallible>(if odd {
+                Decision::undisclosed("hidden by the bench")
+            } else {
+                Decision::allow()
+            })
+        })
+    } else {
+        builder.evaluate(mcp_gate::policy::allow_all())
+    };
+    builder.build().expect("gate builds")
 }
 
 async fn one(app: &Router, case: &Case, token: &str) -> usize {
@@ -201,7 +218,8 @@ async fn main() {
         "Bearer {}",
         key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
     );
-    let gate = gate(keys);
+    let hide = env_or("ANSWERS_HIDE", 0u8, 0, 1) == 1;
+    let gate = gate(keys, hide);
     if let Ok(only) = std::env::var("ANSWERS_ONLY") {
         let entries = env_or("ANSWERS_ENTRIES", 100usize, 1, 100_000);
         let (case, gated) = match only.as_str() {
@@ -220,10 +238,15 @@ async fn main() {
         }
         return;
     }
-    println!("answers: {requests} sequential requests per configuration");
+    let shown = if hide {
+        "every other tool hidden"
+    } else {
+        "every tool shown"
+    };
+    println!("answers: {requests} sequential requests per configuration; lists: {shown}");
     println!(
-        "  {:<28} {:>12} {:>12} {:>12} {:>12}",
-        "", "bare µs", "gated µs", "bare alloc", "gated alloc"
+        "  {:<28} {:>12} {:>12} {:>12} {:>12} {:>11}",
+        "", "bare µs", "gated µs", "bare alloc", "gated alloc", "gated/bare"
     );
     let mut per_entry = Vec::new();
     for entries in [10usize, 100, 1000] {
@@ -232,12 +255,13 @@ async fn main() {
         let bare = measure(&router(&case, None), &case, &token, requests).await;
         let gated = measure(&router(&case, Some(&gate)), &case, &token, requests).await;
         println!(
-            "  {:<28} {:>12.2} {:>12.2} {:>12.1} {:>12.1}",
+            "  {:<28} {:>12.2} {:>12.2} {:>12.1} {:>12.1} {:>11.2}",
             format!("tools/list, {entries} entries"),
             bare.0,
             gated.0,
             bare.1,
-            gated.1
+            gated.1,
+            bare.0 / gated.0
         );
         per_entry.push((entries, gated.0 - bare.0, gated.1 - bare.1));
     }

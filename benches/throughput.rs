@@ -14,6 +14,9 @@
 //! - `BENCH_ROUNDS`       rounds per configuration; configurations alternate a/b/c/a/b/c... (default 3)
 //! - `BENCH_MAX_REQUESTS` cap on requests per measured round (default 2,000,000)
 //! - `BENCH_CONFIGS`      which configurations to run, e.g. `ab` or `b` for profiling (default `abcd`)
+//! - `BENCH_METHOD`       `call` (default: `tools/call echo`) or `list`: `tools/list` of the
+//!   example server's tools, each judged and the list written again by the layer (no
+//!   configuration `d` then: a denial is a call's)
 //!
 //! The load generator runs in the same process and on the same cores as the servers, so every
 //! figure is "server + client" throughput: the layer's share of the server's CPU is diluted by
@@ -46,6 +49,10 @@ const ECHO_TEXT: &str = "mcp-gate-bench-ping";
 const DENIAL_MARK: &str = "io.modelcontextprotocol/authorization";
 
 const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}"#;
+/// The request of `BENCH_METHOD=list`.
+const LIST_BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+/// Found in every good answer to [`LIST_BODY`]: the echo tool, listed.
+const LISTED_ECHO: &str = r#""name":"echo""#;
 const ACCEPT: &str = "application/json, text/event-stream";
 /// How many failed requests are kept verbatim for the report.
 const ERROR_SAMPLES: usize = 5;
@@ -67,6 +74,8 @@ struct Settings {
     rounds: usize,
     max_requests: u64,
     configs: String,
+    /// `BENCH_METHOD=list`: `tools/list` rather than `tools/call`.
+    list: bool,
 }
 
 impl Settings {
@@ -89,7 +98,20 @@ impl Settings {
                 }
                 configs
             },
+            list: match std::env::var("BENCH_METHOD").as_deref() {
+                Err(_) | Ok("call") => false,
+                Ok("list") => true,
+                Ok(other) => {
+                    eprintln!("BENCH_METHOD={other:?}: use call or list");
+                    std::process::exit(2);
+                }
+            },
         }
+    }
+
+    /// The request every client sends.
+    fn body(&self) -> &'static str {
+        if self.list { LIST_BODY } else { BODY }
     }
 
     /// Upper bound of the whole run, used to give the tokens a lifetime that outlasts it.
@@ -117,6 +139,8 @@ struct Target {
     label: &'static str,
     /// What a good answer contains: the echo, or for the denial, the envelope.
     expect: &'static str,
+    /// The request's body.
+    body: &'static str,
     url: String,
     authorization: Option<HeaderValue>,
     client: reqwest::Client,
@@ -181,11 +205,12 @@ async fn start(
         .expect("client");
     Target {
         label,
-        expect: if matches!(kind, Kind::Denied) {
-            DENIAL_MARK
-        } else {
-            ECHO_TEXT
+        expect: match kind {
+            Kind::Denied => DENIAL_MARK,
+            _ if settings.list => LISTED_ECHO,
+            _ => ECHO_TEXT,
         },
+        body: settings.body(),
         url,
         authorization,
         client,
@@ -205,7 +230,7 @@ impl Target {
         if let Some(value) = &self.authorization {
             request = request.header(header::AUTHORIZATION, value.clone());
         }
-        request.body(BODY)
+        request.body(self.body)
     }
 
     /// One full check before any load: the echo comes back, and the gate really is in front.
@@ -238,7 +263,10 @@ impl Target {
             .pointer("/result/content/0/text")
             .and_then(Value::as_str);
         let denied = self.expect == DENIAL_MARK;
-        let as_expected = if denied {
+        let as_expected = if self.expect == LISTED_ECHO {
+            let tools = parsed.pointer("/result/tools").and_then(Value::as_array);
+            tools.is_some_and(|tools| tools.iter().any(|tool| tool["name"] == "echo"))
+        } else if denied {
             parsed.pointer("/result/_meta/io.modelcontextprotocol~1authorization/remediation")
                 == Some(&Value::String("unavailable".into()))
         } else {
@@ -257,7 +285,7 @@ impl Target {
                 .post(&self.url)
                 .header(header::CONTENT_TYPE, "application/json")
                 .header(header::ACCEPT, ACCEPT)
-                .body(BODY)
+                .body(self.body)
                 .send()
                 .await
                 .map_err(|e| format!("{}: {e}", self.label))?;
@@ -505,7 +533,12 @@ fn main() {
 }
 
 async fn bench(settings: &Settings, cores: usize) -> bool {
-    println!("mcp-gate throughput: tools/call `echo` over HTTP/1.1 keep-alive on 127.0.0.1");
+    let method = if settings.list {
+        "tools/list (every tool judged, the list written by the layer)"
+    } else {
+        "tools/call `echo`"
+    };
+    println!("mcp-gate throughput: {method} over HTTP/1.1 keep-alive on 127.0.0.1");
     println!(
         "  {} concurrent closed-loop clients, {} round(s) x {:.1} s per configuration (+{:.1} s warm-up each), order a/b/c/a/b/c...",
         settings.concurrency, settings.rounds, settings.seconds, settings.warmup
@@ -533,7 +566,8 @@ async fn bench(settings: &Settings, cores: usize) -> bool {
     ];
     let mut targets = Vec::new();
     for (letter, kind, label) in kinds {
-        if settings.configs.contains(letter) {
+        let denial_of_a_list = settings.list && matches!(kind, Kind::Denied);
+        if settings.configs.contains(letter) && !denial_of_a_list {
             targets.push(Arc::new(start(kind, label, &key, settings).await));
         }
     }

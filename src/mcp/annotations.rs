@@ -7,6 +7,10 @@
 //! cache with admission and eviction bookkeeping. Bounded: once it holds `capacity` tool names,
 //! new names are not remembered (known names are still updated). The annotations are the
 //! server's hints, never facts.
+//!
+//! A list the layer filters tells it the same thing about most tools every time: a tool listed
+//! again with the same text ([`ListedText`]) keeps what was read of it before, so listing costs
+//! a comparison per tool, not a JSON tree built and the previous one dropped.
 
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
@@ -15,6 +19,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::deadline::OncePer;
+use crate::mcp::json::StrictValue;
 
 /// What one `tools/list` entry said of its tool, beside the name.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -28,19 +33,80 @@ pub(crate) struct ListedTool {
 impl ListedTool {
     /// Reads one `tools/list` entry.
     pub fn from_entry(entry: &Value) -> Self {
-        let annotations = entry.get("annotations").filter(|a| a.is_object());
+        Self::from_parts(
+            entry.get("annotations").cloned(),
+            entry.get("inputSchema").cloned(),
+        )
+    }
+
+    /// What an entry said, from its `annotations` and `inputSchema` members as read (an
+    /// `annotations` that is not an object counts as none).
+    pub fn from_parts(annotations: Option<Value>, input_schema: Option<Value>) -> Self {
         Self {
             annotations: annotations
-                .cloned()
+                .filter(Value::is_object)
                 .unwrap_or_else(|| Value::Object(Default::default())),
-            input_schema: entry.get("inputSchema").cloned(),
+            input_schema,
         }
     }
 }
 
+/// What one `tools/list` entry said of its tool, beside the name, as the text it came in: its
+/// `annotations` and `inputSchema` members, when present, each one JSON value already read
+/// strictly.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ListedText<'a> {
+    /// The `annotations` member's text.
+    pub annotations: Option<&'a str>,
+    /// The `inputSchema` member's text.
+    pub input_schema: Option<&'a str>,
+}
+
+impl ListedText<'_> {
+    /// What the text says, read (strictly, as everything the layer reads).
+    fn read(self) -> Result<ListedTool, serde_json::Error> {
+        let value = |text: Option<&str>| {
+            text.map(|text| serde_json::from_str::<StrictValue>(text).map(|value| value.0))
+                .transpose()
+        };
+        Ok(ListedTool::from_parts(
+            value(self.annotations)?,
+            value(self.input_schema)?,
+        ))
+    }
+}
+
+/// A [`ListedText`], kept.
+struct KeptText {
+    annotations: Option<Box<str>>,
+    input_schema: Option<Box<str>>,
+}
+
+impl KeptText {
+    fn of(text: ListedText<'_>) -> Self {
+        Self {
+            annotations: text.annotations.map(Box::from),
+            input_schema: text.input_schema.map(Box::from),
+        }
+    }
+
+    /// Whether this is `text`.
+    fn is(&self, text: ListedText<'_>) -> bool {
+        self.annotations.as_deref() == text.annotations
+            && self.input_schema.as_deref() == text.input_schema
+    }
+}
+
+/// What is known of one tool: what was read of it, and the text it was read from when it came
+/// from a list the layer filtered.
+struct Known {
+    listed: Arc<ListedTool>,
+    text: Option<KeptText>,
+}
+
 /// Listed tools by name.
 pub(crate) struct ToolAnnotations {
-    by_name: RwLock<HashMap<String, Arc<ListedTool>>>,
+    by_name: RwLock<HashMap<String, Known>>,
     capacity: usize,
     /// The layer lists the tools itself at most once per ten seconds.
     learn: OncePer,
@@ -72,7 +138,7 @@ impl ToolAnnotations {
     /// What the last list said of `name`.
     pub fn get(&self, name: &str) -> Option<Arc<ListedTool>> {
         let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
-        by_name.get(name).cloned()
+        by_name.get(name).map(|known| known.listed.clone())
     }
 
     /// Whether the last list named `name`.
@@ -83,11 +149,44 @@ impl ToolAnnotations {
 
     /// Records what a list said of `name`.
     pub fn remember(&self, name: &str, annotations: Arc<ListedTool>) {
+        self.store(name, annotations, None);
+    }
+
+    /// What was read of `name` when it was last listed as `text`, if it was.
+    pub fn listed_as(&self, name: &str, text: ListedText<'_>) -> Option<Arc<ListedTool>> {
+        let by_name = self.by_name.read().unwrap_or_else(PoisonError::into_inner);
+        let read_from = |known: &&Known| known.text.as_ref().is_some_and(|kept| kept.is(text));
+        by_name
+            .get(name)
+            .filter(read_from)
+            .map(|known| known.listed.clone())
+    }
+
+    /// Records what a list said of `name` as `text`, and gives it back read: what was read
+    /// before when the text is the same, read now otherwise. An error only for text that is
+    /// not strict JSON. The listing's reader checks `text` before it calls this, and checks
+    /// no text again that [`Self::listed_as`] finds: only text it checked is given here.
+    pub fn remember_text(
+        &self,
+        name: &str,
+        text: ListedText<'_>,
+    ) -> Result<Arc<ListedTool>, serde_json::Error> {
+        if let Some(listed) = self.listed_as(name, text) {
+            return Ok(listed);
+        }
+        let listed = Arc::new(text.read()?);
+        self.store(name, listed.clone(), Some(KeptText::of(text)));
+        Ok(listed)
+    }
+
+    /// Keeps `listed` for `name`, unless the map is full and `name` new.
+    fn store(&self, name: &str, listed: Arc<ListedTool>, text: Option<KeptText>) {
         let mut by_name = self.by_name.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(known) = by_name.get_mut(name) {
-            *known = annotations;
+        let known = Known { listed, text };
+        if let Some(slot) = by_name.get_mut(name) {
+            *slot = known;
         } else if by_name.len() < self.capacity {
-            by_name.insert(name.to_owned(), annotations);
+            by_name.insert(name.to_owned(), known);
         }
     }
 }
@@ -117,5 +216,64 @@ mod tests {
             "a known name is updated"
         );
         assert_eq!(annotations.get("b"), Some(hint(false)));
+    }
+
+    #[test]
+    fn the_same_text_keeps_what_was_read_and_other_text_is_read_again() {
+        let annotations = ToolAnnotations::new(1);
+        let text = ListedText {
+            annotations: Some(r#"{"destructiveHint": true}"#),
+            input_schema: Some(r#"{"type":"object"}"#),
+        };
+        let first = annotations.remember_text("a", text).unwrap();
+        assert_eq!(
+            first.annotations,
+            serde_json::json!({"destructiveHint": true})
+        );
+        assert_eq!(
+            first.input_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
+        let again = annotations.remember_text("a", text).unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "the same text: kept");
+        let changed = ListedText {
+            annotations: Some(r#"{"destructiveHint":false}"#),
+            ..text
+        };
+        let read = annotations.remember_text("a", changed).unwrap();
+        assert_eq!(
+            read.annotations,
+            serde_json::json!({"destructiveHint": false})
+        );
+        assert_eq!(annotations.get("a"), Some(read.clone()), "updated");
+        let none = annotations
+            .remember_text("a", ListedText::default())
+            .unwrap();
+        assert_eq!(none.annotations, serde_json::json!({}));
+        assert_eq!(none.input_schema, None);
+        // Over capacity: read, given back, not kept.
+        let other = annotations.remember_text("b", text).unwrap();
+        assert_eq!(
+            other.input_schema,
+            Some(serde_json::json!({"type": "object"}))
+        );
+        assert!(annotations.get("b").is_none());
+        // A value set by `remember` (no text) is read again from any text.
+        annotations.remember("a", Arc::new(ListedTool::default()));
+        let reread = annotations
+            .remember_text("a", ListedText::default())
+            .unwrap();
+        assert_eq!(reread.annotations, serde_json::json!({}));
+        assert!(
+            annotations
+                .remember_text(
+                    "a",
+                    ListedText {
+                        annotations: Some("{\"a\":1,\"a\":2}"),
+                        input_schema: None,
+                    }
+                )
+                .is_err()
+        );
     }
 }

@@ -35,11 +35,16 @@ pub(crate) fn judged_per_caller(method: &str) -> bool {
 /// absent, and one that is not a non-negative integer becomes `0` (stale at once).
 pub(crate) fn mark_private(result: &mut Map<String, Value>, cap: Duration) {
     result.insert("cacheScope".into(), Value::String("private".into()));
-    let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
     if let Some(ttl) = result.get_mut("ttlMs") {
-        let capped = ttl.as_u64().map_or(0, |ms| ms.min(cap_ms));
-        *ttl = Value::from(capped);
+        *ttl = Value::from(capped_ttl(ttl.as_u64(), cap));
     }
+}
+
+/// A result's `ttlMs` capped at `cap`: `ttl` is the member read as a non-negative integer, and
+/// `None` (any other value) becomes `0`, stale at once.
+pub(crate) fn capped_ttl(ttl: Option<u64>, cap: Duration) -> u64 {
+    let cap_ms = u64::try_from(cap.as_millis()).unwrap_or(u64::MAX);
+    ttl.map_or(0, |ms| ms.min(cap_ms))
 }
 
 #[cfg(test)]

@@ -29,20 +29,41 @@ pub(crate) fn strict_json(text: &[u8]) -> Result<Value, Problem> {
 /// an integer `code` and a string `message`. A batch (an array) is not one message.
 pub(crate) fn kind(message: &Value) -> Result<Kind, Problem> {
     let object = message.as_object().ok_or(Problem::NotJsonRpc)?;
-    if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+    kind_of(Top {
+        jsonrpc_is_2_0: object.get("jsonrpc").and_then(Value::as_str) == Some("2.0"),
+        method: object.get("method").map(Value::is_string),
+        id: object.get("id"),
+        has_result: object.contains_key("result"),
+        error: object.get("error"),
+    })
+}
+
+/// The top-level members of one message object, as far as its [`Kind`] depends on them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Top<'v> {
+    /// `jsonrpc` is present and is exactly the string `"2.0"`.
+    pub jsonrpc_is_2_0: bool,
+    /// `method`, when present: whether it is a string.
+    pub method: Option<bool>,
+    /// `id`, when present.
+    pub id: Option<&'v Value>,
+    /// Whether a `result` is present (whatever its value).
+    pub has_result: bool,
+    /// `error`, when present.
+    pub error: Option<&'v Value>,
+}
+
+/// What a message whose top level is `top` is, by the rule of [`kind`].
+pub(crate) fn kind_of(top: Top<'_>) -> Result<Kind, Problem> {
+    if !top.jsonrpc_is_2_0 {
         return Err(Problem::NotJsonRpc);
     }
     let id_ok = |id: &Value| id.is_string() || id.is_i64() || id.is_u64();
-    match (
-        object.get("method"),
-        object.get("id"),
-        object.get("result"),
-        object.get("error"),
-    ) {
-        (Some(Value::String(_)), None, None, None) => Ok(Kind::Notification),
-        (Some(Value::String(_)), Some(id), None, None) if id_ok(id) => Ok(Kind::Request),
-        (None, Some(id), Some(_), None) if id_ok(id) => Ok(Kind::Response),
-        (None, Some(id), None, Some(error)) if id_ok(id) || id.is_null() => {
+    match (top.method, top.id, top.has_result, top.error) {
+        (Some(true), None, false, None) => Ok(Kind::Notification),
+        (Some(true), Some(id), false, None) if id_ok(id) => Ok(Kind::Request),
+        (None, Some(id), true, None) if id_ok(id) => Ok(Kind::Response),
+        (None, Some(id), false, Some(error)) if id_ok(id) || id.is_null() => {
             let well_formed = error.get("code").is_some_and(|c| c.is_i64())
                 && error.get("message").is_some_and(Value::is_string);
             if well_formed {

@@ -12,14 +12,21 @@
 //!    and it holds exactly one response for this request's id, with only notifications and the
 //!    server's requests before it and nothing after it. A non-2xx answer passes only when it
 //!    carries no result. Anything else is a [`Problem`], and the client gets `-32603` naming it.
-//! 3. **The layer writes what it sends.** Never a copy of the inner bytes: JSON as the one
-//!    message serialised, an event stream in [`sse::write`]'s canonical form, the layer's own
-//!    `Content-Type`, and none of the inner headers that describe the bytes it replaced.
+//! 3. **The layer writes what it sends.** Only what it read: JSON as the one message
+//!    serialised, an event stream in [`sse::write`]'s canonical form, the layer's own
+//!    `Content-Type`, and none of the inner headers that describe the bytes it replaced. A
+//!    listing is read once and written once ([`listed`]): its messages are written from the
+//!    bytes they came in, which passed the same strict reading, with only the layer's edits
+//!    (entries left out, the cursor sealed, the result marked private); a JSON listing it
+//!    changes nothing in goes out as the same bytes.
 //!
 //! Answers the layer does not read (an allowed `tools/call`, the GET stream, everything else
 //! forwarded) are streamed untouched; `docs/security.md` lists both sets, with the reasons.
 
 mod cache;
+mod list_edit;
+mod list_json;
+mod listed;
 mod listen;
 mod message;
 mod problem;
@@ -35,6 +42,9 @@ use http_body::Body;
 use serde_json::{Map, Value, json};
 
 pub(crate) use cache::{judged_per_caller, mark_private};
+pub(crate) use list_edit::Edit;
+pub(crate) use list_json::{Entries, Entry, Page, Tool, Wanted};
+pub(crate) use listed::{Frame, ListAnswer};
 pub(crate) use listen::{Grant, ListenStream};
 pub(crate) use problem::Problem;
 pub(crate) use stream::{Watch, watch_get};
@@ -52,6 +62,16 @@ pub(crate) enum Framing {
     Json,
     /// `text/event-stream`: the messages before the response, then the response.
     EventStream,
+}
+
+impl Framing {
+    /// The `Content-Type` the layer writes an answer of this framing with.
+    fn content_type(self) -> &'static str {
+        match self {
+            Framing::Json => "application/json",
+            Framing::EventStream => "text/event-stream",
+        }
+    }
 }
 
 /// An inner answer that passed the rule.
@@ -119,14 +139,13 @@ impl Read {
         match self {
             Read::Answered(answer) => {
                 let hint = answer.size_hint;
-                let (content_type, body) = match answer.framing {
-                    Framing::Json => ("application/json", json_bytes(&answer.response, hint)),
-                    Framing::EventStream => (
-                        "text/event-stream",
-                        sse::write(answer.before.iter().chain([&answer.response]), hint),
-                    ),
+                let body = match answer.framing {
+                    Framing::Json => json_bytes(&answer.response, hint),
+                    Framing::EventStream => {
+                        sse::write(answer.before.iter().chain([&answer.response]), hint)
+                    }
                 };
-                written(answer.head, Some(content_type), body)
+                written(answer.head, Some(answer.framing.content_type()), body)
             }
             Read::NotSuccess(head, Some(error)) => {
                 written(head, Some("application/json"), json_bytes(&error, 0))
@@ -185,9 +204,25 @@ fn written(
 /// to `max` bytes. The inner service's own error comes out as the outer `Err`.
 pub(crate) async fn fetch<F, B, E>(
     call: F,
-    (max, limit): (usize, Option<Duration>),
+    bounds: (usize, Option<Duration>),
     id: &Value,
 ) -> Result<Result<Read, Problem>, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    B: Body<Data = Bytes>,
+{
+    Ok(match fetch_whole(call, bounds).await? {
+        Ok((head, bytes)) => read(head, &bytes, id),
+        Err(problem) => Err(problem),
+    })
+}
+
+/// Calls the inner service and collects its answer whole, not yet read: head and body within
+/// `limit`, the body up to `max` bytes (see [`fetch`]).
+pub(crate) async fn fetch_whole<F, B, E>(
+    call: F,
+    (max, limit): (usize, Option<Duration>),
+) -> Result<Result<(http::response::Parts, Bytes), Problem>, E>
 where
     F: Future<Output = Result<Response<B>, E>>,
     B: Body<Data = Bytes>,
@@ -200,20 +235,10 @@ where
         },
         None => call.await?,
     };
-    Ok(read_whole(response, max, deadline, id).await)
-}
-
-/// An answer already begun, read whole under the rule: the body up to `max` bytes, by
-/// `deadline` when there is one.
-pub(crate) async fn read_whole<B: Body<Data = Bytes>>(
-    response: Response<B>,
-    max: usize,
-    deadline: Option<tokio::time::Instant>,
-    id: &Value,
-) -> Result<Read, Problem> {
     let (head, body) = response.into_parts();
-    let bytes = collect_by(body, max, deadline).await?;
-    read(head, &bytes, id)
+    Ok(collect_by(body, max, deadline)
+        .await
+        .map(|bytes| (head, bytes)))
 }
 
 /// The body, at most `max` bytes, by `deadline` when there is one.

@@ -139,13 +139,16 @@ fn dispatch<'a>(stream: &mut Stream<'a>, pending: Pending<'a>) {
     stream.events.push(Event { kind, data });
 }
 
+/// How every event of the canonical stream starts; its message follows on the same line.
+pub(crate) const EVENT_START: &[u8] = b"event: message\ndata: ";
+
 /// The canonical stream of `messages`: per message, `event: message`, one `data` line with the
 /// message as compact JSON (which holds no line ending), and a blank line. Nothing else: no
 /// ids, no retry, no comments. `hint` is about how long it will be.
 pub(crate) fn write<'a>(messages: impl IntoIterator<Item = &'a Value>, hint: usize) -> Bytes {
     let mut out = Vec::with_capacity(hint);
     for message in messages {
-        out.extend_from_slice(b"event: message\ndata: ");
+        out.extend_from_slice(EVENT_START);
         // Writing a `Value` into a `Vec` cannot fail.
         let _ = serde_json::to_writer(&mut out, message);
         out.extend_from_slice(b"\n\n");

@@ -13,7 +13,6 @@
 
 use bytes::Bytes;
 use http::{Response, header};
-use serde_json::Value;
 
 use http::request::Parts;
 
@@ -27,7 +26,6 @@ use crate::enforce::interaction::binding;
 use crate::enforce::reply::Reply;
 use crate::enforce::reply::internal_error;
 use crate::judge::{Case, DecisionKind, Express, Judged, Refusal, RemedyKind, Ruling, Said};
-use crate::mcp::annotations::ListedTool;
 use crate::mcp::request::McpRequest;
 use crate::mcp::{EntryKind, Era, Listing, ProtocolContext, ProtocolError, Target};
 use crate::policy::Phase;
@@ -35,12 +33,15 @@ use crate::settings::Settings;
 
 /// What `evaluate` is shown for one list entry: the entry's name as the kind of target the
 /// listing holds, or `None` when the entry does not name itself as it must.
-pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
-    let name = entry
-        .get(listing.entry.name_field())
-        .and_then(Value::as_str)?
-        .to_owned();
-    Some(match listing.entry {
+#[cfg(test)]
+pub(crate) fn entry_target(listing: Listing, entry: &serde_json::Value) -> Option<Target> {
+    let name = entry.get(listing.entry.name_field())?.as_str()?;
+    Some(named_target(listing.entry, name.to_owned()))
+}
+
+/// An entry of `kind` named `name`, as `evaluate` is shown it.
+fn named_target(kind: EntryKind, name: String) -> Target {
+    match kind {
         EntryKind::Tool => Target::Tool {
             name,
             arguments: Default::default(),
@@ -51,7 +52,7 @@ pub(crate) fn entry_target(listing: Listing, entry: &Value) -> Option<Target> {
         },
         EntryKind::Resource | EntryKind::ResourceTemplate => Target::Resource { uri: name },
         EntryKind::Skill => Target::Skill { uri: name },
-    })
+    }
 }
 
 /// A list request: its cursor opened, the inner answer filtered, the next cursor sealed.
@@ -89,20 +90,44 @@ impl ListRequest<'_> {
         };
         let limits = &settings.answers;
         let call = start(inner, parts, S::Req::from(body));
-        let fetched = answer::fetch(call, limits.bounds(), &self.request.id);
-        let mut read = match fetched.await? {
-            Ok(read) => read,
-            Err(problem) => return Ok(replied(answer::refusal(self.request, problem, "list"))),
+        let refused = |problem| Ok(replied(answer::refusal(self.request, problem, "list")));
+        let (head, bytes) = match answer::fetch_whole(call, limits.bounds()).await? {
+            Ok(fetched) => fetched,
+            Err(problem) => return refused(problem),
         };
-        if let Some(result) = read.result_mut() {
-            if let Err(response) = self.filter(result, &binding).await {
+        if !head.status.is_success() {
+            return match answer::read(head, &bytes, &self.request.id) {
+                Ok(read) => Ok(replied(read.into_http())),
+                Err(problem) => refused(problem),
+            };
+        }
+        let frame = match answer::Frame::of(&head.headers, &bytes) {
+            Ok(frame) => frame,
+            Err(problem) => return refused(problem),
+        };
+        let wanted = answer::Wanted {
+            entries: self.class.entries,
+            name: self.class.entry.name_field(),
+            tools: self.class.entry == EntryKind::Tool,
+            known: Some(&settings.policy.tool_annotations),
+        };
+        let mut list = match answer::ListAnswer::read(&frame, &self.request.id, wanted) {
+            Ok(list) => list,
+            Err(problem) => return refused(problem),
+        };
+        let mut edit = answer::Edit::default();
+        if let Some(page) = list.page_mut() {
+            if let Err(response) = self.filter(page, &binding, &mut edit).await {
                 return Ok(replied(response));
             }
             if self.protocol.era == Era::Modern {
-                answer::mark_private(result, settings.discovery.cache_ttl_cap);
+                edit.private = Some(settings.discovery.cache_ttl_cap);
             }
         }
-        Ok(replied(read.into_http()))
+        match list.into_http(head, &edit) {
+            Ok(response) => Ok(replied(response)),
+            Err(problem) => refused(problem),
+        }
     }
 
     /// The request to send on when the client's cursor is one of the layer's: the same request
@@ -131,21 +156,21 @@ impl ListRequest<'_> {
     /// Whether the policy lets this caller see one entry; an entry the layer cannot name is
     /// hidden. A listed tool's annotations are remembered on the way (an empty object for a
     /// tool listed without any).
-    async fn shows(&self, entry: &serde_json::Value) -> Result<bool, Reply> {
-        let settings = &self.settings.policy;
-        let is_tool = self.class.entry == EntryKind::Tool;
-        let annotations = is_tool.then(|| std::sync::Arc::new(ListedTool::from_entry(entry)));
-        if let (Some(name), Some(annotations)) = (
-            entry.get("name").and_then(serde_json::Value::as_str),
-            &annotations,
-        ) {
-            settings
-                .tool_annotations
-                .remember(name, annotations.clone());
-        }
-        let Some(target) = entry_target(self.class, entry) else {
+    async fn shows(&self, entry: &mut answer::Entry<'_>) -> Result<bool, Reply> {
+        let Some(name) = entry.name.take() else {
             return Ok(false);
         };
+        let known = &self.settings.policy.tool_annotations;
+        let annotations = match entry.tool.take() {
+            Some(answer::Tool::Known(listed)) => Some(listed),
+            Some(answer::Tool::Text(text)) => match known.remember_text(&name, text) {
+                Ok(listed) => Some(listed),
+                // Read whole and strictly before: not reached, and refused were it ever.
+                Err(_) => return Err(internal_error(self.request)),
+            },
+            None => None,
+        };
+        let target = named_target(self.class.entry, name.into_owned());
         let case = Case {
             principal: self.principal,
             method: &self.request.method,
@@ -164,38 +189,40 @@ impl ListRequest<'_> {
         self.settings.policy.judge(self.id).judge(case, entry).await
     }
 
-    /// Filters the entries of the list result in place, and seals its next cursor.
+    /// Judges the entries of the list result, and seals its next cursor: what changes goes
+    /// into `edit`.
     async fn filter(
         &self,
-        result: &mut serde_json::Map<String, Value>,
+        page: &mut answer::Page<'_>,
         binding: &crate::continuation::Binding<'_>,
+        edit: &mut answer::Edit,
     ) -> Result<(), Reply> {
         let settings = self.settings;
-        let entries = match result.get_mut(self.class.entries) {
-            Some(serde_json::Value::Array(entries)) => entries,
+        let entries = match &mut page.entries {
+            answer::Entries::Listed(entries) => entries,
             // No entries: nothing is shown.
-            None => return Ok(()),
-            Some(_) => {
+            answer::Entries::Absent => return Ok(()),
+            answer::Entries::NotArray => {
                 let problem = answer::Problem::BadResult;
                 return Err(answer::refusal(self.request, problem, "list"));
             }
         };
         let listed = entries.len();
         let mut kept = Vec::with_capacity(listed);
-        for entry in entries.drain(..) {
-            if self.shows(&entry).await? {
-                kept.push(entry);
-            }
+        for entry in entries.iter_mut() {
+            kept.push(self.shows(entry).await?);
         }
-        let shown = kept.len();
-        *entries = kept;
-        if let Some(next) = result.get("nextCursor").and_then(serde_json::Value::as_str) {
+        let shown = kept.iter().filter(|shown| **shown).count();
+        if shown < listed {
+            edit.kept = Some(kept);
+        }
+        if let Some(next) = &page.next_cursor {
             let sealed = settings.continuation.state.seal_cursor(
                 binding,
                 next,
                 settings.continuation.cursor_ttl,
             );
-            result.insert("nextCursor".into(), sealed.into());
+            edit.next_cursor = Some(sealed);
         }
         tracing::info!(
             target: "mcp_gate::discovery",
