@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use http::{HeaderMap, Uri};
 
-use super::bearer::{Scheme, credential};
+use super::bearer::{Scheme, presented, token_text};
 use super::dpop_bind::{DpopSettings, ProofUse, admit_bearer};
 use super::jwt::JwtVerifier;
 use super::principal::Principal;
 use super::rejection::{AuthError, InvalidToken};
 use super::revocation::RevocationCheck;
 use super::scope::{ScopeHierarchy, ScopeSet};
-use super::token_cache::{TokenCache, TokenDigest, digest};
+use super::token_cache::{TokenCache, TokenDigest, digest_bytes};
 
 /// Everything needed to turn a request's credentials into a [`Principal`].
 pub(crate) struct Authenticator {
@@ -50,14 +50,14 @@ pub(crate) enum FirstStep<'a> {
 impl Authenticator {
     /// Extracts the token and consults the cache, without awaiting anything.
     pub fn first_step<'a>(&self, headers: &'a HeaderMap, uri: &Uri) -> FirstStep<'a> {
-        let (scheme, token) = match credential(headers, uri, self.dpop.is_some()) {
+        let (scheme, token) = match presented(headers, uri, self.dpop.is_some()) {
             Ok(presented) => presented,
             Err(error) => return FirstStep::Decided(Err(error)),
         };
         if token.len() > self.max_token_bytes {
             return FirstStep::Decided(Err(AuthError::InvalidToken(InvalidToken::TooLarge)));
         }
-        let key = digest(token);
+        let key = digest_bytes(token);
         let cached = self.cache.as_ref().and_then(|cache| {
             let cached = cache.get(&key);
             crate::measure::token_cache(cached.is_some());
@@ -69,12 +69,15 @@ impl Authenticator {
             return FirstStep::Decided(Err(refused));
         }
         match (scheme, cached) {
-            (Scheme::Dpop, cached) => FirstStep::Prove { token, key, cached },
             (Scheme::Bearer, Some(principal)) => FirstStep::Decided(
                 admit_bearer(self.dpop.as_ref(), principal)
                     .and_then(|principal| self.check_scopes(principal)),
             ),
-            (Scheme::Bearer, None) => FirstStep::Verify { token, key },
+            (scheme, cached) => match token_text(token) {
+                Err(error) => FirstStep::Decided(Err(error)),
+                Ok(token) if scheme == Scheme::Dpop => FirstStep::Prove { token, key, cached },
+                Ok(token) => FirstStep::Verify { token, key },
+            },
         }
     }
 

@@ -46,6 +46,24 @@ pub(crate) fn credential<'a>(
     uri: &Uri,
     dpop: bool,
 ) -> Result<(Scheme, &'a str), AuthError> {
+    let (scheme, token) = presented(headers, uri, dpop)?;
+    Ok((scheme, token_text(token)?))
+}
+
+/// A token [`presented`] as text. A b64token is ASCII, so this cannot fail; it is refused
+/// rather than trusted if it did.
+pub(crate) fn token_text(token: &[u8]) -> Result<&str, AuthError> {
+    std::str::from_utf8(token)
+        .map_err(|_| AuthError::InvalidRequest(InvalidRequest::MalformedAuthorizationHeader))
+}
+
+/// [`credential`], with the token left as the header's bytes: a token found in the cache is
+/// only hashed, never needed as text.
+pub(crate) fn presented<'a>(
+    headers: &'a HeaderMap,
+    uri: &Uri,
+    dpop: bool,
+) -> Result<(Scheme, &'a [u8]), AuthError> {
     if uri.query().is_some_and(query_has_access_token) {
         return Err(AuthError::InvalidRequest(InvalidRequest::TokenInQuery));
     }
@@ -96,8 +114,6 @@ pub(crate) fn credential<'a>(
     if !is_b64token(token) {
         return Err(malformed);
     }
-    // A b64token is ASCII: this cannot fail, and is refused rather than trusted if it did.
-    let token = std::str::from_utf8(token).map_err(|_| malformed)?;
     Ok((presented, token))
 }
 

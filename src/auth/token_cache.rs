@@ -26,7 +26,12 @@ pub(crate) type TokenDigest = [u8; 32];
 
 /// The digest under which a token is cached.
 pub(crate) fn digest(token: &str) -> TokenDigest {
-    Sha256::digest(token.as_bytes()).into()
+    digest_bytes(token.as_bytes())
+}
+
+/// [`digest`] of a token still in the header's bytes.
+pub(crate) fn digest_bytes(token: &[u8]) -> TokenDigest {
+    Sha256::digest(token).into()
 }
 
 /// The share of the capacity reserved for tokens seen more than once. The rest, nearly all of
