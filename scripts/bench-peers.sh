@@ -90,7 +90,7 @@ if [[ "${BENCH_CONNECTIONS:-}" == *,* ]]; then
           if (rps["a", r] > 0 && rps["b", r] > 0) { nba++; ba[nba] = rps["b", r] / rps["a", r] }
           if (rps["d", r] > 0 && rps["b", r] > 0) { nbd++; bd[nbd] = rps["b", r] / rps["d", r] }
         }
-        printf "%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.0f\t%.0f\n", c, median(ra, na), median(rb, nb),
+        printf "%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\n", c, median(ra, na), median(rb, nb),
           median(rd, nd), median(ba, nba), median(bd, nbd), median(ua, na), median(ub, nb)
       }' "$out/c$c/results.tsv" >>"$out/scaling.tsv"
   done
@@ -105,7 +105,9 @@ if [[ "${BENCH_CONNECTIONS:-}" == *,* ]]; then
       gate = $8 - $7
       if (NR == 1) first = gate
       growth = (first > 0) ? sprintf("%7.2f", gate / first) : sprintf("%7s", "-")
-      printf "%6d %10d %10d %10d %6.2f %7.2f %11d %11d %9d %s\n", $1, $2, $3, $4, $5, $6, $7, $8, gate, growth
+      d = ($4 > 0) ? sprintf("%10d", $4) : sprintf("%10s", "-")
+      bd = ($6 > 0) ? sprintf("%7.2f", $6) : sprintf("%7s", "-")
+      printf "%6d %10d %10d %s %6.2f %s %11.1f %11.1f %9.1f %s\n", $1, $2, $3, d, $5, bd, $7, $8, gate, growth
     }' "$out/scaling.tsv"
   echo "logs: $out/c*"
   exit "$status"

@@ -104,7 +104,7 @@ callgrind() {
 }
 # inclusive OUT FUNCTION: callgrind's inclusive instructions of FUNCTION (0 when absent).
 inclusive() {
-  callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
+  callgrind_annotate --inclusive=yes --threshold=100 --auto=no "$1" 2>/dev/null |
     awk -v f="$2" 'index($0, f) {gsub(",", "", $1); print $1; found = 1; exit} END {if (!found) print 0}'
 }
 # per_call CONFIG FEW MANY [NAME=VALUE...]: instructions per call of pipeline configuration
