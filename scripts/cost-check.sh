@@ -29,6 +29,7 @@
 #   COST_FEATURES=            crate features of both bench builds (e.g. metrics)
 #   COST_ENV=                 NAME=VALUE words for every bench run (PIPELINE_LIMIT=..., ...)
 #   COST_ARG_SIZES=100,10240,1048576
+#   COST_REPEAT=3             pairs of runs per call figure (the median is taken)
 #   COST_TARGET_DIR           the cargo target folder (default: CARGO_TARGET_DIR, or target)
 #
 # Needs valgrind (Debian: apt-get install valgrind). About two minutes once built.
@@ -60,6 +61,8 @@ read -r -a extra_env <<<"${COST_ENV:-}"
 for word in ${extra_env[@]+"${extra_env[@]}"}; do
   [[ "$word" =~ ^[A-Z_][A-Z0-9_]*=.*$ ]] || bad "COST_ENV: NAME=VALUE words, not $word"
 done
+repeat=${COST_REPEAT:-3}
+[[ "$repeat" =~ ^[1-9]$ ]] || bad "COST_REPEAT=$repeat: 1 to 9"
 arg_sizes=${COST_ARG_SIZES:-100,10240,1048576}
 [[ "$arg_sizes" =~ ^[0-9]+(,[0-9]+)*$ ]] || bad "COST_ARG_SIZES: a comma list of byte counts"
 baseline=${COST_BASELINE:-$root/benches/cost-baseline.txt}
@@ -108,17 +111,29 @@ inclusive() {
     awk -v f="$2" 'index($0, f) {gsub(",", "", $1); print $1; found = 1; exit} END {if (!found) print 0}'
 }
 # per_call CONFIG FEW MANY [NAME=VALUE...]: instructions per call of pipeline configuration
-# CONFIG, and of those the SHA-256's; each run makes N/10 warm-up calls before its N.
+# CONFIG, and of those the SHA-256's; each run makes N/10 warm-up calls before its N. The
+# median over COST_REPEAT pairs of runs: glibc's malloc does more or less work from one process
+# to the next (its heap's layout follows the random hash seeds and keys), a few hundred
+# instructions per call.
 per_call() {
-  local config=$1 few=$2 many=$3 ir_few ir_many sha_few sha_many calls
+  local config=$1 few=$2 many=$3 ir_few ir_many sha_few sha_many calls round
   shift 3
-  ir_few=$(callgrind "$pipeline" "$scratch/cg-$config-$few" PIPELINE_ONLY="$config" PIPELINE_ROUNDS=1 PIPELINE_REQUESTS="$few" "$@")
-  ir_many=$(callgrind "$pipeline" "$scratch/cg-$config-$many" PIPELINE_ONLY="$config" PIPELINE_ROUNDS=1 PIPELINE_REQUESTS="$many" "$@")
-  sha_few=$(inclusive "$scratch/cg-$config-$few" 'sha2::sha256::compress256')
-  sha_many=$(inclusive "$scratch/cg-$config-$many" 'sha2::sha256::compress256')
   calls=$((many + many / 10 - few - few / 10))
-  awk -v a="$ir_few" -v b="$ir_many" -v s="$sha_few" -v t="$sha_many" -v n="$calls" \
-    'BEGIN {printf "%.0f %.0f\n", (b - a) / n, (t - s) / n}'
+  for round in $(seq "$repeat"); do
+    ir_few=$(callgrind "$pipeline" "$scratch/cg-$config-$few" PIPELINE_ONLY="$config" PIPELINE_ROUNDS=1 PIPELINE_REQUESTS="$few" "$@")
+    ir_many=$(callgrind "$pipeline" "$scratch/cg-$config-$many" PIPELINE_ONLY="$config" PIPELINE_ROUNDS=1 PIPELINE_REQUESTS="$many" "$@")
+    sha_few=$(inclusive "$scratch/cg-$config-$few" 'sha2::sha256::compress256')
+    sha_many=$(inclusive "$scratch/cg-$config-$many" 'sha2::sha256::compress256')
+    awk -v a="$ir_few" -v b="$ir_many" -v s="$sha_few" -v t="$sha_many" -v n="$calls" \
+      'BEGIN {printf "%.0f %.0f\n", (b - a) / n, (t - s) / n}'
+  done | sort -n | awk -v runs="$repeat" '{line[NR] = $0} END {if (NR == runs) print line[int((NR + 1) / 2)]}'
+}
+# numbers VALUE...: stop unless every value is a number (a run that failed inside $(...)).
+numbers() {
+  local value
+  for value in "$@"; do
+    [[ "$value" =~ ^-?[0-9]+(\.[0-9]+)?$ ]] || die "a measurement failed (got '$value'); see the lines above"
+  done
 }
 # allocations [NAME=VALUE...]: the pipeline bench's counts, "a_count a_bytes b_count b_bytes d_count d_bytes"
 allocations() {
@@ -140,6 +155,7 @@ if wants call; then
   read -r bare_ir _ <<<"$(per_call a 500 1500)"
   read -r allowed_ir allowed_sha <<<"$(per_call b 500 1500)"
   read -r denied_ir _ <<<"$(per_call d 500 1500)"
+  numbers "$bare_ir" "$allowed_ir" "$allowed_sha" "$denied_ir"
   read -r a_n a_b b_n b_b d_n d_b <<<"$(allocations PIPELINE_REQUESTS=2000)"
   [[ -n "${d_b:-}" ]] || die "the pipeline bench printed no allocation counts"
   note call.bare.instructions "$bare_ir" info
@@ -164,6 +180,7 @@ if wants list; then
   g1000=$(list_ir list 1000)
   b10=$(list_ir bare-list 10)
   b1000=$(list_ir bare-list 1000)
+  numbers "$g10" "$g1000" "$b10" "$b1000"
   note list.entry.instructions "$(awk -v g10="$g10" -v g="$g1000" -v b10="$b10" -v b="$b1000" \
     'BEGIN {printf "%.0f", ((g - g10) - (b - b10)) / (990 * 20)}')"
   env ${extra_env[@]+"${extra_env[@]}"} ANSWERS_REQUESTS=100 timeout 900 "$answers" >"$scratch/answers.log" 2>&1 ||
@@ -191,6 +208,7 @@ if wants args; then
     read -r ref_a ref_b ref_ab ref_bb <<<"${reference[${counts[0]}]}"
     read -r size_a _ <<<"$(per_call a "${counts[@]}" PIPELINE_ARG_BYTES="$size")"
     read -r size_b _ <<<"$(per_call b "${counts[@]}" PIPELINE_ARG_BYTES="$size")"
+    numbers "$ref_a" "$ref_b" "$size_a" "$size_b"
     read -r _ size_ab _ size_bb _ <<<"$(allocations PIPELINE_REQUESTS=$allocs PIPELINE_ARG_BYTES="$size")"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$size" "$size_a" "$size_b" "$ref_a" "$ref_b" \
       "$size_ab" "$size_bb" "$(awk -v a="$ref_ab" -v b="$ref_bb" 'BEGIN {print b - a}')" >>"$args_table"
@@ -241,13 +259,15 @@ printf '  %-42s %14s %14s %9s  %s\n' figure baseline now now/base ''
 grew=0
 for key in $keys; do
   was=${base[$key]:-}
-  verdict=$(awk -v now="${now[$key]}" -v was="$was" -v tol="$tolerance" -v info="${shown[$key]:-}" 'BEGIN {
+  verdict=$(awk -v key="$key" -v now="${now[$key]}" -v was="$was" -v tol="$tolerance" -v info="${shown[$key]:-}" 'BEGIN {
     if (was == "") { printf "%9s  %s", "-", "not in the baseline"; exit }
     ratio = (was != 0) ? sprintf("%9.3f", now / was) : sprintf("%9s", "-")
     limit = (was != 0) ? was * (1 + tol / 100) : 0.5
+    # per-call instructions move by a few hundred between processes (see per_call)
+    if (key ~ /^call\..*instructions/ && limit < was + 1000) limit = was + 1000
     if (info != "") verdict = "(shown)"
     else if (now > limit) verdict = "GREW beyond " tol "%"
-    else if (was != 0 && now < was * (1 - tol / 100)) verdict = "lower: re-bless with the change that did it"
+    else if (was != 0 && now < 2 * was - limit) verdict = "lower: re-bless with the change that did it"
     else verdict = "ok"
     printf "%s  %s", ratio, verdict
   }')
