@@ -32,7 +32,7 @@
 #   COST_REPEAT=3             pairs of runs per call figure (the median is taken)
 #   COST_TARGET_DIR           the cargo target folder (default: CARGO_TARGET_DIR, or target)
 #
-# Needs valgrind (Debian: apt-get install valgrind). About two minutes once built.
+# Needs valgrind (Debian: apt-get install valgrind). 5 to 10 minutes on 2 cores once built.
 # Exit status: 0; 1 on a failure; 2 for a bad setting; 3 (COST_STRICT=1) when a figure grew.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -235,7 +235,7 @@ if ((bless == 1)); then
   {
     echo "# The cost check's baseline: written by COST_BLESS=1 scripts/cost-check.sh (see benches/README.md)."
     echo "# One figure a line: NAME VALUE. Re-bless with the change that moves a figure, and say why"
-    echo "# in its commit message. Measured at $head_rev$(git -C "$root" diff --quiet HEAD -- src benches Cargo.toml Cargo.lock || echo ' (with changes)'), $(rustc --version | cut -d' ' -f1-2), $(valgrind --version)."
+    echo "# in its commit message. Measured at $head_rev$(git -C "$root" diff --quiet HEAD -- src examples Cargo.toml Cargo.lock 'benches/*.rs'  || echo ' (with changes)'), $(rustc --version | cut -d' ' -f1-2), $(valgrind --version)."
     echo "# Figures with 'info' after them are shown, not judged (the inner server's own, and totals)."
     for key in $keys; do
       printf '%s %s%s\n' "$key" "${now[$key]}" "${shown[$key]:+ info}"
