@@ -23,6 +23,7 @@
 # Environment (all optional):
 #   COST_ONLY=call,list,args  the parts to measure (COST_BLESS needs all three)
 #   COST_STRICT=0             1: exit 3 when a judged figure is above baseline x (1 + tolerance)
+#                             (per-call instructions: or baseline + 1,000, whichever is more)
 #   COST_TOLERANCE=3          that tolerance, in per cent
 #   COST_BLESS=0              1: rewrite the baseline (refused with COST_FEATURES or COST_ENV)
 #   COST_BASELINE=benches/cost-baseline.txt
