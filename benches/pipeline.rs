@@ -29,6 +29,10 @@
 //! `PIPELINE_REVOCATION=memory:<n>` checks every call against a memory revocation set holding
 //! `n` revocations of other subjects, clients and tokens (none matches the bench's token, so
 //! every lookup is made and misses); `memory` alone, an empty set.
+//!
+//! `PIPELINE_ARG_BYTES=<n>` makes the `echo` call's `text` argument `n` bytes long (ASCII `x`;
+//! default: the 19 bytes of `mcp-gate-bench-ping`), for the cost per argument byte
+//! (`scripts/cost-check.sh`); the answer echoes it, so both (a) and (b) carry it both ways.
 
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
@@ -45,6 +49,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::Body;
+use bytes::Bytes;
 use common::env_or;
 use http::{Request, StatusCode};
 use mcp_gate::policy::{Decision, Evaluation};
@@ -53,6 +58,31 @@ use mcp_gate::{Gate, Issuer, StaticKeys};
 const ISSUER: &str = "https://issuer.bench.example";
 const RESOURCE: &str = "http://127.0.0.1:9/mcp";
 const BODY: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}"#;
+
+/// The `echo` call every configuration answers: its body, and the length of its argument.
+struct Payload {
+    body: Bytes,
+    argument: usize,
+}
+
+impl Payload {
+    /// [`BODY`], or with `PIPELINE_ARG_BYTES` an argument of that many bytes.
+    fn from_env() -> Self {
+        if std::env::var_os("PIPELINE_ARG_BYTES").is_none() {
+            return Self {
+                body: Bytes::from_static(BODY.as_bytes()),
+                argument: "mcp-gate-bench-ping".len(),
+            };
+        }
+        let argument = env_or("PIPELINE_ARG_BYTES", 0usize, 1, 64 << 20);
+        let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "x".repeat(argument)}}});
+        Self {
+            body: Bytes::from(body.to_string()),
+            argument,
+        }
+    }
+}
 
 /// The system allocator, counting allocations and the bytes asked for.
 struct Counting;
@@ -88,16 +118,22 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations (with reallocations) and bytes asked for, per request, over `requests`
 /// sequential requests after a warm-up.
-async fn allocations(app: &Router, token: &Auth, deny: bool, requests: u64) -> (f64, f64) {
+async fn allocations(
+    app: &Router,
+    token: &Auth,
+    payload: &Payload,
+    deny: bool,
+    requests: u64,
+) -> (f64, f64) {
     for _ in 0..requests / 10 {
-        one(app, token, deny).await;
+        one(app, token, payload, deny).await;
     }
     let (count, bytes) = (
         ALLOCATIONS.load(Ordering::Relaxed),
         ALLOCATED_BYTES.load(Ordering::Relaxed),
     );
     for _ in 0..requests {
-        one(app, token, deny).await;
+        one(app, token, payload, deny).await;
     }
     let per = |now: u64, before: u64| (now - before) as f64 / requests as f64;
     (
@@ -224,7 +260,7 @@ fn revocations(spec: &str) -> mcp_gate::store::revocations::MemoryRevocations {
     set
 }
 
-async fn one(app: &Router, token: &Auth, expect_denial: bool) {
+async fn one(app: &Router, token: &Auth, payload: &Payload, expect_denial: bool) {
     let mut request = Request::post("/mcp")
         .header("host", "127.0.0.1:9")
         .header("content-type", "application/json")
@@ -237,26 +273,31 @@ async fn one(app: &Router, token: &Auth, expect_denial: bool) {
             .expect("enough DPoP proofs signed");
         request = request.header("dpop", proof);
     }
-    let request = request.body(Body::from(BODY)).expect("request");
+    let request = request
+        .body(Body::from(payload.body.clone()))
+        .expect("request");
     let (status, bytes) = common::send(app, request).await;
-    assert_eq!(
-        status,
-        StatusCode::OK,
+    let head = || String::from_utf8_lossy(&bytes[..bytes.len().min(400)]).into_owned();
+    assert_eq!(status, StatusCode::OK, "{}", head());
+    // A denial is a small answer; an echo carries the argument back (not scanned whole when
+    // large, which would add the bench's own work per argument byte).
+    let denied = bytes.len() <= 4096 && bytes.windows(13).any(|w| w == b"authorization");
+    assert_eq!(denied, expect_denial, "{}", head());
+    assert!(
+        expect_denial || bytes.len() > payload.argument,
         "{}",
-        String::from_utf8_lossy(&bytes)
+        head()
     );
-    let denied = bytes.windows(13).any(|w| w == b"authorization" as &[u8]);
-    assert_eq!(denied, expect_denial, "{}", String::from_utf8_lossy(&bytes));
 }
 
 /// Microseconds per request over `requests` sequential requests.
-async fn measure(app: &Router, token: &Auth, deny: bool, requests: u64) -> f64 {
+async fn measure(app: &Router, token: &Auth, payload: &Payload, deny: bool, requests: u64) -> f64 {
     for _ in 0..requests / 10 {
-        one(app, token, deny).await;
+        one(app, token, payload, deny).await;
     }
     let start = Instant::now();
     for _ in 0..requests {
-        one(app, token, deny).await;
+        one(app, token, payload, deny).await;
     }
     start.elapsed().as_secs_f64() * 1e6 / requests as f64
 }
@@ -281,6 +322,7 @@ async fn main() {
         "Bearer {}",
         key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
     ));
+    let payload = Payload::from_env();
     let bare = router(None);
     let allow = router(Some(&gate(keys.clone(), false)));
     let deny = router(Some(&gate(keys.clone(), true)));
@@ -318,16 +360,16 @@ async fn main() {
     let (mut a, mut b, mut d, mut e) = (vec![0.0], vec![0.0], vec![0.0], vec![0.0]);
     for _ in 0..rounds {
         if runs("a") {
-            a.push(measure(&bare, &token, false, requests).await);
+            a.push(measure(&bare, &token, &payload, false, requests).await);
         }
         if runs("b") {
-            b.push(measure(&allow, &token, false, requests).await);
+            b.push(measure(&allow, &token, &payload, false, requests).await);
         }
         if runs("d") {
-            d.push(measure(&deny, &token, true, requests).await);
+            d.push(measure(&deny, &token, &payload, true, requests).await);
         }
         if let Some((app, auth)) = dpop.as_ref().filter(|_| runs_dpop("e")) {
-            e.push(measure(app, auth, false, requests).await);
+            e.push(measure(app, auth, &payload, false, requests).await);
         }
     }
     for values in [&mut a, &mut b, &mut d, &mut e] {
@@ -348,9 +390,9 @@ async fn main() {
     println!("  b/d (denial vs allowed call):     {:.2}", b / d);
     if only.is_empty() {
         let counted = requests.min(2_000);
-        let (a_count, a_bytes) = allocations(&bare, &token, false, counted).await;
-        let (b_count, b_bytes) = allocations(&allow, &token, false, counted).await;
-        let (d_count, d_bytes) = allocations(&deny, &token, true, counted).await;
+        let (a_count, a_bytes) = allocations(&bare, &token, &payload, false, counted).await;
+        let (b_count, b_bytes) = allocations(&allow, &token, &payload, false, counted).await;
+        let (d_count, d_bytes) = allocations(&deny, &token, &payload, true, counted).await;
         println!("heap allocations per request ({counted} requests each):");
         println!("  (a) bare rmcp            {a_count:8.1} ({a_bytes:.0} bytes)");
         println!("  (b) gated, allow         {b_count:8.1} ({b_bytes:.0} bytes)");
@@ -362,7 +404,7 @@ async fn main() {
         );
         token_hash_speed(&token.authorization);
         if let Some((app, auth)) = &dpop {
-            let (e_count, e_bytes) = allocations(app, auth, false, counted).await;
+            let (e_count, e_bytes) = allocations(app, auth, &payload, false, counted).await;
             println!("  (e) gated, allow, DPoP   {e_count:8.1} ({e_bytes:.0} bytes)");
             println!(
                 "  a DPoP call over a Bearer one: {:.1} ({:.0} bytes)",

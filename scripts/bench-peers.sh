@@ -14,9 +14,12 @@
 #
 #   scripts/bench-peers.sh
 #   BENCH_SECONDS=5 BENCH_ROUNDS=1 scripts/bench-peers.sh        # quick
+#   BENCH_CONNECTIONS=1,32,256 BENCH_SECONDS=3 BENCH_MEMORY=0 scripts/bench-peers.sh   # scaling table
 #
 # Environment (all optional; see benches/README.md):
 #   BENCH_SECONDS=10 BENCH_WARMUP=2 BENCH_ROUNDS=3 BENCH_CONNECTIONS=32 BENCH_THREADS=2
+#   (BENCH_CONNECTIONS may be a list, 1,32,256: one run per count, then a table of them all;
+#   wrk's threads are at most the connections)
 #   BENCH_CONFIGS=abcd BENCH_PORT=18931 BENCH_MEMORY=1 BENCH_MEM_REQUESTS=100000
 #   BENCH_MEM_TOKENS=10000 BENCH_MEM_PASSES=2 BENCH_MEM_MAX_SECONDS=180 BENCH_RSS_BOUND_MIB=64
 #   BENCH_STRICT=0 (1: exit 3 when a goal is missed) BENCH_SKIP_BUILD=0 BENCH_OUT=target/bench-peers
@@ -48,6 +51,68 @@ setting() { # NAME DEFAULT MIN MAX: an integer setting from the environment
   fi
   printf '%s' "$value"
 }
+# ---- Several connection counts: one run of this script per count, then the scaling table ----
+if [[ "${BENCH_CONNECTIONS:-}" == *,* ]]; then
+  [[ "$BENCH_CONNECTIONS" =~ ^[0-9]+(,[0-9]+)+$ ]] || {
+    log "BENCH_CONNECTIONS=$BENCH_CONNECTIONS: a count, or a comma list of counts"
+    exit 2
+  }
+  IFS=, read -r -a counts <<<"$BENCH_CONNECTIONS"
+  out=${BENCH_OUT:-$root/target/bench-peers}
+  mkdir -p "$out"
+  status=0
+  # The memory run once: with 32 connections when listed (as in a run of one count), else the last.
+  memory_at=${counts[${#counts[@]} - 1]}
+  [[ ",$BENCH_CONNECTIONS," != *,32,* ]] || memory_at=32
+  for i in "${!counts[@]}"; do
+    memory_here=0
+    [[ ${counts[i]} != "$memory_at" ]] || memory_here=${BENCH_MEMORY:-1}
+    # The build once, before the first count.
+    BENCH_CONNECTIONS=${counts[i]} BENCH_OUT="$out/c${counts[i]}" BENCH_MEMORY=$memory_here \
+      BENCH_SKIP_BUILD=$((i > 0 ? 1 : ${BENCH_SKIP_BUILD:-0})) \
+      "${BASH_SOURCE[0]}" || { code=$?; ((code == 3 && status != 0)) || status=$code; }
+  done
+  # One row per count: its medians over rounds, and the paired ratios.
+  : >"$out/scaling.tsv"
+  for c in "${counts[@]}"; do
+    [[ -s "$out/c$c/results.tsv" ]] || continue
+    awk -F'\t' -v c="$c" '
+      function median(list, n,    i, j, v) {
+        for (i = 2; i <= n; i++) { v = list[i]; for (j = i - 1; j >= 1 && list[j] > v; j--) list[j + 1] = list[j]; list[j + 1] = v }
+        return n == 0 ? 0 : (n % 2 ? list[(n + 1) / 2] : (list[n / 2] + list[n / 2 + 1]) / 2)
+      }
+      { rps[$1, $2] = $3; us[$1, $2] = $6; rounds[$2] = 1 }
+      END {
+        for (r in rounds) {
+          if (rps["a", r] > 0) { na++; ra[na] = rps["a", r]; ua[na] = us["a", r] }
+          if (rps["b", r] > 0) { nb++; rb[nb] = rps["b", r]; ub[nb] = us["b", r] }
+          if (rps["d", r] > 0) { nd++; rd[nd] = rps["d", r] }
+          if (rps["a", r] > 0 && rps["b", r] > 0) { nba++; ba[nba] = rps["b", r] / rps["a", r] }
+          if (rps["d", r] > 0 && rps["b", r] > 0) { nbd++; bd[nbd] = rps["b", r] / rps["d", r] }
+        }
+        printf "%d\t%.0f\t%.0f\t%.0f\t%.2f\t%.2f\t%.1f\t%.1f\n", c, median(ra, na), median(rb, nb),
+          median(rd, nd), median(ba, nba), median(bd, nbd), median(ua, na), median(ub, nb)
+      }' "$out/c$c/results.tsv" >>"$out/scaling.tsv"
+  done
+  echo
+  echo "scaling with connections (medians over rounds; b/a and b/d: medians of the per-round ratios;"
+  echo "us/req: the server's CPU per request; gate: (b) minus (a), and its growth against the first row)"
+  awk -F'\t' 'BEGIN {
+      printf "%6s %10s %10s %10s %6s %7s %11s %11s %9s %7s\n", "conns", "(a) req/s", "(b) req/s", "(d) req/s",
+        "b/a", "b/d", "(a) us/req", "(b) us/req", "gate us", "growth"
+    }
+    {
+      gate = $8 - $7
+      if (NR == 1) first = gate
+      growth = (first > 0) ? sprintf("%7.2f", gate / first) : sprintf("%7s", "-")
+      d = ($4 > 0) ? sprintf("%10d", $4) : sprintf("%10s", "-")
+      bd = ($6 > 0) ? sprintf("%7.2f", $6) : sprintf("%7s", "-")
+      printf "%6d %10d %10d %s %6.2f %s %11.1f %11.1f %9.1f %s\n", $1, $2, $3, d, $5, bd, $7, $8, gate, growth
+    }' "$out/scaling.tsv"
+  echo "logs: $out/c*"
+  exit "$status"
+fi
+
 seconds=$(setting BENCH_SECONDS 10 1 600)
 warmup=$(setting BENCH_WARMUP 2 0 60)
 rounds=$(setting BENCH_ROUNDS 3 1 50)
@@ -73,10 +138,8 @@ if ! [[ "$configs" =~ ^[a-e]+$ ]]; then
   log "BENCH_CONFIGS=$configs: use letters among a, b, c, d and e"
   exit 2
 fi
-((connections >= threads)) || {
-  log "BENCH_CONNECTIONS must be at least BENCH_THREADS"
-  exit 2
-}
+# wrk gives each thread at least one connection.
+((threads <= connections)) || threads=$connections
 out=${BENCH_OUT:-$root/target/bench-peers}
 url="http://127.0.0.1:$port/mcp"
 # Servers exit by themselves after this long, should this script ever leave one behind.
