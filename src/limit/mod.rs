@@ -45,6 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
+use smallvec::SmallVec;
 
 pub use crate::store::limits::{RateError, RateLimit};
 
@@ -408,8 +409,9 @@ impl Limits {
             Target::Tool { name, .. } => Some(name.as_str()),
             _ => None,
         };
-        let mut tallies = Vec::new();
-        let mut scopes = Vec::new();
+        // A call counts on a few limits: kept inline, no allocation for the lists themselves.
+        let mut tallies: SmallVec<[Tally; 4]> = SmallVec::new();
+        let mut scopes: SmallVec<[LimitScope; 4]> = SmallVec::new();
         for (rule, id) in rules {
             if let Some(only) = &rule.tool
                 && tool != Some(only.as_str())
@@ -453,12 +455,21 @@ impl Limits {
 
 /// The group of a principal's own counters: issuer, subject and client id.
 fn caller(principal: &Principal) -> String {
-    format!(
-        "principal\u{0}{}\u{0}{}\u{0}{}",
+    let parts = [
+        "principal",
         principal.issuer(),
         principal.subject().unwrap_or(""),
-        principal.client_id().unwrap_or("")
-    )
+        principal.client_id().unwrap_or(""),
+    ];
+    // Sized once: a `format!` would grow its buffer as it goes, one allocation per step.
+    let mut group = String::with_capacity(parts.iter().map(|p| p.len() + 1).sum());
+    for (i, part) in parts.iter().enumerate() {
+        if i > 0 {
+            group.push('\u{0}');
+        }
+        group.push_str(part);
+    }
+    group
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ impl MemoryLimitStore {
         let mut counters = self.counters.lock().map_err(|_| {
             StoreError::unavailable(StoreKind::Limits, "the counters' lock was poisoned")
         })?;
-        let mut next = Vec::with_capacity(tallies.len());
+        let mut next: smallvec::SmallVec<[_; 4]> = smallvec::SmallVec::with_capacity(tallies.len());
         let mut wait: Option<(usize, u64)> = None;
         for (index, tally) in tallies.iter().enumerate() {
             let tat = counters
