@@ -569,10 +569,37 @@ mod tests {
             br#"{"jsonrpc":"2.0","id":1,"result":1,"result":2}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"a","x":1,"x":2}"#,
             br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"n":1,"n":2}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{},"params":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{},"\u0070arams":{}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","\u006eame":"b"}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{},"arguments":{}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"_meta":{},"_meta":{}}}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"a","params":{"arguments":{"k":[{"x":1,"x":2}]}}}"#,
             br#"[{"a":1,"a":1}]"#,
         ] {
             let error = parse_envelope(body).unwrap_err();
             assert!(error.to_string().starts_with("duplicate key"), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_duplicate_is_found_in_a_wide_object_too() {
+        // Past the keys kept inline, the set is a tree: a duplicate before or after the switch
+        // is still one.
+        let wide: Vec<String> = (0..40).map(|i| format!(r#""k{i}":{i}"#)).collect();
+        let body = |extra: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"a","arguments":{{{}{extra}}}}}}}"#,
+                wide.join(",")
+            )
+        };
+        assert!(parse_envelope(body("").as_bytes()).is_ok());
+        for again in [r#","k3":0"#, r#","k39":0"#, r#","k\u0032":0"#] {
+            let error = parse_envelope(body(again).as_bytes()).unwrap_err();
+            assert!(
+                error.to_string().starts_with("duplicate key"),
+                "{again}: {error}"
+            );
         }
     }
 
