@@ -8,7 +8,7 @@
 
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Number, Value};
 
 /// A JSON value parsed with duplicate keys refused.
@@ -81,17 +81,22 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::Array(items))
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut object = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
-            }
-            let StrictValue(value) = map.next_value()?;
-            object.insert(key, value);
-        }
-        Ok(Value::Object(object))
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Value, A::Error> {
+        strict_object(map).map(Value::Object)
     }
+}
+
+/// An object read strictly, duplicate keys refused.
+fn strict_object<'de, A: MapAccess<'de>>(mut map: A) -> Result<Map<String, Value>, A::Error> {
+    let mut object = Map::new();
+    while let Some(key) = map.next_key::<String>()? {
+        if object.contains_key(&key) {
+            return Err(de::Error::custom(format_args!("duplicate key {key:?}")));
+        }
+        let StrictValue(value) = map.next_value()?;
+        object.insert(key, value);
+    }
+    Ok(object)
 }
 
 /// The visits of a visitor that keeps nothing of a scalar: booleans, integers, floats and
@@ -159,9 +164,14 @@ pub(crate) struct Envelope<'de> {
 
 /// What one strict pass over `params` keeps: the members the layer reads on every request.
 /// The rest of the object is checked (see [`Checked`]) and read again, from the body, only by
-/// the paths that need it whole.
+/// the paths that need it whole; or, when the request's `method` came first and is not
+/// `tools/call` (every other method's route reads its params whole), the whole object is built
+/// in this same pass and nothing is read twice.
 #[derive(Debug, Default)]
 pub(crate) struct ParamsSeen<'de> {
+    /// The whole object, when it was built in this pass (the members below are then not
+    /// kept apart: read them with [`ParamsSeen::member`]).
+    pub whole: Option<Map<String, Value>>,
     /// `params` is an object (anything else is refused by classification).
     pub is_object: bool,
     /// `name`, borrowed when it is a string without escapes.
@@ -173,6 +183,21 @@ pub(crate) struct ParamsSeen<'de> {
     pub meta: Option<Value>,
     pub request_state: Option<Value>,
     pub input_responses: Option<Value>,
+}
+
+impl ParamsSeen<'_> {
+    /// `_meta`, `requestState` or `inputResponses`, wherever this pass kept it.
+    pub fn member(&self, key: &str) -> Option<&Value> {
+        if let Some(whole) = &self.whole {
+            return whole.get(key);
+        }
+        match key {
+            "_meta" => self.meta.as_ref(),
+            "requestState" => self.request_state.as_ref(),
+            "inputResponses" => self.input_responses.as_ref(),
+            _ => None,
+        }
+    }
 }
 
 /// The JSON type of a member the layer only needs to know the type of.
@@ -243,7 +268,13 @@ impl<'de> Visitor<'de> for ShapeVisitor {
                 }
                 TopMember::Method => envelope.method = Some(map.next_value()?),
                 TopMember::Id => envelope.id = Some(map.next_value::<StrictValue>()?.0),
-                TopMember::Params => envelope.params = Some(map.next_value()?),
+                TopMember::Params => {
+                    // Built whole at once when the method already read is one whose route
+                    // reads the whole object anyway.
+                    let build =
+                        matches!(&envelope.method, Some(Field::Str(m)) if m != "tools/call");
+                    envelope.params = Some(map.next_value_seed(ParamsSeed { build })?);
+                }
                 TopMember::Result => {
                     map.next_value::<Checked>()?;
                     envelope.has_result = true;
@@ -286,13 +317,22 @@ impl TopMember {
     }
 }
 
-impl<'de> Deserialize<'de> for ParamsSeen<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ParamsVisitor)
+/// Reads `params` into a [`ParamsSeen`]: `build`, the whole object too.
+struct ParamsSeed {
+    build: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ParamsSeed {
+    type Value = ParamsSeen<'de>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(ParamsVisitor { build: self.build })
     }
 }
 
-struct ParamsVisitor;
+struct ParamsVisitor {
+    build: bool,
+}
 
 impl<'de> Visitor<'de> for ParamsVisitor {
     type Value = ParamsSeen<'de>;
@@ -312,6 +352,13 @@ impl<'de> Visitor<'de> for ParamsVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsSeen<'de>, A::Error> {
+        if self.build {
+            return Ok(ParamsSeen {
+                is_object: true,
+                whole: Some(strict_object(map)?),
+                ..ParamsSeen::default()
+            });
+        }
         let mut seen = ParamsSeen {
             is_object: true,
             ..ParamsSeen::default()
@@ -486,11 +533,11 @@ impl<'de> Visitor<'de> for FieldVisitor {
     scalars_become!(Field::Other, Field<'de>);
 
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<'de>, A::Error> {
-        StrictVisitor.visit_seq(seq).map(|_| Field::Other)
+        CheckedVisitor.visit_seq(seq).map(|_| Field::Other)
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<'de>, A::Error> {
-        StrictVisitor.visit_map(map).map(|_| Field::Other)
+        CheckedVisitor.visit_map(map).map(|_| Field::Other)
     }
 }
 
@@ -694,6 +741,7 @@ mod tests {
             for body in [
                 format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{params}}}"#),
                 format!(r#"{{"params":{params},"x":{top},"method":"m"}}"#),
+                format!(r#"{{"jsonrpc":"2.0","id":1,"method":"m","params":{params}}}"#),
                 top.clone(),
             ] {
                 let checked = parse_envelope(body.as_bytes());

@@ -30,22 +30,33 @@ pub(crate) struct Params {
 impl Params {
     /// The params of a message whose strict pass saw `seen` (taken: its values move here),
     /// read whole from `message` when asked.
+    /// The pass built the whole object when it could; then the body is not read again.
     pub(crate) fn seen(seen: &mut ParamsSeen<'_>, message: Bytes) -> Self {
+        let whole = match seen.whole.take() {
+            Some(whole) => WholeParams::whole_at_once(Arc::new(whole)),
+            None => WholeParams::in_message(message),
+        };
         Self {
             meta: seen.meta.take(),
             request_state: seen.request_state.take(),
             input_responses: seen.input_responses.take(),
-            whole: WholeParams::in_message(message),
+            whole,
         }
     }
 
     /// One member.
     pub(crate) fn get(&self, key: &str) -> Option<&Value> {
-        match key {
-            "_meta" => self.meta.as_ref(),
-            "requestState" => self.request_state.as_ref(),
-            "inputResponses" => self.input_responses.as_ref(),
-            _ => self.whole.get().get(key),
+        let kept = match key {
+            "_meta" => &self.meta,
+            "requestState" => &self.request_state,
+            "inputResponses" => &self.input_responses,
+            _ => return self.whole.get().get(key),
+        };
+        // Kept apart by the pass, or (the object built whole in it) read from the whole.
+        match (kept, self.whole.built()) {
+            (Some(value), _) => Some(value),
+            (None, Some(whole)) => whole.get(key),
+            (None, None) => None,
         }
     }
 
@@ -81,6 +92,21 @@ impl WholeParams {
         Self {
             message: Some(message),
             read: OnceLock::new(),
+        }
+    }
+
+    fn whole_at_once(params: Arc<Map<String, Value>>) -> Self {
+        Self {
+            message: None,
+            read: OnceLock::from(params),
+        }
+    }
+
+    /// The object, when it was built in the classifying pass (never read from the body).
+    fn built(&self) -> Option<&Map<String, Value>> {
+        match self.message {
+            None => self.read.get().map(|whole| &**whole),
+            Some(_) => None,
         }
     }
 
