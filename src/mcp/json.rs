@@ -9,6 +9,8 @@
 use std::fmt;
 
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::reading::{Checked, Keys, Read, Reading, Text, check_map, check_seq};
 use serde_json::{Map, Number, Value};
 
 /// A JSON value parsed with duplicate keys refused.
@@ -99,56 +101,11 @@ fn strict_object<'de, A: MapAccess<'de>>(mut map: A) -> Result<Map<String, Value
     Ok(object)
 }
 
-/// The visits of a visitor that keeps nothing of a scalar: booleans, integers, floats and
-/// `null` all become `$other`, a float only once it is known to be in range (as
-/// [`StrictVisitor`] checks it).
-macro_rules! scalars_become {
-    ($other:expr, $value:ty) => {
-        fn visit_bool<E>(self, _: bool) -> Result<$value, E> {
-            Ok($other)
-        }
-
-        fn visit_i64<E>(self, _: i64) -> Result<$value, E> {
-            Ok($other)
-        }
-
-        fn visit_u64<E>(self, _: u64) -> Result<$value, E> {
-            Ok($other)
-        }
-
-        fn visit_f64<E: de::Error>(self, v: f64) -> Result<$value, E> {
-            StrictVisitor.visit_f64(v).map(|_| $other)
-        }
-
-        fn visit_unit<E>(self) -> Result<$value, E> {
-            Ok($other)
-        }
-    };
-}
-
-/// The string visits of a visitor that keeps a string as a `Cow`: borrowed from the body when it
-/// has no escapes, owned otherwise. `$wrap` turns the `Cow` into the visitor's value.
-macro_rules! strings_become {
-    ($wrap:expr, $value:ty) => {
-        fn visit_borrowed_str<E>(self, v: &'de str) -> Result<$value, E> {
-            Ok($wrap(v.into()))
-        }
-
-        fn visit_str<E>(self, v: &str) -> Result<$value, E> {
-            Ok($wrap(v.to_owned().into()))
-        }
-
-        fn visit_string<E>(self, v: String) -> Result<$value, E> {
-            Ok($wrap(v.into()))
-        }
-    };
-}
-
 /// The top level of a JSON-RPC message, read in the same strict pass as everything below it,
 /// without building a tree for the envelope or for `params`: only `id`, `method` and the few
 /// members of `params` the layer reads on every request are kept, and `jsonrpc`, `result` and
 /// `error` are reduced to what classification asks of them. Everything else is checked in place
-/// and kept nowhere (see [`Checked`]).
+/// and kept nowhere (see [`super::reading`]).
 #[derive(Debug, Default)]
 pub(crate) struct Envelope<'de> {
     /// `jsonrpc` is present and is exactly the string `"2.0"`.
@@ -163,7 +120,7 @@ pub(crate) struct Envelope<'de> {
 }
 
 /// What one strict pass over `params` keeps: the members the layer reads on every request.
-/// The rest of the object is checked (see [`Checked`]) and read again, from the body, only by
+/// The rest of the object is checked ([`super::reading`]) and read again, from the body, only by
 /// the paths that need it whole; or, when the request's `method` came first and is not
 /// `tools/call` (every other method's route reads its params whole), the whole object is built
 /// in this same pass and nothing is read twice.
@@ -231,127 +188,72 @@ pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<Shape<'_>, serde_json::Erro
 
 impl<'de> Deserialize<'de> for Shape<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(ShapeVisitor)
+        Read(ShapeReading).deserialize(deserializer)
     }
 }
 
-struct ShapeVisitor;
+/// A message body's top level.
+struct ShapeReading;
 
-impl<'de> Visitor<'de> for ShapeVisitor {
+impl<'de> Reading<'de> for ShapeReading {
     type Value = Shape<'de>;
 
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
+    fn other(self) -> Shape<'de> {
+        Shape::Other
     }
 
-    scalars_become!(Shape::Other, Shape<'de>);
-
-    fn visit_str<E>(self, _: &str) -> Result<Shape<'de>, E> {
-        Ok(Shape::Other)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<'de>, A::Error> {
+    fn array<A: SeqAccess<'de>>(self, seq: A) -> Result<Shape<'de>, A::Error> {
         // Refused as a batch, but only once it is known to be valid, strict JSON.
-        CheckedVisitor.visit_seq(seq).map(|_| Shape::Array)
+        check_seq(seq)?;
+        Ok(Shape::Array)
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape<'de>, A::Error> {
         let mut envelope = Envelope::default();
-        let mut keys = KeySet::default();
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            let member = TopMember::of(&key);
-            keys.insert(key)?;
-            match member {
-                TopMember::Jsonrpc => {
+        let mut keys = Keys::default();
+        while let Some(key) = keys.next(&mut map)? {
+            match &*key {
+                "jsonrpc" => {
                     let version: Field<'de> = map.next_value()?;
                     envelope.jsonrpc_is_2_0 = version.as_str() == Some("2.0");
                 }
-                TopMember::Method => envelope.method = Some(map.next_value()?),
-                TopMember::Id => envelope.id = Some(map.next_value::<StrictValue>()?.0),
-                TopMember::Params => {
+                "method" => envelope.method = Some(map.next_value()?),
+                "id" => envelope.id = Some(map.next_value::<StrictValue>()?.0),
+                "params" => {
                     // Built whole at once when the method already read is one whose route
                     // reads the whole object anyway.
                     let build =
                         matches!(&envelope.method, Some(Field::Str(m)) if m != "tools/call");
-                    envelope.params = Some(map.next_value_seed(ParamsSeed { build })?);
+                    envelope.params = Some(map.next_value_seed(Read(ParamsReading { build }))?);
                 }
-                TopMember::Result => {
-                    map.next_value::<Checked>()?;
+                "result" => {
+                    map.next_value_seed(Read(Checked))?;
                     envelope.has_result = true;
                 }
-                TopMember::Error => {
-                    map.next_value::<Checked>()?;
+                "error" => {
+                    map.next_value_seed(Read(Checked))?;
                     envelope.has_error = true;
                 }
-                TopMember::Other => {
-                    map.next_value::<Checked>()?;
-                }
+                _ => map.next_value_seed(Read(Checked))?,
             }
         }
         Ok(Shape::Object(envelope))
     }
 }
 
-/// The members of the envelope, as [`ShapeVisitor`] tells them apart.
-enum TopMember {
-    Jsonrpc,
-    Method,
-    Id,
-    Params,
-    Result,
-    Error,
-    Other,
-}
-
-impl TopMember {
-    fn of(key: &Key<'_>) -> Self {
-        match &*key.0 {
-            "jsonrpc" => Self::Jsonrpc,
-            "method" => Self::Method,
-            "id" => Self::Id,
-            "params" => Self::Params,
-            "result" => Self::Result,
-            "error" => Self::Error,
-            _ => Self::Other,
-        }
-    }
-}
-
-/// Reads `params` into a [`ParamsSeen`]: `build`, the whole object too.
-struct ParamsSeed {
+/// `params`, read into a [`ParamsSeen`]: `build`, the whole object too.
+struct ParamsReading {
     build: bool,
 }
 
-impl<'de> DeserializeSeed<'de> for ParamsSeed {
+impl<'de> Reading<'de> for ParamsReading {
     type Value = ParamsSeen<'de>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
-        deserializer.deserialize_any(ParamsVisitor { build: self.build })
-    }
-}
-
-struct ParamsVisitor {
-    build: bool,
-}
-
-impl<'de> Visitor<'de> for ParamsVisitor {
-    type Value = ParamsSeen<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
+    fn other(self) -> ParamsSeen<'de> {
+        ParamsSeen::default()
     }
 
-    scalars_become!(ParamsSeen::default(), ParamsSeen<'de>);
-
-    fn visit_str<E>(self, _: &str) -> Result<ParamsSeen<'de>, E> {
-        Ok(ParamsSeen::default())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<ParamsSeen<'de>, A::Error> {
-        CheckedVisitor.visit_seq(seq).map(|_| ParamsSeen::default())
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsSeen<'de>, A::Error> {
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<ParamsSeen<'de>, A::Error> {
         if self.build {
             return Ok(ParamsSeen {
                 is_object: true,
@@ -363,135 +265,49 @@ impl<'de> Visitor<'de> for ParamsVisitor {
             is_object: true,
             ..ParamsSeen::default()
         };
-        let mut keys = KeySet::default();
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            let slot = match &*key.0 {
+        let mut keys = Keys::default();
+        while let Some(key) = keys.next(&mut map)? {
+            let kept = match &*key {
                 "name" => {
-                    keys.insert(key)?;
                     seen.name = Some(map.next_value()?);
                     continue;
                 }
                 "arguments" => {
-                    keys.insert(key)?;
-                    seen.arguments = map.next_value::<Checked>()?.0;
+                    seen.arguments = map.next_value_seed(Read(KindOf))?;
                     continue;
                 }
                 "_meta" => &mut seen.meta,
                 "requestState" => &mut seen.request_state,
                 "inputResponses" => &mut seen.input_responses,
                 _ => {
-                    keys.insert(key)?;
-                    map.next_value::<Checked>()?;
+                    map.next_value_seed(Read(Checked))?;
                     continue;
                 }
             };
-            keys.insert(key)?;
-            *slot = Some(map.next_value::<StrictValue>()?.0);
+            *kept = Some(map.next_value::<StrictValue>()?.0);
         }
         Ok(seen)
     }
 }
 
-/// A value read as strictly as [`StrictValue`] reads it, and kept nowhere: only its [`Kind`]
-/// is. Nothing is allocated but for an object key with escapes, or the key set of an object
-/// with many members.
-pub(crate) struct Checked(pub Kind);
+/// A value read as strictly as [`StrictValue`] reads it, and kept nowhere but its [`Kind`].
+pub(crate) struct KindOf;
 
-impl<'de> Deserialize<'de> for Checked {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(CheckedVisitor)
-    }
-}
+impl<'de> Reading<'de> for KindOf {
+    type Value = Kind;
 
-struct CheckedVisitor;
-
-impl<'de> Visitor<'de> for CheckedVisitor {
-    type Value = Checked;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
+    fn other(self) -> Kind {
+        Kind::Other
     }
 
-    fn visit_bool<E>(self, _: bool) -> Result<Checked, E> {
-        Ok(Checked(Kind::Other))
+    fn null(self) -> Kind {
+        Kind::Null
     }
 
-    fn visit_i64<E>(self, _: i64) -> Result<Checked, E> {
-        Ok(Checked(Kind::Other))
+    fn object<A: MapAccess<'de>>(self, map: A) -> Result<Kind, A::Error> {
+        check_map(map)?;
+        Ok(Kind::Object)
     }
-
-    fn visit_u64<E>(self, _: u64) -> Result<Checked, E> {
-        Ok(Checked(Kind::Other))
-    }
-
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Checked, E> {
-        StrictVisitor.visit_f64(v).map(|_| Checked(Kind::Other))
-    }
-
-    fn visit_unit<E>(self) -> Result<Checked, E> {
-        Ok(Checked(Kind::Null))
-    }
-
-    fn visit_none<E>(self) -> Result<Checked, E> {
-        Ok(Checked(Kind::Null))
-    }
-
-    fn visit_borrowed_str<E>(self, _: &'de str) -> Result<Checked, E> {
-        Ok(Checked(Kind::Other))
-    }
-
-    fn visit_str<E>(self, _: &str) -> Result<Checked, E> {
-        Ok(Checked(Kind::Other))
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Checked, A::Error> {
-        while seq.next_element::<Checked>()?.is_some() {}
-        Ok(Checked(Kind::Other))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Checked, A::Error> {
-        let mut keys = KeySet::default();
-        while let Some(key) = map.next_key::<Key<'de>>()? {
-            keys.insert(key)?;
-            map.next_value::<Checked>()?;
-        }
-        Ok(Checked(Kind::Object))
-    }
-}
-
-/// The keys of one object seen so far, to refuse a duplicate: a few kept inline (every
-/// message the layer reads has a few members per object), a set once there are many, so that
-/// a wide object costs a lookup per key, not a scan.
-#[derive(Default)]
-struct KeySet<'de> {
-    few: smallvec::SmallVec<[Key<'de>; KeySet::INLINE]>,
-    many: std::collections::BTreeSet<Key<'de>>,
-}
-
-impl<'de> KeySet<'de> {
-    const INLINE: usize = 8;
-
-    /// Adds `key`, refusing it if the object already had it.
-    fn insert<E: de::Error>(&mut self, key: Key<'de>) -> Result<(), E> {
-        if self.many.is_empty() && self.few.len() < Self::INLINE {
-            if self.few.contains(&key) {
-                return Err(duplicate(&key));
-            }
-            self.few.push(key);
-            return Ok(());
-        }
-        self.many.extend(self.few.drain(..));
-        if self.many.contains(&key) {
-            return Err(duplicate(&key));
-        }
-        self.many.insert(key);
-        Ok(())
-    }
-}
-
-/// The error for a key an object already had (the words classification looks for).
-fn duplicate<E: de::Error>(key: &Key<'_>) -> E {
-    E::custom(format_args!("duplicate key {:?}", key.0))
 }
 
 /// A member of the envelope that only matters when it is a string: the string, borrowed from
@@ -515,58 +331,9 @@ impl Field<'_> {
 
 impl<'de> Deserialize<'de> for Field<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(FieldVisitor)
+        let text = Read(Text).deserialize(deserializer)?;
+        Ok(text.map_or(Field::Other, Field::Str))
     }
-}
-
-struct FieldVisitor;
-
-impl<'de> Visitor<'de> for FieldVisitor {
-    type Value = Field<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    strings_become!(Field::Str, Field<'de>);
-
-    scalars_become!(Field::Other, Field<'de>);
-
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Field<'de>, A::Error> {
-        CheckedVisitor.visit_seq(seq).map(|_| Field::Other)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Field<'de>, A::Error> {
-        CheckedVisitor.visit_map(map).map(|_| Field::Other)
-    }
-}
-
-/// An object key, borrowed from the body when it has no escapes.
-#[derive(PartialEq, Eq, PartialOrd, Ord)]
-struct Key<'de>(std::borrow::Cow<'de, str>);
-
-impl std::borrow::Borrow<str> for Key<'_> {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl<'de> Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_str(KeyVisitor)
-    }
-}
-
-struct KeyVisitor;
-
-impl<'de> Visitor<'de> for KeyVisitor {
-    type Value = Key<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object key")
-    }
-
-    strings_become!(Key, Key<'de>);
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ pub(crate) mod identity;
 pub(crate) mod json;
 mod methods;
 pub(crate) mod params;
+pub(crate) mod reading;
 pub(crate) mod request;
 
 /// The session stores, now found at `mcp_gate::store::sessions`.

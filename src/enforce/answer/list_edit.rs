@@ -13,7 +13,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqA
 use serde_json::value::RawValue;
 
 use super::cache::capped_ttl;
-use super::list_json::{Read, Text};
+use crate::mcp::reading::{Read, Text};
 
 /// What the layer changes in a listing's result before it writes it.
 #[derive(Debug, Default)]
