@@ -1,0 +1,656 @@
+//! The gateway's configuration: one TOML file, documented key by key in
+//! `mcp-gate-server/gateway.example.toml` (which the tests load) and `docs/gateway.md`.
+//!
+//! Reading a file checks everything that can be checked without the network: the TOML, every
+//! key's name and type (an unknown key is refused, so a typo never silently leaves a default
+//! in force), every value's form (URLs, durations, addresses), the settings that exclude each
+//! other, and that each secret's environment variable is set. A refusal names the file, the
+//! line and the key ([`ConfigError`]). Relative paths are taken from the file's folder.
+//! Secrets are never written in the file: it names the environment variables that hold them.
+
+mod error;
+mod values;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+pub use error::{ConfigError, ConfigErrorKind};
+pub use values::{HttpUrl, SecretVariable, Span};
+
+/// A configuration file, read and checked.
+#[derive(Debug)]
+pub struct Config {
+    /// The file it was read from.
+    pub path: PathBuf,
+    /// The folder relative paths are taken from.
+    pub base: PathBuf,
+    /// What the file says.
+    pub file: File,
+}
+
+/// Everything a configuration file may say. Each table is optional unless said otherwise.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct File {
+    /// Where MCP clients connect (`127.0.0.1:8080` by default).
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// The MCP server behind the gateway. Required.
+    pub upstream: Upstream,
+    /// What the gateway protects: the resource URI clients connect to. Required.
+    pub resource: Resource,
+    /// The trusted authorization servers (`[[issuer]]`, at least one).
+    #[serde(default, rename = "issuer")]
+    pub issuers: Vec<IssuerEntry>,
+    /// How access tokens are checked.
+    #[serde(default)]
+    pub tokens: Tokens,
+    /// What decides.
+    pub policy: Spanned<PolicySection>,
+    /// How denials are said.
+    #[serde(default)]
+    pub denials: Denials,
+    /// Continuation-state keys.
+    #[serde(default)]
+    pub continuation: Continuation,
+    /// Held calls (tasks).
+    #[serde(default)]
+    pub tasks: Tasks,
+    /// Shared state for replicas.
+    pub redis: Option<Spanned<Redis>>,
+    /// Rate and concurrency limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// Revocation.
+    pub revocation: Option<Revocation>,
+    /// The operations listener: health, readiness, metrics, revocation, the task console.
+    pub operations: Option<Spanned<Operations>>,
+    /// TLS termination.
+    pub tls: Option<Tls>,
+    /// `X-Forwarded-*` from a load balancer in front.
+    #[serde(default)]
+    pub forwarded: Forwarded,
+    /// Audit records.
+    pub audit: Option<Audit>,
+    /// Reloading.
+    #[serde(default)]
+    pub reload: Reload,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 8080))
+}
+
+/// `[upstream]`: the MCP server the gateway forwards allowed requests to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Upstream {
+    /// The upstream's MCP endpoint (`http://127.0.0.1:3000/mcp`).
+    pub url: HttpUrl,
+    /// How long opening a connection may take (default 5 s).
+    #[serde(default = "default_connect_timeout")]
+    pub connect_timeout: Span,
+    /// How long the upstream may take to start its answer (its status and headers; a
+    /// stream may then stay open). Default 60 s.
+    #[serde(default = "default_response_timeout")]
+    pub response_timeout: Span,
+    /// How long an idle pooled connection is kept (default 90 s).
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout: Span,
+    /// Idle connections kept per upstream host (default 64).
+    #[serde(default = "default_max_idle")]
+    pub max_idle_connections: usize,
+}
+
+fn default_connect_timeout() -> Span {
+    Span(std::time::Duration::from_secs(5))
+}
+fn default_response_timeout() -> Span {
+    Span(std::time::Duration::from_secs(60))
+}
+fn default_idle_timeout() -> Span {
+    Span(std::time::Duration::from_secs(90))
+}
+fn default_max_idle() -> usize {
+    64
+}
+
+/// `[resource]`: what clients see of the protected server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Resource {
+    /// The resource URI (RFC 8707) clients connect to and tokens must name as audience; its
+    /// path is where the gateway serves MCP.
+    pub uri: Spanned<HttpUrl>,
+    /// A human-readable name in the metadata document.
+    pub name: Option<String>,
+    /// A documentation URL in the metadata document.
+    pub documentation: Option<HttpUrl>,
+    /// Browser origins allowed besides the resource's own.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// Plain `http` issuers and resource off loopback (development only).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
+    /// The server's name and version stamped on results the gateway writes itself.
+    pub server_info: Option<ServerInfo>,
+}
+
+/// `[resource.server-info]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ServerInfo {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+}
+
+/// `[[issuer]]`: one trusted authorization server.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IssuerEntry {
+    /// The issuer identifier (`iss`); its keys are found by discovery unless `jwks-uri`.
+    pub url: HttpUrl,
+    /// The JWK set URL, instead of discovery.
+    pub jwks_uri: Option<HttpUrl>,
+}
+
+/// `[tokens]`: how access tokens are checked.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Tokens {
+    /// Scopes every request needs.
+    #[serde(default)]
+    pub required_scopes: Vec<String>,
+    /// Clock leeway for `exp` and `nbf`.
+    pub leeway: Option<Span>,
+    /// Verified tokens kept in memory.
+    pub cache_capacity: Option<usize>,
+    /// How long a verified token is kept at most.
+    pub cache_max_age: Option<Span>,
+    /// The largest token accepted, in bytes.
+    pub max_token_bytes: Option<usize>,
+    /// Scopes listed in the metadata document.
+    pub scopes_supported: Option<Vec<String>>,
+    /// `authorization_details` types listed in the metadata document.
+    pub authorization_details_types: Option<Vec<String>>,
+    /// Opaque tokens through RFC 7662 introspection.
+    pub introspection: Option<Spanned<IntrospectionEntry>>,
+}
+
+/// `[tokens.introspection]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IntrospectionEntry {
+    /// The introspection endpoint.
+    pub endpoint: HttpUrl,
+    /// The gateway's client id at the authorization server.
+    pub client_id: String,
+    /// The environment variable holding the client secret.
+    pub client_secret_env: SecretVariable,
+    /// Send the credentials in the form body (`client_secret_post`) instead of HTTP Basic.
+    #[serde(default)]
+    pub client_secret_post: bool,
+}
+
+/// `[policy]`: what decides. Exactly one of `cedar` and `allow-all`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PolicySection {
+    /// A Cedar policy folder (`*.cedar`, `schema.cedarschema`, optional `entities.json` and
+    /// `tools.json`), relative to this file.
+    pub cedar: Option<PathBuf>,
+    /// The id of the `McpServer` resource tool calls are made on, in Cedar.
+    pub cedar_server: Option<String>,
+    /// Token claims copied into Cedar's `principal.claims`.
+    #[serde(default)]
+    pub claims: Vec<String>,
+    /// A Cedar folder asked beside the live policy, never acted on (differences are logged,
+    /// audited and counted).
+    pub shadow_cedar: Option<PathBuf>,
+    /// Allow every request whose token is valid and carries the required scopes, except calls
+    /// of tools the upstream lists as destructive (`destructiveHint`) or does not list. Must be
+    /// said explicitly when there is no `cedar`.
+    #[serde(default)]
+    pub allow_all: bool,
+    /// With `allow-all`: destructive tools too.
+    #[serde(default)]
+    pub allow_destructive: bool,
+    /// How long a decision may take before the request is refused.
+    pub evaluate_timeout: Option<Span>,
+    /// Ask the policy about methods the method table does not know.
+    #[serde(default)]
+    pub evaluate_unknown_methods: bool,
+}
+
+/// `[denials]`: how refusals are said.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Denials {
+    /// The SEP-2643 revision denials are rendered in: `"current"` or a 40-hex revision id.
+    pub revision: Option<String>,
+    /// The JSON-RPC error code of a denial.
+    pub error_code: Option<i64>,
+    /// Say a refusal the caller cannot act on as an unknown tool (`conceal`).
+    #[serde(default)]
+    pub conceal_refusals: bool,
+    /// List entries a remedy would unlock (a new token, an approval) instead of hiding them.
+    #[serde(default)]
+    pub list_remediable_entries: bool,
+    /// How many elicitation rounds one call may take.
+    pub max_input_rounds: Option<u32>,
+}
+
+/// `[continuation]`: the keys that sign continuation states (a retry's proof that it
+/// continues a denial). Every replica needs the same.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Continuation {
+    /// The environment variable holding the keys, `<id>:<base64url secret>` separated by
+    /// commas or new lines, the first signing (default `MCP_GATE_CONTINUATION_KEYS`). Read
+    /// when set; without it (and without `keys-file`) a random key is made at start.
+    #[serde(default = "default_keys_env")]
+    pub keys_env: SecretVariable,
+    /// A file holding the keys instead, relative to this file.
+    pub keys_file: Option<PathBuf>,
+    /// How long a continuation state is good for.
+    pub ttl: Option<Span>,
+    /// Refuse to start without shared keys (set it on replicas).
+    #[serde(default)]
+    pub require_keys: bool,
+}
+
+impl Default for Continuation {
+    fn default() -> Self {
+        Self {
+            keys_env: default_keys_env(),
+            keys_file: None,
+            ttl: None,
+            require_keys: false,
+        }
+    }
+}
+
+fn default_keys_env() -> SecretVariable {
+    SecretVariable("MCP_GATE_CONTINUATION_KEYS".to_owned())
+}
+
+/// `[tasks]`: calls held until someone approves them.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Tasks {
+    /// How long a held call waits for a decision.
+    pub ttl: Option<Span>,
+    /// Held calls one owner may have at once.
+    pub per_owner: Option<u64>,
+    /// The largest call that may be held, in bytes.
+    pub max_held_call_bytes: Option<usize>,
+    /// How often clients are told to poll.
+    pub poll_interval: Option<Span>,
+}
+
+/// `[redis]`: state shared by replicas (held calls, used continuation states, legacy session
+/// bindings, rate-limit counters, revocations).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Redis {
+    /// `redis://host:port/db`, `rediss://…`, any node of a cluster, or
+    /// `redis+sentinel://host:port,host:port/master-name`. No password here.
+    pub url: String,
+    /// The environment variable holding the password, when Redis needs one.
+    pub password_env: Option<SecretVariable>,
+    /// The prefix of every key (default `mcp-gate`); replicas of one gateway share it.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+}
+
+fn default_namespace() -> String {
+    "mcp-gate".to_owned()
+}
+
+/// `[limits]`: rate limits (`[[limits.rate]]`) and a concurrency cap.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Limits {
+    /// Rate limits, each counted on its own.
+    #[serde(default)]
+    pub rate: Vec<Spanned<RateEntry>>,
+    /// At most this many calls of one principal in flight at once.
+    pub concurrency: Option<u32>,
+    /// How long a call's place in flight is leased.
+    pub concurrency_lease: Option<Span>,
+}
+
+/// `[[limits.rate]]`: `requests` per `period`, counted per `scope`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RateEntry {
+    /// What is counted apart: `principal`, `principal-and-tool`, `client`, `tool`.
+    pub scope: RateScope,
+    /// Calls allowed per period.
+    pub requests: u32,
+    /// The period.
+    pub period: Span,
+    /// Calls allowed at once above the steady rate (default: `requests`).
+    pub burst: Option<u32>,
+    /// Count only calls of this tool.
+    pub tool: Option<String>,
+}
+
+/// What a rate limit counts apart.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RateScope {
+    /// Each principal (issuer, subject, client).
+    Principal,
+    /// Each principal and tool.
+    PrincipalAndTool,
+    /// Each client id.
+    Client,
+    /// Each tool, whoever calls.
+    Tool,
+}
+
+/// `[revocation]`: withdrawn tokens, subjects and clients refused on every replica.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Revocation {
+    /// While the shared feed is down: refuse (absent, the default), or accept for at most
+    /// this long since its last confirmed sync.
+    pub accept_stale_for: Option<Span>,
+    /// The longest lifetime of a token the issuers hand out.
+    pub max_token_lifetime: Option<Span>,
+}
+
+/// `[operations]`: the listener operators use (keep it off the public network).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Operations {
+    /// Where `/healthz`, `/readyz`, `/metrics`, `/revoke` and `/tasks` listen.
+    pub listen: SocketAddr,
+    /// Serve `/metrics` (Prometheus text). Default on.
+    #[serde(default = "yes")]
+    pub metrics: bool,
+    /// Serve `POST /revoke` (needs `[revocation]`). Default on when `[revocation]` is set.
+    pub revoke: Option<bool>,
+    /// Serve the held-call console (`/tasks`). Default on.
+    #[serde(default = "yes")]
+    pub tasks: bool,
+    /// Allow a non-loopback address (anyone reaching it can approve held calls and revoke).
+    #[serde(default)]
+    pub allow_remote: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `[tls]`: terminate TLS on the client listener with rustls.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Tls {
+    /// The certificate chain, PEM, relative to this file.
+    pub certificate: PathBuf,
+    /// The private key, PEM (PKCS#8, PKCS#1 or SEC1), relative to this file.
+    pub private_key: PathBuf,
+}
+
+/// `[forwarded]`: headers a load balancer in front adds. Off by default: a client could
+/// otherwise choose the address a policy reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Forwarded {
+    /// Take the client's address from the last `X-Forwarded-For` entry (the one the
+    /// load balancer appended).
+    #[serde(default)]
+    pub trust: bool,
+}
+
+/// `[audit]`: one JSON line per decision and per refused authentication.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Audit {
+    /// The file records are appended to, relative to this file.
+    pub file: PathBuf,
+}
+
+/// `[reload]`: how changes to this file and the policies are picked up.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Reload {
+    /// How often the file and the policy folder are checked for changes (`"0s"`: never;
+    /// SIGHUP still reloads). Default 2 s.
+    #[serde(default = "default_watch")]
+    pub watch_interval: Span,
+}
+
+impl Default for Reload {
+    fn default() -> Self {
+        Self {
+            watch_interval: default_watch(),
+        }
+    }
+}
+
+fn default_watch() -> Span {
+    Span(std::time::Duration::from_secs(2))
+}
+
+impl Config {
+    /// Reads and checks the file at `path`.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| ConfigError::new(path, None, ConfigErrorKind::Read(error)))?;
+        Self::parse(path, &text)
+    }
+
+    /// Checks `text`, the content of the file at `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let file: File = toml::from_str(text).map_err(|error| {
+            let line = error.span().map(|span| line_of(text, span.start));
+            ConfigError::new(
+                path,
+                line,
+                ConfigErrorKind::Syntax(error.message().trim_end().to_owned()),
+            )
+        })?;
+        let base = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
+        let config = Config {
+            path: path.to_path_buf(),
+            base,
+            file,
+        };
+        config.check(text)?;
+        Ok(config)
+    }
+
+    /// A path the file names, taken from the file's folder when relative.
+    pub fn resolve(&self, path: &Path) -> PathBuf {
+        if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            self.base.join(path)
+        }
+    }
+
+    /// An error about `key`, at the line of `span` in `text`.
+    fn invalid(
+        &self,
+        text: &str,
+        span: std::ops::Range<usize>,
+        key: &str,
+        message: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::new(
+            &self.path,
+            Some(line_of(text, span.start)),
+            ConfigErrorKind::Invalid {
+                key: key.to_owned(),
+                message: message.into(),
+            },
+        )
+    }
+
+    /// The checks that span several keys, and the secrets' variables.
+    fn check(&self, text: &str) -> Result<(), ConfigError> {
+        let file = &self.file;
+        let policy = file.policy.get_ref();
+        match (&policy.cedar, policy.allow_all) {
+            (None, false) => {
+                return Err(self.invalid(text, file.policy.span(), "[policy]", "say what decides: `cedar = \"<folder>\"`, or `allow-all = true` to allow every request with a valid token"));
+            }
+            (Some(_), true) => {
+                return Err(self.invalid(
+                    text,
+                    file.policy.span(),
+                    "[policy]",
+                    "`cedar` and `allow-all` exclude each other: set one",
+                ));
+            }
+            _ => {}
+        }
+        if policy.allow_destructive && !policy.allow_all {
+            return Err(self.invalid(
+                text,
+                file.policy.span(),
+                "[policy] allow-destructive",
+                "only means something with `allow-all = true`",
+            ));
+        }
+        if policy.cedar.is_none()
+            && (policy.cedar_server.is_some()
+                || !policy.claims.is_empty()
+                || policy.shadow_cedar.is_some())
+        {
+            return Err(self.invalid(
+                text,
+                file.policy.span(),
+                "[policy]",
+                "`cedar-server`, `claims` and `shadow-cedar` need `cedar`",
+            ));
+        }
+        if file.issuers.is_empty() {
+            return Err(ConfigError::new(
+                &self.path,
+                None,
+                ConfigErrorKind::Invalid {
+                    key: "[[issuer]]".to_owned(),
+                    message:
+                        "at least one trusted issuer is needed (`[[issuer]]` with `url = ...`)"
+                            .to_owned(),
+                },
+            ));
+        }
+        if let Some(introspection) = &file.tokens.introspection {
+            let variable = &introspection.get_ref().client_secret_env;
+            if variable.read().is_none() {
+                return Err(ConfigError::new(
+                    &self.path,
+                    Some(line_of(text, introspection.span().start)),
+                    ConfigErrorKind::MissingSecret {
+                        key: "[tokens.introspection] client-secret-env".to_owned(),
+                        variable: variable.0.clone(),
+                    },
+                ));
+            }
+        }
+        if let Some(redis) = &file.redis
+            && let Some(variable) = &redis.get_ref().password_env
+            && variable.read().is_none()
+        {
+            return Err(ConfigError::new(
+                &self.path,
+                Some(line_of(text, redis.span().start)),
+                ConfigErrorKind::MissingSecret {
+                    key: "[redis] password-env".to_owned(),
+                    variable: variable.0.clone(),
+                },
+            ));
+        }
+        if file.continuation.require_keys
+            && file.continuation.keys_file.is_none()
+            && file.continuation.keys_env.read().is_none()
+        {
+            return Err(ConfigError::new(
+                &self.path,
+                None,
+                ConfigErrorKind::MissingSecret {
+                    key: "[continuation] keys-env (require-keys = true)".to_owned(),
+                    variable: file.continuation.keys_env.0.clone(),
+                },
+            ));
+        }
+        if let Some(operations) = &file.operations {
+            let ops = operations.get_ref();
+            if !ops.listen.ip().is_loopback() && !ops.allow_remote {
+                return Err(self.invalid(text, operations.span(), "[operations] listen", "not a loopback address: anyone reaching it can approve held calls and revoke tokens; set `allow-remote = true` if a network policy keeps others out"));
+            }
+            if ops.revoke == Some(true) && file.revocation.is_none() {
+                return Err(self.invalid(
+                    text,
+                    operations.span(),
+                    "[operations] revoke",
+                    "needs a `[revocation]` table",
+                ));
+            }
+            if ops.listen == file.listen {
+                return Err(self.invalid(
+                    text,
+                    operations.span(),
+                    "[operations] listen",
+                    "the same address as `listen`: operations need a listener of their own",
+                ));
+            }
+        }
+        let resource = file.resource.uri.get_ref();
+        if resource.url.query().is_some() {
+            return Err(self.invalid(
+                text,
+                file.resource.uri.span(),
+                "[resource] uri",
+                "a resource URI has no query",
+            ));
+        }
+        for rate in &file.limits.rate {
+            let entry = rate.get_ref();
+            if entry.requests == 0 {
+                return Err(self.invalid(
+                    text,
+                    rate.span(),
+                    "[[limits.rate]] requests",
+                    "must be at least 1",
+                ));
+            }
+            if entry.tool.is_some() && matches!(entry.scope, RateScope::Client) {
+                return Err(self.invalid(
+                    text,
+                    rate.span(),
+                    "[[limits.rate]] tool",
+                    "a per-client limit counts every tool; drop `tool` or pick another scope",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+#[cfg(test)]
+mod tests;

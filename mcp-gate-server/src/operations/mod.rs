@@ -1,0 +1,64 @@
+//! The operations listener: what an operator, an orchestrator or a scraper asks, on an
+//! address of its own that clients never reach (loopback unless the file says otherwise).
+//!
+//! - `GET /healthz`: the process serves (always `200 ok`).
+//! - `GET /readyz`: the gate in force can serve (keys for every issuer, stores reachable,
+//!   policy loaded): `200` or `503` with reason codes.
+//! - `GET /metrics`: the gate's counters in Prometheus's text format (`[operations]
+//!   metrics`, on by default).
+//! - `POST /revoke`: puts a revocation in force (with `[revocation]`).
+
+use axum::Router;
+use axum::routing::get;
+use metrics_exporter_prometheus::PrometheusHandle;
+
+use crate::config::Operations;
+
+/// How often the Prometheus recorder folds its histograms.
+const UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why the metrics recorder could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot install the metrics recorder: {0}")]
+pub struct MetricsError(String);
+
+/// Installs the process's Prometheus recorder (once, at start) and keeps it folded.
+pub fn install_metrics() -> Result<PrometheusHandle, MetricsError> {
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(|error| MetricsError(error.to_string()))?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(UPKEEP);
+        loop {
+            every.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// The operations routes over `gate`, as `operations` asks.
+pub fn router(
+    gate: &mcp_gate::Gate,
+    operations: &Operations,
+    revocation: bool,
+    metrics: Option<&PrometheusHandle>,
+) -> Router {
+    let mut router = Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", mcp_gate::readiness::handler(gate.clone()));
+    if operations.metrics
+        && let Some(handle) = metrics
+    {
+        let handle = handle.clone();
+        router = router.route("/metrics", get(move || std::future::ready(handle.render())));
+    }
+    if revocation && operations.revoke != Some(false) {
+        router = router.route(
+            "/revoke",
+            mcp_gate::revocation::handler::route(gate.clone()),
+        );
+    }
+    router
+}

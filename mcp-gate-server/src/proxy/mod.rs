@@ -1,0 +1,143 @@
+//! The inner service of the gate: forwards what the gate allowed to the upstream MCP server
+//! and streams its answer back.
+//!
+//! Threat: the gateway is the upstream's only door, so it must not become a way around it.
+//! What reaches the upstream is written here: the same method, the request's body as the gate
+//! read it, a closed list of headers ([`headers`]), never the client's token. Connections to
+//! the upstream are pooled (one `reqwest` client for the process), each bounded by a connect
+//! and a response-start timeout; an answer's body is streamed as it arrives, never buffered
+//! here (the gate itself reads whole only the answers it must judge: listings). An upstream
+//! that cannot be reached is a `502`, one that does not start answering in time a `504`.
+
+pub mod headers;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::body::Body;
+use http::{Method, Request, Response, StatusCode};
+
+use crate::config::Upstream as UpstreamConfig;
+
+/// Why the gateway's HTTP client to the upstream could not be made.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build the upstream HTTP client: {0}")]
+pub struct ClientError(#[from] reqwest::Error);
+
+/// The upstream MCP server, as a Tower service the gate wraps. Cloning shares the pool.
+#[derive(Clone)]
+pub struct Upstream {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    client: reqwest::Client,
+    url: url::Url,
+    response_timeout: std::time::Duration,
+}
+
+impl Upstream {
+    /// The upstream at `config.url`, with its pool and timeouts.
+    pub fn new(config: &UpstreamConfig) -> Result<Self, ClientError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout.0)
+            .pool_idle_timeout(config.idle_timeout.0)
+            .pool_max_idle_per_host(config.max_idle_connections)
+            // A redirect would send the call somewhere the operator did not name.
+            .redirect(reqwest::redirect::Policy::none())
+            .build()?;
+        Ok(Self {
+            shared: Arc::new(Shared {
+                client,
+                url: config.url.url.clone(),
+                response_timeout: config.response_timeout.0,
+            }),
+        })
+    }
+
+    /// Where calls go.
+    pub fn url(&self) -> &url::Url {
+        &self.shared.url
+    }
+}
+
+/// What the gateway answers when the upstream could not be asked.
+fn upstream_failure(status: StatusCode, what: &'static str) -> Response<Body> {
+    let mut response = Response::new(Body::from(what));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    response
+}
+
+impl Shared {
+    async fn forward(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
+        let (parts, body) = request.into_parts();
+        let method = match parts.method {
+            Method::POST | Method::GET | Method::DELETE => parts.method.clone(),
+            // The gate admits only these three to the inner service; anything else is not
+            // forwarded whatever happens before.
+            _ => return upstream_failure(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+        };
+        let mut url = self.url.clone();
+        if let Some(query) = parts.uri.query() {
+            url.set_query(Some(query));
+        }
+        let mut headers = headers::upstream_request_headers(&parts.headers);
+        if let Some(identity) = parts.extensions.get::<UpstreamIdentity>() {
+            headers.insert(http::header::AUTHORIZATION, identity.0.clone());
+        }
+        let mut outgoing = self.client.request(method, url).headers(headers);
+        if parts.method == Method::POST {
+            outgoing = outgoing.body(reqwest::Body::wrap_stream(body.into_data_stream()));
+        }
+        let answer = match tokio::time::timeout(self.response_timeout, outgoing.send()).await {
+            Ok(Ok(answer)) => answer,
+            Ok(Err(error)) => {
+                tracing::warn!(error = %error.without_url(), "the upstream could not be reached");
+                return upstream_failure(
+                    StatusCode::BAD_GATEWAY,
+                    "the upstream MCP server could not be reached\n",
+                );
+            }
+            Err(_) => {
+                tracing::warn!("the upstream did not start answering in time");
+                return upstream_failure(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "the upstream MCP server did not answer in time\n",
+                );
+            }
+        };
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = answer.status();
+        *response.headers_mut() = headers::client_response_headers(answer.headers());
+        *response.body_mut() = Body::from_stream(answer.bytes_stream());
+        response
+    }
+}
+
+/// The `Authorization` value the upstream gets for this request: the gateway's signed
+/// statement of who is calling ([`crate::identity`]), set by the layer in front of the
+/// proxy. Without it the upstream gets no `Authorization` at all.
+#[derive(Clone, Debug)]
+pub struct UpstreamIdentity(pub http::HeaderValue);
+
+impl tower_service::Service<Request<Body>> for Upstream {
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let shared = Arc::clone(&self.shared);
+        Box::pin(async move { Ok(shared.forward(request).await) })
+    }
+}

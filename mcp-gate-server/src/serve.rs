@@ -1,0 +1,319 @@
+//! Start to stop: the file read, the stores opened, the gate built, the listeners bound, the
+//! reloader started, and on SIGTERM (or Ctrl-C) the calls in flight drained before exit.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use http::Request;
+
+use crate::assemble::{self, AssembleError, Lasting};
+use crate::config::{Config, ConfigError};
+use crate::live::{Current, Live};
+use crate::stores::{Backend, StoreOpenError, Stores};
+
+/// How long in-flight calls get to finish after SIGTERM before the process exits anyway.
+pub const DRAIN: Duration = Duration::from_secs(30);
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The configuration file was refused.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The gate could not be built from it.
+    #[error(transparent)]
+    Assemble(#[from] AssembleError),
+    /// The stores could not be opened.
+    #[error("{file}: [redis]: {source}")]
+    Stores {
+        /// The configuration file.
+        file: String,
+        /// Why.
+        #[source]
+        source: StoreOpenError,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {address} ({key}): {source}")]
+    Listen {
+        /// The address.
+        address: SocketAddr,
+        /// The key that names it.
+        key: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS certificate or key could not be used.
+    #[error("{file}: [tls]: {message}")]
+    Tls {
+        /// The configuration file.
+        file: String,
+        /// Why.
+        message: String,
+    },
+    /// No random source for the start-up continuation key, or the audit log cannot be opened,
+    /// or the metrics recorder cannot be installed.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The gateway, started: where it listens, and how to stop it.
+pub struct Running {
+    /// The client listener's address.
+    pub address: SocketAddr,
+    /// The operations listener's address, when there is one.
+    pub operations: Option<SocketAddr>,
+    /// The gate in force.
+    pub live: Live,
+    handle: axum_server::Handle<SocketAddr>,
+    served: tokio::task::JoinHandle<std::io::Result<()>>,
+    lasting: Lasting,
+}
+
+impl Running {
+    /// Stops taking connections, lets calls in flight finish (at most `drain`), and returns
+    /// once the client listener has closed; the audit log is flushed.
+    pub async fn shutdown(self, drain: Duration) -> std::io::Result<()> {
+        self.handle.graceful_shutdown(Some(drain));
+        let served = self.served.await.unwrap_or(Ok(()));
+        if let Some(audit) = &self.lasting.audit
+            && let Err(error) = audit.close()
+        {
+            tracing::error!(%error, "the audit log could not be flushed");
+        }
+        served
+    }
+}
+
+/// Reads `path`, starts everything, and returns once the listeners are bound.
+pub async fn start(path: &Path) -> Result<Running, StartError> {
+    let config = Config::load(path)?;
+    let file_name = config.path.display().to_string();
+    let metrics = match &config.file.operations {
+        Some(operations) if operations.get_ref().metrics => Some(
+            crate::operations::install_metrics()
+                .map_err(|error| StartError::Other(error.to_string()))?,
+        ),
+        _ => None,
+    };
+    let stores = match &config.file.redis {
+        Some(redis) => {
+            Stores::redis(redis.get_ref())
+                .await
+                .map_err(|source| StartError::Stores {
+                    file: file_name.clone(),
+                    source,
+                })?
+        }
+        None => Stores::memory(),
+    };
+    let random_keys = mcp_gate::continuation::Keyring::random().map_err(|error| {
+        StartError::Other(format!("no continuation key could be made: {error}"))
+    })?;
+    let audit = match &config.file.audit {
+        Some(audit) => {
+            let path = config.resolve(&audit.file);
+            Some(
+                mcp_gate::audit::JsonLines::append_to(&path).map_err(|error| {
+                    StartError::Other(format!(
+                        "{file_name}: [audit] file {}: {error}",
+                        path.display()
+                    ))
+                })?,
+            )
+        }
+        None => None,
+    };
+    let lasting = Lasting {
+        stores,
+        random_keys,
+        audit,
+    };
+    let current = build(&config, &lasting, metrics.as_ref())?;
+    report_readiness(&current.gate).await;
+    banner(&config, &current, lasting.stores.backend);
+    let live = Live::new(current);
+
+    let client = client_service(live.clone(), config.file.forwarded.trust);
+    let handle = axum_server::Handle::new();
+    let listen = config.file.listen;
+    let std_listener =
+        std::net::TcpListener::bind(listen).map_err(|source| StartError::Listen {
+            address: listen,
+            key: "listen",
+            source,
+        })?;
+    std_listener
+        .set_nonblocking(true)
+        .map_err(|source| StartError::Listen {
+            address: listen,
+            key: "listen",
+            source,
+        })?;
+    let address = std_listener
+        .local_addr()
+        .map_err(|source| StartError::Listen {
+            address: listen,
+            key: "listen",
+            source,
+        })?;
+    let make = client.into_make_service_with_connect_info::<SocketAddr>();
+    let served = match &config.file.tls {
+        Some(tls) => {
+            let rustls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
+                config.resolve(&tls.certificate),
+                config.resolve(&tls.private_key),
+            )
+            .await
+            .map_err(|error| StartError::Tls {
+                file: file_name.clone(),
+                message: error.to_string(),
+            })?;
+            let server = axum_server::from_tcp_rustls(std_listener, rustls)
+                .map_err(|source| StartError::Listen {
+                    address: listen,
+                    key: "listen",
+                    source,
+                })?
+                .handle(handle.clone());
+            tokio::spawn(server.serve(make))
+        }
+        None => {
+            let server = axum_server::from_tcp(std_listener)
+                .map_err(|source| StartError::Listen {
+                    address: listen,
+                    key: "listen",
+                    source,
+                })?
+                .handle(handle.clone());
+            tokio::spawn(server.serve(make))
+        }
+    };
+
+    let operations = match &config.file.operations {
+        Some(operations) => {
+            let address = operations.get_ref().listen;
+            let listener = tokio::net::TcpListener::bind(address)
+                .await
+                .map_err(|source| StartError::Listen {
+                    address,
+                    key: "[operations] listen",
+                    source,
+                })?;
+            let bound = listener.local_addr().map_err(|source| StartError::Listen {
+                address,
+                key: "[operations] listen",
+                source,
+            })?;
+            let live = live.clone();
+            let service = Router::new().fallback_service(tower::service_fn(move |request| {
+                live.clone().serve_operations(request)
+            }));
+            tokio::spawn(async move {
+                if let Err(error) = axum::serve(listener, service).await {
+                    tracing::error!(%error, "the operations listener stopped");
+                }
+            });
+            Some(bound)
+        }
+        None => None,
+    };
+
+    crate::reload::spawn(
+        crate::reload::Reloader::new(config.path.clone(), live.clone(), lasting.clone(), metrics),
+        config.file.reload.watch_interval.0,
+    );
+    tracing::info!(%address, "serving");
+    Ok(Running {
+        address,
+        operations,
+        live,
+        handle,
+        served,
+        lasting,
+    })
+}
+
+/// The gate, its routes and its operations routes for `config`.
+pub fn build(
+    config: &Config,
+    lasting: &Lasting,
+    metrics: Option<&metrics_exporter_prometheus::PrometheusHandle>,
+) -> Result<Current, AssembleError> {
+    let assembled = assemble::assemble(config, lasting)?;
+    let operations = match &config.file.operations {
+        Some(operations) => crate::operations::router(
+            &assembled.gate,
+            operations.get_ref(),
+            config.file.revocation.is_some(),
+            metrics,
+        ),
+        None => Router::new(),
+    };
+    Ok(Current::new(assembled, operations))
+}
+
+/// Fetches the new gate's keys and logs whether it is ready.
+pub async fn report_readiness(gate: &mcp_gate::Gate) -> bool {
+    let report = gate.load_keys().await;
+    if report.is_ready() {
+        tracing::info!("ready: keys loaded for every issuer, stores reachable");
+        true
+    } else {
+        tracing::warn!(%report, "serving, but not ready yet (/readyz answers 503 until it is)");
+        false
+    }
+}
+
+/// The client listener's service: the gate in force, the client's address from the
+/// connection (or from the load balancer's `X-Forwarded-For` when trusted).
+fn client_service(live: Live, trust_forwarded: bool) -> Router {
+    let service = tower::service_fn(move |mut request: Request<Body>| {
+        if trust_forwarded {
+            crate::forwarded::apply(&mut request);
+        }
+        live.clone().serve(request)
+    });
+    Router::new().fallback_service(service)
+}
+
+/// What the gateway prints at start: where it listens and what it enforces.
+fn banner(config: &Config, current: &Current, backend: Backend) {
+    let gate = &current.gate;
+    println!("mcp-gate-server {}", env!("CARGO_PKG_VERSION"));
+    println!("  configuration:     {}", config.path.display());
+    println!("  upstream:          {}", config.file.upstream.url);
+    println!("  resource:          {}", gate.resource());
+    println!("  metadata:          {}", gate.metadata_url());
+    println!("  SEP-2643 revision: {}", gate.revision());
+    println!("  policy:            {}", current.policy_name);
+    println!("  continuation keys: {}", assemble::keys_source(config));
+    println!(
+        "  stores:            {}",
+        match backend {
+            Backend::Memory => "this process's memory (not shared with replicas)",
+            Backend::Redis => "Redis (shared by replicas)",
+        }
+    );
+}
+
+/// Ctrl-C, or SIGTERM (how an orchestrator stops a process).
+pub async fn stop_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut terminate) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = terminate.recv() => {}
+            }
+        }
+        Err(error) => {
+            tracing::warn!(%error, "no SIGTERM handler; Ctrl-C still stops the gateway");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+    tracing::info!("stopping: calls in flight finish first");
+}
