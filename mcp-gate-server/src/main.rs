@@ -50,6 +50,7 @@ async fn main() -> ExitCode {
     if let Some(operations) = running.operations {
         println!("  operations:        {operations}");
     }
+    println!("Send SIGTERM (or press Ctrl-C) to stop; SIGHUP reloads the configuration.");
     mcp_gate_server::serve::stop_signal().await;
     match running.shutdown(mcp_gate_server::serve::DRAIN).await {
         Ok(()) => {

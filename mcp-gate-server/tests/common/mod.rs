@@ -1,0 +1,297 @@
+//! What the gateway's integration tests start: the real authorization server
+//! (`tests/peers/as.mjs`, oidc-provider), real upstream MCP servers, and the gateway binary
+//! itself, each on 127.0.0.1, each killed when dropped and bounded in time.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Once;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The `client_credentials` client as.mjs registers (HTTP Basic), and its secret.
+pub const CLIENT: &str = "mcp-client";
+/// The secret of every client as.mjs registers.
+pub const SECRET: &str = "mcp-client-secret";
+
+/// The repository's root (the library's folder).
+pub fn repository() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the gateway crate lives in the repository")
+        .to_path_buf()
+}
+
+/// `tests/peers` of the repository.
+pub fn peers_dir() -> PathBuf {
+    repository().join("tests").join("peers")
+}
+
+/// Installs the Node and Python peers if nothing has yet (idempotent, serialised).
+pub fn ensure_peers() {
+    static SETUP: Once = Once::new();
+    SETUP.call_once(|| {
+        let status = std::process::Command::new("bash")
+            .arg(repository().join("scripts").join("setup-peers.sh"))
+            .status()
+            .expect("run scripts/setup-peers.sh");
+        assert!(status.success(), "scripts/setup-peers.sh failed: {status}");
+    });
+}
+
+/// Spawns `command` and reads its first stdout line, a JSON object (the peers' ready line).
+async fn spawn_ready(mut command: Command, what: &str) -> (Child, Value) {
+    command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {what}: {e}"));
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not start within 30 s"))
+        .expect("read stdout")
+        .unwrap_or_else(|| panic!("{what} exited before its ready line"));
+    let info = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{what}: {e}: {line}"));
+    // Keep reading stdout so that the peer never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, info)
+}
+
+/// A running oidc-provider (tests/peers/as.mjs).
+pub struct AuthServer {
+    _child: Child,
+    /// `iss`.
+    pub issuer: String,
+    /// The token endpoint.
+    pub token_endpoint: String,
+}
+
+impl AuthServer {
+    /// Starts it with extra environment (`AS_TOKEN_TTL`, `AS_SCOPES`, ...).
+    pub async fn start(env: &[(&str, &str)]) -> Self {
+        ensure_peers();
+        let mut command = Command::new("node");
+        command
+            .arg(peers_dir().join("as.mjs"))
+            .env("AS_EXIT_ON_STDIN_EOF", "1")
+            .env("AS_MAX_SECONDS", "300");
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let (child, info) = spawn_ready(command, "as.mjs").await;
+        let text = |name: &str| info[name].as_str().expect(name).to_owned();
+        Self {
+            _child: child,
+            issuer: text("issuer"),
+            token_endpoint: text("token_endpoint"),
+        }
+    }
+
+    /// A `client_credentials` token of [`CLIENT`] for `resource` with `scope`.
+    pub async fn token(&self, scope: &str, resource: &str) -> String {
+        let answer: Value = reqwest::Client::new()
+            .post(&self.token_endpoint)
+            .basic_auth(CLIENT, Some(SECRET))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", scope),
+                ("resource", resource),
+            ])
+            .send()
+            .await
+            .expect("token request")
+            .json()
+            .await
+            .expect("token JSON");
+        answer["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no access_token in {answer}"))
+            .to_owned()
+    }
+}
+
+/// A running upstream MCP server.
+pub struct UpstreamServer {
+    _child: Child,
+    /// Its MCP endpoint.
+    pub url: String,
+    /// The whole ready line.
+    pub info: Value,
+}
+
+impl UpstreamServer {
+    /// The TypeScript SDK's `McpServer` of tests/peers/ts-server.mjs (`echo`, `seen_headers`,
+    /// `forbidden`; `GET /__log` lists what it received).
+    pub async fn ts_plain() -> Self {
+        ensure_peers();
+        let mut command = Command::new("node");
+        command
+            .arg(peers_dir().join("ts-server.mjs"))
+            .env("TS_SERVER_EXIT_ON_STDIN_EOF", "1")
+            .env("TS_SERVER_MAX_SECONDS", "300");
+        let (child, info) = spawn_ready(command, "ts-server.mjs").await;
+        Self {
+            _child: child,
+            url: info["url"].as_str().expect("url").to_owned(),
+            info,
+        }
+    }
+}
+
+/// A free port on 127.0.0.1 (bound and released: a test that needs a fixed address for the
+/// resource URI before the gateway starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// The gateway binary, running on a configuration file in a folder of its own.
+pub struct Gateway {
+    child: Child,
+    /// The folder holding the configuration (and whatever the test put beside it).
+    pub dir: tempfile::TempDir,
+    /// The client listener, `http://127.0.0.1:PORT`.
+    pub origin: String,
+    /// The operations listener, when the file has one.
+    pub operations: Option<String>,
+    /// Everything it logged on stderr so far (read by [`Gateway::log`]).
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+/// The line the binary prints last once it serves.
+pub const STARTED: &str = "Send SIGTERM";
+
+/// The configuration file's name in the gateway's folder.
+pub const CONFIG: &str = "gateway.toml";
+
+impl Gateway {
+    /// Writes `config` (and each `(relative path, content)` of `files`) into a new folder and
+    /// starts the binary on it; returns once it prints where it listens.
+    pub async fn start(config: &str, files: &[(&str, &str)]) -> Self {
+        Self::start_with_env(config, files, &[]).await
+    }
+
+    /// [`start`](Self::start) with extra environment variables.
+    pub async fn start_with_env(
+        config: &str,
+        files: &[(&str, &str)],
+        env: &[(&str, &str)],
+    ) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join(CONFIG), config).expect("write config");
+        for (path, content) in files {
+            let path = dir.path().join(path);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("mkdir");
+            }
+            std::fs::write(path, content).expect("write file");
+        }
+        Self::start_in(dir, env).await
+    }
+
+    /// Starts the binary on `dir/gateway.toml`.
+    pub async fn start_in(dir: tempfile::TempDir, env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_mcp-gate-server"));
+        command
+            .arg("--config")
+            .arg(dir.path().join(CONFIG))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("spawn mcp-gate-server");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let stderr = child.stderr.take().expect("stderr");
+        let sink = log.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut log = sink.lock().expect("log");
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut origin = None;
+        let mut operations = None;
+        let started = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let line = line.trim();
+                if let Some(address) = line.strip_prefix("listening:") {
+                    origin = Some(format!("http://{}", address.trim()));
+                } else if let Some(address) = line.strip_prefix("operations:") {
+                    operations = Some(format!("http://{}", address.trim()));
+                } else if line.starts_with(STARTED) {
+                    break;
+                }
+            }
+        })
+        .await;
+        let Some(origin) = origin.filter(|_| started.is_ok()) else {
+            let _ = child.kill().await;
+            let log = log.lock().expect("log").clone();
+            panic!("the gateway did not start:\n{log}");
+        };
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Self {
+            child,
+            dir,
+            origin,
+            operations,
+            log,
+        }
+    }
+
+    /// What it logged so far.
+    pub fn log(&self) -> String {
+        self.log.lock().expect("log").clone()
+    }
+
+    /// The configuration file's path.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.path().join(CONFIG)
+    }
+
+    /// A path in its folder.
+    pub fn path(&self, relative: impl AsRef<Path>) -> PathBuf {
+        self.dir.path().join(relative)
+    }
+
+    /// The process id (for signals).
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
+    }
+
+    /// Sends `signal` (`"HUP"`, `"TERM"`) to it.
+    pub fn signal(&self, signal: &str) {
+        let status = std::process::Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid().to_string())
+            .status()
+            .expect("kill");
+        assert!(status.success());
+    }
+
+    /// Waits for it to exit (at most `limit`) and returns its status.
+    pub async fn wait(&mut self, limit: Duration) -> std::process::ExitStatus {
+        tokio::time::timeout(limit, self.child.wait())
+            .await
+            .expect("the gateway did not exit in time")
+            .expect("wait")
+    }
+}
