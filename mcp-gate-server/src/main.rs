@@ -28,7 +28,7 @@ async fn main() -> ExitCode {
         .init();
     let options = Options::parse();
     if options.check {
-        return match mcp_gate_server::config::Config::load(&options.config) {
+        return match mcp_gate_server::serve::check(&options.config) {
             Ok(_) => {
                 println!("{}: ok", options.config.display());
                 ExitCode::SUCCESS

@@ -88,6 +88,23 @@ impl Running {
     }
 }
 
+/// Reads and checks the file at `path` and builds a gate from it (policies, keys files and
+/// every option the library checks), over stores in memory, without binding or fetching
+/// anything: what `--check` runs.
+pub fn check(path: &Path) -> Result<Config, StartError> {
+    let config = Config::load(path)?;
+    let random_keys = mcp_gate::continuation::Keyring::random().map_err(|error| {
+        StartError::Other(format!("no continuation key could be made: {error}"))
+    })?;
+    let lasting = Lasting {
+        stores: Stores::memory(),
+        random_keys,
+        audit: None,
+    };
+    assemble::assemble(&config, &lasting)?;
+    Ok(config)
+}
+
 /// Reads `path`, starts everything, and returns once the listeners are bound.
 pub async fn start(path: &Path) -> Result<Running, StartError> {
     let config = Config::load(path)?;

@@ -451,14 +451,8 @@ impl Config {
 
     /// Checks `text`, the content of the file at `path`.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        let file: File = toml::from_str(text).map_err(|error| {
-            let line = error.span().map(|span| line_of(text, span.start));
-            ConfigError::new(
-                path,
-                line,
-                ConfigErrorKind::Syntax(error.message().trim_end().to_owned()),
-            )
-        })?;
+        let file: File =
+            toml::from_str(text).map_err(|error| error::from_toml(path, text, &error))?;
         let base = path
             .parent()
             .map(Path::to_path_buf)
@@ -481,7 +475,8 @@ impl Config {
         }
     }
 
-    /// An error about `key`, at the line of `span` in `text`.
+    /// An error about `key` (`[table] name`), at the line of `name` in the table that starts
+    /// at `span` in `text` (the table's own line when the key is the table).
     fn invalid(
         &self,
         text: &str,
@@ -491,12 +486,20 @@ impl Config {
     ) -> ConfigError {
         ConfigError::new(
             &self.path,
-            Some(line_of(text, span.start)),
+            Some(key_line(text, span.start, key)),
             ConfigErrorKind::Invalid {
                 key: key.to_owned(),
                 message: message.into(),
             },
         )
+    }
+
+    /// An error about `key` of a table that is not spanned (found by its header), at the
+    /// key's line, or the table's, or none when the file does not write the table.
+    fn invalid_in(&self, text: &str, table: &str, key: &str, kind: ConfigErrorKind) -> ConfigError {
+        let line =
+            table_offset(text, table).map(|from| key_line(text, from, &format!("{table} {key}")));
+        ConfigError::new(&self.path, line, kind)
     }
 
     /// The checks that span several keys, and the secrets' variables.
@@ -511,7 +514,7 @@ impl Config {
                 return Err(self.invalid(
                     text,
                     file.policy.span(),
-                    "[policy]",
+                    "[policy] allow-all",
                     "`cedar` and `allow-all` exclude each other: set one",
                 ));
             }
@@ -554,7 +557,11 @@ impl Config {
             if variable.read().is_none() {
                 return Err(ConfigError::new(
                     &self.path,
-                    Some(line_of(text, introspection.span().start)),
+                    Some(key_line(
+                        text,
+                        introspection.span().start,
+                        "[tokens.introspection] client-secret-env",
+                    )),
                     ConfigErrorKind::MissingSecret {
                         key: "[tokens.introspection] client-secret-env".to_owned(),
                         variable: variable.0.clone(),
@@ -568,7 +575,7 @@ impl Config {
         {
             return Err(ConfigError::new(
                 &self.path,
-                Some(line_of(text, redis.span().start)),
+                Some(key_line(text, redis.span().start, "[redis] password-env")),
                 ConfigErrorKind::MissingSecret {
                     key: "[redis] password-env".to_owned(),
                     variable: variable.0.clone(),
@@ -579,12 +586,16 @@ impl Config {
             && file.continuation.keys_file.is_none()
             && file.continuation.keys_env.read().is_none()
         {
-            return Err(ConfigError::new(
-                &self.path,
-                None,
-                ConfigErrorKind::MissingSecret {
-                    key: "[continuation] keys-env (require-keys = true)".to_owned(),
-                    variable: file.continuation.keys_env.0.clone(),
+            return Err(self.invalid_in(
+                text,
+                "[continuation]",
+                "require-keys",
+                ConfigErrorKind::Invalid {
+                    key: "[continuation] require-keys".to_owned(),
+                    message: format!(
+                        "no shared keys: the environment variable {} (`keys-env`) is not set (or empty), and there is no `keys-file`",
+                        file.continuation.keys_env.0
+                    ),
                 },
             ));
         }
@@ -640,6 +651,37 @@ impl Config {
         }
         Ok(())
     }
+}
+
+/// The 1-based line that sets `key` (its last word: `listen` of `[operations] listen`) in
+/// the table whose text starts at byte `from`; the line of `from` when none does.
+fn key_line(text: &str, from: usize, key: &str) -> usize {
+    let start = line_of(text, from);
+    let Some((_, leaf)) = key.rsplit_once(' ') else {
+        return start;
+    };
+    text.lines()
+        .enumerate()
+        .skip(start - 1)
+        .take_while(|(index, line)| *index + 1 == start || !line.trim_start().starts_with('['))
+        .find(|(_, line)| error::key_of(line) == Some(leaf))
+        .map_or(start, |(index, _)| index + 1)
+}
+
+/// The byte offset of the line that opens `table` (`[continuation]`), if the file has one.
+fn table_offset(text: &str, table: &str) -> Option<usize> {
+    let mut offset = 0;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim();
+        if trimmed == table
+            || trimmed.starts_with(&format!("{table} "))
+            || trimmed.starts_with(&format!("{table}#"))
+        {
+            return Some(offset);
+        }
+        offset += line.len();
+    }
+    None
 }
 
 /// The 1-based line of byte `offset` in `text`.
