@@ -6,7 +6,6 @@
 //! takes traffic.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use axum::Router;
 use mcp_gate::continuation::Keyring;
@@ -348,6 +347,3 @@ pub fn keys_source(config: &Config) -> String {
         None => "random at start (states do not survive a restart or cross replicas)".to_owned(),
     }
 }
-
-/// How long a reload waits for the new gate's keys before it gives up on it.
-pub const KEYS_WAIT: Duration = Duration::from_secs(10);

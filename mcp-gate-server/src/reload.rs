@@ -90,29 +90,20 @@ impl Fixed {
 }
 
 impl Reloader {
-    /// A reloader of the file at `path` into `live`. The file is read now for what only a
-    /// restart changes; it was read a moment ago by the start, so it reads.
+    /// A reloader of `config`'s file into `live`; what only a restart changes is taken from
+    /// `config`, the configuration the process started with.
     pub fn new(
-        path: PathBuf,
+        config: &Config,
         live: Live,
         lasting: Lasting,
         metrics: Option<PrometheusHandle>,
     ) -> Self {
-        let fixed = Config::load(&path)
-            .map(|config| Fixed::of(&config))
-            .unwrap_or(Fixed {
-                listen: String::new(),
-                tls: String::new(),
-                operations: String::new(),
-                redis: String::new(),
-                audit: String::new(),
-            });
         Self {
-            path,
+            path: config.path.clone(),
             live,
             lasting,
             metrics,
-            fixed,
+            fixed: Fixed::of(config),
             running: tokio::sync::Mutex::new(()),
         }
     }
@@ -131,35 +122,56 @@ impl Reloader {
         // The new gate takes traffic with its keys fetched: a reload does not turn callers
         // away while a key set is being fetched. A key set that cannot be fetched is the same
         // as at start: the gate serves, and /readyz says why it is not ready.
-        crate::serve::report_readiness(&next.gate).await;
+        // Bounded: a reload never hangs on an authorization server that does not answer.
+        if tokio::time::timeout(KEYS_WAIT, crate::serve::report_readiness(&next.gate))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                wait = ?KEYS_WAIT,
+                "the new configuration's keys are still being fetched; it takes traffic now (/readyz says whether it is ready)"
+            );
+        }
         let name = next.policy_name.clone();
         self.live.install(next);
         tracing::info!(policy = %name, "reloaded");
         Ok(())
     }
 
-    /// What the watch compares: the file's bytes and every file of the policy folders.
-    fn fingerprint(&self) -> u64 {
-        let mut hasher = DefaultHasher::new();
-        let text = std::fs::read(&self.path).unwrap_or_default();
-        text.hash(&mut hasher);
-        if let Ok(config) = Config::parse(&self.path, &String::from_utf8_lossy(&text)) {
-            let policy = config.file.policy.get_ref();
-            for folder in [&policy.cedar, &policy.shadow_cedar].into_iter().flatten() {
-                hash_folder(&config.resolve(folder), &mut hasher);
-            }
-        }
-        hasher.finish()
-    }
-
     async fn reload_logged(&self, why: &str) {
         match self.reload().await {
             Ok(()) => {}
             Err(error) => {
+                // One log line, whatever the error: Cedar lists its messages one per line.
+                let error = error.to_string().replace("\n  ", "; ").replace('\n', "; ");
                 tracing::error!(%error, trigger = why, "reload refused; the running configuration stays")
             }
         }
     }
+}
+
+/// What the watch compares: the bytes of the file at `path` and of every file of the policy
+/// folders it names (content, not modification times: an edit within the same second, or one
+/// that keeps the time, is seen).
+pub fn fingerprint(path: &Path) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    let text = std::fs::read(path).unwrap_or_default();
+    text.hash(&mut hasher);
+    if let Ok(config) = Config::parse(path, &String::from_utf8_lossy(&text)) {
+        let policy = config.file.policy.get_ref();
+        for folder in [&policy.cedar, &policy.shadow_cedar].into_iter().flatten() {
+            hash_folder(&config.resolve(folder), &mut hasher);
+        }
+    }
+    hasher.finish()
+}
+
+/// [`fingerprint`], off the runtime's threads.
+async fn fingerprint_of(path: &Path) -> Option<u64> {
+    let path = path.to_path_buf();
+    tokio::task::spawn_blocking(move || fingerprint(&path))
+        .await
+        .ok()
 }
 
 /// Every file's name and bytes in `folder`, in name order.
@@ -176,9 +188,18 @@ fn hash_folder(folder: &Path, hasher: &mut DefaultHasher) {
     }
 }
 
+/// How long a change must stay as it is before the watch reloads it: a file being written
+/// (truncated, then filled) is not read half-done.
+pub const SETTLE: Duration = Duration::from_millis(100);
+
+/// How long a reload waits for the new gate's keys before it installs the gate anyway.
+pub const KEYS_WAIT: Duration = Duration::from_secs(10);
+
 /// Runs `reloader` for the life of the process: SIGHUP, and the watch every `every` (never
-/// when zero).
-pub fn spawn(reloader: Reloader, every: Duration) {
+/// when zero). `seen` is the fingerprint of the files the running configuration was read
+/// from, taken before they were read: a change made while the process started is reloaded
+/// at the first check.
+pub fn spawn(reloader: Reloader, every: Duration, seen: u64) {
     let reloader = std::sync::Arc::new(reloader);
     let on_signal = std::sync::Arc::clone(&reloader);
     tokio::spawn(async move {
@@ -198,17 +219,59 @@ pub fn spawn(reloader: Reloader, every: Duration) {
         return;
     }
     tokio::spawn(async move {
-        let mut seen = reloader.fingerprint();
+        let mut seen = seen;
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await;
         loop {
             tick.tick().await;
-            let now = reloader.fingerprint();
-            if now != seen {
-                seen = now;
-                reloader.reload_logged("file changed").await;
+            let Some(now) = fingerprint_of(&reloader.path).await else {
+                continue;
+            };
+            if now == seen {
+                continue;
             }
+            // Still changing: the next check looks again.
+            tokio::time::sleep(SETTLE.min(every)).await;
+            if fingerprint_of(&reloader.path).await != Some(now) {
+                continue;
+            }
+            seen = now;
+            reloader.reload_logged("file changed").await;
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fingerprint_sees_an_edit_of_the_same_size_in_the_same_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let cedar = dir.path().join("cedar");
+        std::fs::create_dir(&cedar).unwrap();
+        let file = "[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\n[resource]\nuri = \"http://127.0.0.1:2/mcp\"\n[[issuer]]\nurl = \"http://127.0.0.1:3\"\n[policy]\ncedar = \"cedar\"\n";
+        std::fs::write(&path, file).unwrap();
+        std::fs::write(
+            cedar.join("p.cedar"),
+            "permit (principal, action, resource);",
+        )
+        .unwrap();
+        let first = fingerprint(&path);
+        assert_eq!(fingerprint(&path), first, "stable while nothing changes");
+        // Same length, same second: only the bytes differ.
+        std::fs::write(
+            cedar.join("p.cedar"),
+            "forbid (principal, action, resource);",
+        )
+        .unwrap();
+        let second = fingerprint(&path);
+        assert_ne!(second, first, "a policy edit");
+        std::fs::write(&path, file.replace(":1/mcp", ":4/mcp")).unwrap();
+        assert_ne!(fingerprint(&path), second, "a file edit");
+        std::fs::write(cedar.join("q.cedar"), "").unwrap();
+        assert_ne!(fingerprint(&path), second, "a policy file added");
+    }
 }

@@ -107,6 +107,8 @@ pub fn check(path: &Path) -> Result<Config, StartError> {
 
 /// Reads `path`, starts everything, and returns once the listeners are bound.
 pub async fn start(path: &Path) -> Result<Running, StartError> {
+    // Before the files are read: a change made from here on is seen by the first check.
+    let seen = crate::reload::fingerprint(path);
     let config = Config::load(path)?;
     let file_name = config.path.display().to_string();
     let metrics = match &config.file.operations {
@@ -240,8 +242,9 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
     };
 
     crate::reload::spawn(
-        crate::reload::Reloader::new(config.path.clone(), live.clone(), lasting.clone(), metrics),
+        crate::reload::Reloader::new(&config, live.clone(), lasting.clone(), metrics),
         config.file.reload.watch_interval.0,
+        seen,
     );
     tracing::info!(%address, "serving");
     Ok(Running {

@@ -17,6 +17,8 @@
 //   seen_headers       the header names of the HTTP request that carried this call, and whether
 //                      any request this server received so far had an Authorization header
 //   forbidden          returns "the forbidden tool ran" (a gate policy should never let it run)
+//   slow {ms}          waits ms milliseconds (0 to 30000), then returns "slept <ms> ms": a call
+//                      that is still in flight when the test acts (a shutdown that must drain it)
 //
 // GET /__log (outside MCP, for the test only): every HTTP request this server received on /mcp,
 // as {"method","rpc","tool","session","authorization","headers"}.
@@ -71,6 +73,17 @@ function newServer() {
     'forbidden',
     { description: 'A tool the gate policy refuses.' },
     async () => text('the forbidden tool ran'),
+  );
+  server.registerTool(
+    'slow',
+    {
+      description: 'Waits the given milliseconds, then answers.',
+      inputSchema: { ms: z.number().int().min(0).max(30000) },
+    },
+    async ({ ms }) => {
+      await new Promise((resolve) => setTimeout(resolve, ms));
+      return text(`slept ${ms} ms`);
+    },
   );
   return server;
 }
