@@ -15,9 +15,11 @@ use mcp_gate::policy::cedar::CedarPolicy;
 use mcp_gate::store::limits::RateLimit;
 use mcp_gate::{Gate, Issuer};
 
-use crate::config::{Config, RateScope};
+use crate::config::{Config, DeliveryEntry, DpopEntry, RateScope, TypEntry};
 use crate::proxy::Upstream;
 use crate::stores::Stores;
+use mcp_gate::CredentialDelivery;
+use mcp_gate::auth::{Dpop, KeyRefresh, ScopeHierarchy, TypPolicy};
 
 /// Why a gate could not be built from a file that read well.
 #[derive(Debug, thiserror::Error)]
@@ -122,8 +124,11 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
         .task_store(lasting.stores.tasks.clone())
         .replay_store(lasting.stores.replay.clone())
         .session_store(lasting.stores.sessions.clone())
-        .limit_store(lasting.stores.limits.clone())
-        .allowed_origins(file.resource.allowed_origins.iter().cloned());
+        .limit_store(lasting.stores.limits.clone());
+    // Named only when listed: the library refuses a list (even empty) beside any origin.
+    if !file.resource.allowed_origins.is_empty() {
+        builder = builder.allowed_origins(file.resource.allowed_origins.iter().cloned());
+    }
     if let Some(folder) = &policy_section.shadow_cedar {
         let folder = config.resolve(folder);
         let shadow = cedar_set(
@@ -152,6 +157,19 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
     if let Some(info) = &file.resource.server_info {
         builder = builder.server_info(info.name.clone(), info.version.clone());
     }
+    if let Some(servers) = &file.resource.authorization_servers {
+        builder = builder.authorization_servers(servers.iter().map(|url| url.as_str()));
+    }
+    if file.resource.allow_any_origin {
+        builder = builder.allow_any_origin();
+    }
+    if policy_section.development_mode {
+        builder = builder.development_mode();
+    }
+    builder = requests(builder, config);
+    if let Some(dpop) = &file.dpop {
+        builder = builder.dpop(dpop_options(dpop.get_ref()));
+    }
     builder = tokens(builder, config);
     builder = denials(builder, config);
     if let Some(timeout) = policy_section.evaluate_timeout {
@@ -165,6 +183,9 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
     );
     if let Some(ttl) = file.continuation.ttl {
         builder = builder.continuation_ttl(ttl.0);
+    }
+    if file.continuation.reusable_state {
+        builder = builder.reusable_state();
     }
     builder = tasks(builder, config);
     builder = limits(builder, config).map_err(|message| referenced("[[limits.rate]]", message))?;
@@ -234,6 +255,40 @@ fn tokens(mut builder: mcp_gate::GateBuilder, config: &Config) -> mcp_gate::Gate
     if let Some(types) = &tokens.authorization_details_types {
         builder = builder.authorization_details_types(types.iter().cloned());
     }
+    if let Some(typ) = tokens.typ {
+        builder = builder.typ_policy(match typ {
+            TypEntry::AtJwtOrJwt => TypPolicy::AccessTokenOrJwt,
+            TypEntry::AtJwt => TypPolicy::AccessTokenOnly,
+        });
+    }
+    if !tokens.scope_hierarchy.is_empty() {
+        let hierarchy = tokens.scope_hierarchy.iter().fold(
+            ScopeHierarchy::new(),
+            |hierarchy, (broader, narrower)| {
+                hierarchy.implies(broader.clone(), narrower.iter().cloned())
+            },
+        );
+        builder = builder.scope_hierarchy(hierarchy);
+    }
+    if let Some(entry) = &tokens.key_refresh {
+        let mut refresh = KeyRefresh::default();
+        if let Some(cooldown) = entry.cooldown {
+            refresh = refresh.cooldown(cooldown.0);
+        }
+        if let Some(interval) = entry.interval {
+            refresh = refresh.interval(interval.0);
+        }
+        if let Some(timeout) = entry.timeout {
+            refresh = refresh.timeout(timeout.0);
+        }
+        if let Some(keys) = entry.max_keys {
+            refresh = refresh.max_keys(keys);
+        }
+        if let Some(bytes) = entry.max_document_bytes {
+            refresh.max_document_bytes = bytes;
+        }
+        builder = builder.key_refresh(refresh);
+    }
     if let Some(entry) = &tokens.introspection {
         let entry = entry.get_ref();
         // Checked when the file was read; an unset variable here means it was unset since.
@@ -266,7 +321,71 @@ fn denials(mut builder: mcp_gate::GateBuilder, config: &Config) -> mcp_gate::Gat
     if let Some(rounds) = denials.max_input_rounds {
         builder = builder.max_input_rounds(rounds);
     }
+    if let Some(delivery) = denials.credential_delivery {
+        builder = builder.credential_delivery(match delivery {
+            DeliveryEntry::Challenge => CredentialDelivery::Challenge,
+            DeliveryEntry::Result => CredentialDelivery::Result,
+            DeliveryEntry::Both => CredentialDelivery::Both,
+        });
+    }
+    // Checked when the file was read: 401 or 403.
+    if let Some(status) = denials.credential_status
+        && let Ok(status) = http::StatusCode::from_u16(status)
+    {
+        builder = builder.credential_status(status);
+    }
     builder
+}
+
+/// `[requests]`.
+fn requests(mut builder: mcp_gate::GateBuilder, config: &Config) -> mcp_gate::GateBuilder {
+    let requests = &config.file.requests;
+    if let Some(bytes) = requests.max_body_bytes {
+        builder = builder.max_body_bytes(bytes);
+    }
+    if let Some(timeout) = requests.body_read_timeout {
+        builder = builder.body_read_timeout(timeout.0);
+    }
+    if let Some(timeout) = requests.inner_read_timeout {
+        builder = builder.inner_read_timeout(timeout.0);
+    }
+    if let Some(cap) = requests.cache_ttl_cap {
+        builder = builder.cache_ttl_cap(cap.0);
+    }
+    builder
+}
+
+/// The proof age and clock leeway a DPoP proof gets when the file says neither (the library's
+/// defaults, `docs/dpop.md`).
+const DPOP_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(60);
+const DPOP_LEEWAY: std::time::Duration = std::time::Duration::from_secs(5);
+/// A DPoP nonce window when the file names a key and no lifetime.
+const DPOP_NONCE_LIFETIME: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// `[dpop]`, checked when the file was read (the algorithms' names, the nonce key).
+fn dpop_options(entry: &DpopEntry) -> Dpop {
+    let mut dpop = Dpop::new();
+    if let Some(names) = &entry.algorithms {
+        dpop = dpop.algorithms(names.iter().filter_map(|name| name.parse().ok()));
+    }
+    if entry.required {
+        dpop = dpop.required();
+    }
+    if let Some(key) = entry.nonce_key_env.as_ref().and_then(|v| v.read()) {
+        dpop = dpop.nonce(
+            key.into_bytes(),
+            entry
+                .nonce_lifetime
+                .map_or(DPOP_NONCE_LIFETIME, |span| span.0),
+        );
+    }
+    if entry.max_age.is_some() || entry.leeway.is_some() {
+        dpop = dpop.iat_window(
+            entry.max_age.map_or(DPOP_MAX_AGE, |span| span.0),
+            entry.leeway.map_or(DPOP_LEEWAY, |span| span.0),
+        );
+    }
+    dpop
 }
 
 /// `[tasks]`.

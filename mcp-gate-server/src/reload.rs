@@ -4,7 +4,7 @@
 //!
 //! Threat: a bad edit must not open the gate or take it down. A file that does not read, a
 //! policy set that does not validate, or a change to what only a restart can change
-//! (listeners, TLS, `[redis]`, `[audit]`) is refused: the last good gate stays in force and
+//! (listeners, TLS, `[redis]`, `[sessions]`, `[audit]`) is refused: the last good gate stays in force and
 //! the log says why, with the file and line. The new gate's keys are fetched before it takes
 //! traffic.
 
@@ -56,6 +56,7 @@ struct Fixed {
     tls: String,
     operations: String,
     redis: String,
+    sessions: String,
     audit: String,
 }
 
@@ -67,6 +68,7 @@ impl Fixed {
             tls: format!("{:?}", file.tls),
             operations: format!("{:?}", file.operations.as_ref().map(|o| o.get_ref())),
             redis: format!("{:?}", file.redis.as_ref().map(|r| r.get_ref())),
+            sessions: format!("{:?}", file.sessions),
             audit: format!("{:?}", file.audit),
         }
     }
@@ -81,6 +83,8 @@ impl Fixed {
             Some("[operations]")
         } else if self.redis != other.redis {
             Some("[redis]")
+        } else if self.sessions != other.sessions {
+            Some("[sessions]")
         } else if self.audit != other.audit {
             Some("[audit]")
         } else {

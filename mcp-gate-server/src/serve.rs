@@ -97,7 +97,7 @@ pub fn check(path: &Path) -> Result<Config, StartError> {
         StartError::Other(format!("no continuation key could be made: {error}"))
     })?;
     let lasting = Lasting {
-        stores: Stores::memory(),
+        stores: Stores::memory(&config.file.sessions),
         random_keys,
         audit: None,
     };
@@ -119,15 +119,13 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
         _ => None,
     };
     let stores = match &config.file.redis {
-        Some(redis) => {
-            Stores::redis(redis.get_ref())
-                .await
-                .map_err(|source| StartError::Stores {
-                    file: file_name.clone(),
-                    source,
-                })?
-        }
-        None => Stores::memory(),
+        Some(redis) => Stores::redis(redis.get_ref(), &config.file.sessions)
+            .await
+            .map_err(|source| StartError::Stores {
+                file: file_name.clone(),
+                source,
+            })?,
+        None => Stores::memory(&config.file.sessions),
     };
     let random_keys = mcp_gate::continuation::Keyring::random().map_err(|error| {
         StartError::Other(format!("no continuation key could be made: {error}"))

@@ -14,10 +14,10 @@ use mcp_gate::store::revocations::{MemoryRevocations, RevocationStore};
 use mcp_gate::store::sessions::{MemorySessionStore, SessionStore};
 use mcp_gate::store::tasks::{MemoryTaskStore, TaskStore};
 
-use crate::config::Redis;
+use crate::config::{Redis, Sessions};
 
-/// Legacy sessions kept at most, and per owner, and how long an idle one lives: the library's
-/// defaults.
+/// Legacy sessions kept at most, and per owner, and how long an idle one lives, when
+/// `[sessions]` does not say: the library's defaults.
 const SESSIONS: usize = 10_000;
 const SESSIONS_PER_OWNER: usize = 100;
 const SESSION_IDLE: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -69,8 +69,8 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Every store in this process's memory.
-    pub fn memory() -> Self {
+    /// Every store in this process's memory, legacy sessions bounded as `sessions` says.
+    pub fn memory(sessions: &Sessions) -> Self {
         Self {
             backend: Backend::Memory,
             tasks: Arc::new(MemoryTaskStore::new(TASKS)),
@@ -79,17 +79,18 @@ impl Stores {
                 MemoryReplayStore::DEFAULT_PER_OWNER,
             )),
             sessions: Arc::new(MemorySessionStore::new(
-                SESSIONS,
-                SESSIONS_PER_OWNER,
-                SESSION_IDLE,
+                sessions.capacity.unwrap_or(SESSIONS),
+                sessions.per_owner.unwrap_or(SESSIONS_PER_OWNER),
+                sessions.idle.map_or(SESSION_IDLE, |span| span.0),
             )),
             limits: Arc::new(MemoryLimitStore::default()),
             revocations: Arc::new(MemoryRevocations::new(REVOCATIONS)),
         }
     }
 
-    /// Every store in the Redis `redis` names, the password read from its variable.
-    pub async fn redis(redis: &Redis) -> Result<Self, StoreOpenError> {
+    /// Every store in the Redis `redis` names, the password read from its variable, legacy
+    /// sessions bounded as `sessions` says.
+    pub async fn redis(redis: &Redis, sessions: &Sessions) -> Result<Self, StoreOpenError> {
         use mcp_gate::store::RedisConnection;
         use mcp_gate::store::limits::RedisLimitStore;
         use mcp_gate::store::replay::RedisReplayStore;
@@ -120,9 +121,9 @@ impl Stores {
         let sessions = RedisSessionStore::with_connection(
             connection.clone(),
             namespace,
-            SESSIONS,
-            SESSIONS_PER_OWNER,
-            SESSION_IDLE,
+            sessions.capacity.unwrap_or(SESSIONS),
+            sessions.per_owner.unwrap_or(SESSIONS_PER_OWNER),
+            sessions.idle.map_or(SESSION_IDLE, |span| span.0),
         )
         .await
         .map_err(store("sessions"))?;

@@ -11,6 +11,7 @@
 mod error;
 mod values;
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
@@ -53,6 +54,14 @@ pub struct File {
     /// How denials are said.
     #[serde(default)]
     pub denials: Denials,
+    /// Bounds on what clients send and how long answers are read and kept.
+    #[serde(default)]
+    pub requests: Requests,
+    /// Legacy (stateful) sessions kept in memory.
+    #[serde(default)]
+    pub sessions: Sessions,
+    /// DPoP-bound tokens (RFC 9449).
+    pub dpop: Option<Spanned<DpopEntry>>,
     /// Continuation-state keys.
     #[serde(default)]
     pub continuation: Continuation,
@@ -137,6 +146,11 @@ pub struct Resource {
     pub allow_insecure_http: bool,
     /// The server's name and version stamped on results the gateway writes itself.
     pub server_info: Option<ServerInfo>,
+    /// `authorization_servers` in the metadata document (default: the trusted issuers).
+    pub authorization_servers: Option<Vec<HttpUrl>>,
+    /// Accept every browser `Origin` (no DNS-rebinding check); excludes `allowed-origins`.
+    #[serde(default)]
+    pub allow_any_origin: bool,
 }
 
 /// `[resource.server-info]`.
@@ -178,8 +192,41 @@ pub struct Tokens {
     pub scopes_supported: Option<Vec<String>>,
     /// `authorization_details` types listed in the metadata document.
     pub authorization_details_types: Option<Vec<String>>,
+    /// Which JWT `typ` headers are accepted.
+    pub typ: Option<TypEntry>,
+    /// Scopes that imply others: `"mcp:admin" = ["mcp:read", "mcp:write"]`.
+    #[serde(default)]
+    pub scope_hierarchy: BTreeMap<String, Vec<String>>,
+    /// How remote key sets are fetched and refreshed.
+    pub key_refresh: Option<KeyRefreshEntry>,
     /// Opaque tokens through RFC 7662 introspection.
     pub introspection: Option<Spanned<IntrospectionEntry>>,
+}
+
+/// `[tokens] typ`: which JWT `typ` headers are accepted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TypEntry {
+    /// `at+jwt`, `JWT`, or none (the default: many issuers omit it).
+    AtJwtOrJwt,
+    /// Only `at+jwt`, as RFC 9068 requires.
+    AtJwt,
+}
+
+/// `[tokens.key-refresh]`: how remote key sets are fetched and refreshed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct KeyRefreshEntry {
+    /// The least time between two fetches an unknown `kid` sets off.
+    pub cooldown: Option<Span>,
+    /// The age after which a key set is refreshed in the background.
+    pub interval: Option<Span>,
+    /// How long one discovery or key set request may take.
+    pub timeout: Option<Span>,
+    /// The most keys taken from one key set.
+    pub max_keys: Option<usize>,
+    /// The largest discovery or key set document read, in bytes.
+    pub max_document_bytes: Option<usize>,
 }
 
 /// `[tokens.introspection]`.
@@ -225,6 +272,9 @@ pub struct PolicySection {
     /// Ask the policy about methods the method table does not know.
     #[serde(default)]
     pub evaluate_unknown_methods: bool,
+    /// Approval URLs the policy gives may be plain `http` on loopback hosts (development).
+    #[serde(default)]
+    pub development_mode: bool,
 }
 
 /// `[denials]`: how refusals are said.
@@ -243,6 +293,69 @@ pub struct Denials {
     pub list_remediable_entries: bool,
     /// How many elicitation rounds one call may take.
     pub max_input_rounds: Option<u32>,
+    /// How a credential remedy is delivered: `"challenge"`, `"result"` or `"both"`.
+    pub credential_delivery: Option<DeliveryEntry>,
+    /// The HTTP status of the credential challenge: 401 or 403.
+    pub credential_status: Option<u16>,
+}
+
+/// `[denials] credential-delivery`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeliveryEntry {
+    /// A `WWW-Authenticate` challenge (the default).
+    Challenge,
+    /// A result with the remedy, HTTP 200, on modern requests (legacy ones get the challenge).
+    Result,
+    /// The challenge, with the result as its body, where the revision allows it.
+    Both,
+}
+
+/// `[requests]`: bounds on what clients send and how long the gate reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Requests {
+    /// The largest request body read, in bytes (larger: 413).
+    pub max_body_bytes: Option<usize>,
+    /// How long a whole request body may take to arrive (slower: 408).
+    pub body_read_timeout: Option<Span>,
+    /// How long the gate waits for an upstream answer it must read whole (a list it filters).
+    pub inner_read_timeout: Option<Span>,
+    /// The longest a client may keep a result the gate judged for it (SEP-2549 `ttlMs`).
+    pub cache_ttl_cap: Option<Span>,
+}
+
+/// `[sessions]`: legacy (stateful) sessions. Their store is made at start: changing this table
+/// takes a restart.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Sessions {
+    /// Sessions kept at most (a new one past it: 503).
+    pub capacity: Option<usize>,
+    /// Sessions one owner may have open (a new one past it: 429).
+    pub per_owner: Option<usize>,
+    /// How long a session without a request is kept.
+    pub idle: Option<Span>,
+}
+
+/// `[dpop]`: DPoP-bound tokens (RFC 9449).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DpopEntry {
+    /// The proof algorithms accepted (asymmetric JWS names: `"ES256"`, `"EdDSA"`, ...).
+    pub algorithms: Option<Vec<String>>,
+    /// Accept only DPoP-bound tokens.
+    #[serde(default)]
+    pub required: bool,
+    /// The environment variable holding the nonce key (32 bytes or more, the same on every
+    /// replica): every proof must then carry a nonce the gateway issued.
+    pub nonce_key_env: Option<SecretVariable>,
+    /// How long a nonce window lasts (1 s to 1 h; default 5 min).
+    pub nonce_lifetime: Option<Span>,
+    /// How old a proof may be (default 60 s, at most 5 min).
+    pub max_age: Option<Span>,
+    /// How far ahead of this clock a proof may be (default 5 s, at most 1 min).
+    pub leeway: Option<Span>,
 }
 
 /// `[continuation]`: the keys that sign continuation states (a retry's proof that it
@@ -262,6 +375,10 @@ pub struct Continuation {
     /// Refuse to start without shared keys (set it on replicas).
     #[serde(default)]
     pub require_keys: bool,
+    /// Accept a continuation state more than once until it expires (a confirmed call can then
+    /// be repeated without a new confirmation).
+    #[serde(default)]
+    pub reusable_state: bool,
 }
 
 impl Default for Continuation {
@@ -271,6 +388,7 @@ impl Default for Continuation {
             keys_file: None,
             ttl: None,
             require_keys: false,
+            reusable_state: false,
         }
     }
 }
@@ -502,6 +620,56 @@ impl Config {
         ConfigError::new(&self.path, line, kind)
     }
 
+    /// `[dpop]`: the algorithms' names, and the nonce key's variable and length.
+    fn check_dpop(&self, text: &str, dpop: &Spanned<DpopEntry>) -> Result<(), ConfigError> {
+        let entry = dpop.get_ref();
+        let at = |key: &str, kind| {
+            ConfigError::new(
+                &self.path,
+                Some(key_line(text, dpop.span().start, key)),
+                kind,
+            )
+        };
+        for name in entry.algorithms.iter().flatten() {
+            if name.parse::<jsonwebtoken::Algorithm>().is_err() {
+                return Err(at(
+                    "[dpop] algorithms",
+                    invalid_kind(
+                        "[dpop] algorithms",
+                        format!("`{name}` is not a JWS algorithm name (\"ES256\", \"EdDSA\", ...)"),
+                    ),
+                ));
+            }
+        }
+        match (&entry.nonce_key_env, entry.nonce_lifetime) {
+            (None, Some(_)) => Err(at(
+                "[dpop] nonce-lifetime",
+                invalid_kind("[dpop] nonce-lifetime", "needs `nonce-key-env`"),
+            )),
+            (Some(variable), _) => match variable.read() {
+                None => Err(at(
+                    "[dpop] nonce-key-env",
+                    ConfigErrorKind::MissingSecret {
+                        key: "[dpop] nonce-key-env".to_owned(),
+                        variable: variable.0.clone(),
+                    },
+                )),
+                Some(key) if key.len() < DPOP_NONCE_KEY_BYTES => Err(at(
+                    "[dpop] nonce-key-env",
+                    invalid_kind(
+                        "[dpop] nonce-key-env",
+                        format!(
+                            "the key in {} is shorter than {DPOP_NONCE_KEY_BYTES} bytes",
+                            variable.0
+                        ),
+                    ),
+                )),
+                Some(_) => Ok(()),
+            },
+            (None, None) => Ok(()),
+        }
+    }
+
     /// The checks that span several keys, and the secrets' variables.
     fn check(&self, text: &str) -> Result<(), ConfigError> {
         let file = &self.file;
@@ -621,6 +789,41 @@ impl Config {
                 ));
             }
         }
+        if file.resource.allow_any_origin && !file.resource.allowed_origins.is_empty() {
+            return Err(self.invalid_in(
+                text,
+                "[resource]",
+                "allow-any-origin",
+                invalid_kind(
+                    "[resource] allow-any-origin",
+                    "excludes `allowed-origins`: set one",
+                ),
+            ));
+        }
+        if let Some(status) = file.denials.credential_status
+            && !matches!(status, 401 | 403)
+        {
+            return Err(self.invalid_in(
+                text,
+                "[denials]",
+                "credential-status",
+                invalid_kind("[denials] credential-status", "401 or 403"),
+            ));
+        }
+        if let Some(dpop) = &file.dpop {
+            self.check_dpop(text, dpop)?;
+            if file.continuation.reusable_state {
+                return Err(self.invalid_in(
+                    text,
+                    "[continuation]",
+                    "reusable-state",
+                    invalid_kind(
+                        "[continuation] reusable-state",
+                        "excludes `[dpop]`: each DPoP proof must be used once, and the store that remembers them is the one this turns off",
+                    ),
+                ));
+            }
+        }
         let resource = file.resource.uri.get_ref();
         if resource.url.query().is_some() {
             return Err(self.invalid(
@@ -650,6 +853,14 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// An [`ConfigErrorKind::Invalid`] about `key`.
+fn invalid_kind(key: &str, message: impl Into<String>) -> ConfigErrorKind {
+    ConfigErrorKind::Invalid {
+        key: key.to_owned(),
+        message: message.into(),
     }
 }
 
@@ -683,6 +894,9 @@ fn table_offset(text: &str, table: &str) -> Option<usize> {
     }
     None
 }
+
+/// The shortest DPoP nonce key the library accepts.
+pub const DPOP_NONCE_KEY_BYTES: usize = 32;
 
 /// The 1-based line of byte `offset` in `text`.
 pub fn line_of(text: &str, offset: usize) -> usize {

@@ -235,3 +235,117 @@ fn rate_limit_of_zero_requests() {
     );
     assert!(shown.contains("everyone"), "{shown}");
 }
+
+/// Every key that names a builder option of the library beyond the first file's, with a
+/// value other than its default.
+const EVERY_OPTION: &str = r#"
+[requests]
+max-body-bytes = 65536
+body-read-timeout = "10s"
+inner-read-timeout = "20s"
+cache-ttl-cap = "30s"
+[sessions]
+capacity = 500
+per-owner = 5
+idle = "10m"
+[dpop]
+algorithms = ["ES256", "EdDSA"]
+required = false
+max-age = "30s"
+leeway = "2s"
+[denials]
+credential-delivery = "both"
+credential-status = 403
+[tokens]
+typ = "at-jwt"
+key-refresh = { cooldown = "5s", interval = "2m", timeout = "3s", max-keys = 8, max-document-bytes = 65536 }
+[tokens.scope-hierarchy]
+"mcp:admin" = ["mcp:read", "mcp:write"]
+"#;
+
+#[tokio::test]
+async fn every_builder_option_the_file_names_builds_a_gate() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gateway.toml");
+    let text = GOOD.replace(
+        "[policy]\nallow-all = true\n",
+        "authorization-servers = [\"http://127.0.0.1:9000\"]\nallow-any-origin = true\n[policy]\nallow-all = true\ndevelopment-mode = true\n",
+    );
+    // `[resource]`'s new keys go in its table, before `[[issuer]]`.
+    let text = text.replace(
+        "[[issuer]]\nurl = \"http://127.0.0.1:9000\"\nauthorization-servers = [\"http://127.0.0.1:9000\"]\nallow-any-origin = true\n",
+        "authorization-servers = [\"http://127.0.0.1:9000\"]\nallow-any-origin = true\n[[issuer]]\nurl = \"http://127.0.0.1:9000\"\n",
+    );
+    std::fs::write(&path, format!("{text}{EVERY_OPTION}")).unwrap();
+    let config = match crate::serve::check(&path) {
+        Ok(config) => config,
+        Err(error) => panic!("{error}"),
+    };
+    let file = &config.file;
+    assert_eq!(file.sessions.capacity, Some(500));
+    assert_eq!(file.tokens.typ, Some(TypEntry::AtJwt));
+    assert_eq!(file.tokens.scope_hierarchy["mcp:admin"].len(), 2);
+    assert!(file.resource.allow_any_origin);
+    assert_eq!(file.denials.credential_delivery, Some(DeliveryEntry::Both));
+
+    // Reusable continuation states, without DPoP (which they exclude).
+    std::fs::write(
+        &path,
+        format!("{GOOD}[continuation]\nreusable-state = true\n"),
+    )
+    .unwrap();
+    match crate::serve::check(&path) {
+        Ok(config) => assert!(config.file.continuation.reusable_state),
+        Err(error) => panic!("{error}"),
+    }
+}
+
+#[test]
+fn the_new_options_refusals_name_their_line_and_key() {
+    let shown = refused(
+        &format!("{GOOD}[denials]\ncredential-status = 500\n"),
+        Some(12),
+        "[denials] credential-status",
+    );
+    assert!(shown.contains("401 or 403"), "{shown}");
+    refused(
+        &with_line(
+            6,
+            "uri = \"http://127.0.0.1:8080/mcp\"\nallowed-origins = [\"http://a.example\"]\nallow-any-origin = true",
+        ),
+        Some(8),
+        "[resource] allow-any-origin",
+    );
+    let shown = refused(
+        &format!("{GOOD}[dpop]\nrequired = true\nalgorithms = [\"ES256\", \"XS999\"]\n"),
+        Some(13),
+        "[dpop] algorithms",
+    );
+    assert!(shown.contains("XS999"), "{shown}");
+    let shown = refused(
+        &format!("{GOOD}[dpop]\nnonce-key-env = \"{UNSET}\"\n"),
+        Some(12),
+        "[dpop] nonce-key-env",
+    );
+    assert!(shown.contains(UNSET), "{shown}");
+    refused(
+        &format!("{GOOD}[dpop]\nrequired = true\n[continuation]\nreusable-state = true\n"),
+        Some(14),
+        "[continuation] reusable-state",
+    );
+    refused(
+        &format!("{GOOD}[dpop]\nnonce-lifetime = \"5m\"\n"),
+        Some(12),
+        "[dpop] nonce-lifetime",
+    );
+    refused(
+        &format!("{GOOD}[tokens]\ntyp = \"jwt\"\n"),
+        Some(12),
+        "[tokens] typ",
+    );
+    refused(
+        &format!("{GOOD}[sessions]\ncapacity = -1\n"),
+        Some(12),
+        "[sessions] capacity",
+    );
+}
