@@ -39,6 +39,7 @@ async fn main() -> ExitCode {
             }
         };
     }
+    let stop = mcp_gate_server::serve::stop_signal();
     let running = match mcp_gate_server::serve::start(&options.config).await {
         Ok(running) => running,
         Err(error) => {
@@ -51,7 +52,7 @@ async fn main() -> ExitCode {
         println!("  operations:        {operations}");
     }
     println!("Send SIGTERM (or press Ctrl-C) to stop; SIGHUP reloads the configuration.");
-    mcp_gate_server::serve::stop_signal().await;
+    stop.await;
     match running.shutdown(mcp_gate_server::serve::DRAIN).await {
         Ok(()) => {
             tracing::info!("stopped");

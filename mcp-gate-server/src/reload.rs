@@ -113,7 +113,8 @@ impl Reloader {
     }
 
     /// Reads the file again and installs the gate it makes; refused, the gate in force stays.
-    pub async fn reload(&self) -> Result<(), ReloadError> {
+    /// Returns how the new gate's policy is named.
+    pub async fn reload(&self) -> Result<String, ReloadError> {
         let _one = self.running.lock().await;
         let config = Config::load(&self.path)?;
         if let Some(key) = self.fixed.changed(&Fixed::of(&config)) {
@@ -138,16 +139,21 @@ impl Reloader {
         }
         let name = next.policy_name.clone();
         self.live.install(next);
-        tracing::info!(policy = %name, "reloaded");
-        Ok(())
+        Ok(name)
     }
 
     async fn reload_logged(&self, why: &str) {
         match self.reload().await {
-            Ok(()) => {}
+            Ok(policy) => {
+                tracing::info!(%policy, trigger = why, "reloaded; new calls take the new configuration")
+            }
             Err(error) => {
                 // One log line, whatever the error: Cedar lists its messages one per line.
-                let error = error.to_string().replace("\n  ", "; ").replace('\n', "; ");
+                let error = error
+                    .to_string()
+                    .replace(":\n  ", ": ")
+                    .replace("\n  ", "; ")
+                    .replace('\n', "; ");
                 tracing::error!(%error, trigger = why, "reload refused; the running configuration stays")
             }
         }
@@ -199,26 +205,38 @@ pub const SETTLE: Duration = Duration::from_millis(100);
 /// How long a reload waits for the new gate's keys before it installs the gate anyway.
 pub const KEYS_WAIT: Duration = Duration::from_secs(10);
 
-/// Runs `reloader` for the life of the process: SIGHUP, and the watch every `every` (never
-/// when zero). `seen` is the fingerprint of the files the running configuration was read
+/// SIGHUP, caught from now on (its default action ends the process): made first thing at
+/// start, so that a SIGHUP while the gateway starts does not stop it.
+pub fn hangups() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::hangup()) {
+        Ok(hangups) => Some(hangups),
+        Err(error) => {
+            tracing::warn!(%error, "no SIGHUP handler: reloads come from the watch only");
+            None
+        }
+    }
+}
+
+/// Runs `reloader` for the life of the process: on every SIGHUP of `hangups`, and the watch
+/// every `every` (never when zero). `seen` is the fingerprint of the files the running configuration was read
 /// from, taken before they were read: a change made while the process started is reloaded
 /// at the first check.
-pub fn spawn(reloader: Reloader, every: Duration, seen: u64) {
+pub fn spawn(
+    reloader: Reloader,
+    hangups: Option<tokio::signal::unix::Signal>,
+    every: Duration,
+    seen: u64,
+) {
     let reloader = std::sync::Arc::new(reloader);
     let on_signal = std::sync::Arc::clone(&reloader);
-    tokio::spawn(async move {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hangups = match signal(SignalKind::hangup()) {
-            Ok(hangups) => hangups,
-            Err(error) => {
-                tracing::warn!(%error, "no SIGHUP handler: reloads come from the watch only");
-                return;
+    if let Some(mut hangups) = hangups {
+        tokio::spawn(async move {
+            while hangups.recv().await.is_some() {
+                on_signal.reload_logged("SIGHUP").await;
             }
-        };
-        while hangups.recv().await.is_some() {
-            on_signal.reload_logged("SIGHUP").await;
-        }
-    });
+        });
+    }
     if every.is_zero() {
         return;
     }

@@ -77,8 +77,22 @@ impl Running {
     /// Stops taking connections, lets calls in flight finish (at most `drain`), and returns
     /// once the client listener has closed; the audit log is flushed.
     pub async fn shutdown(self, drain: Duration) -> std::io::Result<()> {
+        let began = std::time::Instant::now();
+        tracing::info!(
+            connections = self.handle.connection_count(),
+            ?drain,
+            "draining: the listener is closed, open connections finish their calls"
+        );
         self.handle.graceful_shutdown(Some(drain));
         let served = self.served.await.unwrap_or(Ok(()));
+        if began.elapsed() >= drain {
+            tracing::warn!(
+                ?drain,
+                "the drain ran out: calls still in flight were cut off"
+            );
+        } else {
+            tracing::info!(took = ?began.elapsed(), "drained: every call in flight finished");
+        }
         if let Some(audit) = &self.lasting.audit
             && let Err(error) = audit.close()
         {
@@ -107,6 +121,7 @@ pub fn check(path: &Path) -> Result<Config, StartError> {
 
 /// Reads `path`, starts everything, and returns once the listeners are bound.
 pub async fn start(path: &Path) -> Result<Running, StartError> {
+    let hangups = crate::reload::hangups();
     // Before the files are read: a change made from here on is seen by the first check.
     let seen = crate::reload::fingerprint(path);
     let config = Config::load(path)?;
@@ -241,6 +256,7 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
 
     crate::reload::spawn(
         crate::reload::Reloader::new(&config, live.clone(), lasting.clone(), metrics),
+        hangups,
         config.file.reload.watch_interval.0,
         seen,
     );
@@ -318,20 +334,25 @@ fn banner(config: &Config, current: &Current, backend: Backend) {
     );
 }
 
-/// Ctrl-C, or SIGTERM (how an orchestrator stops a process).
-pub async fn stop_signal() {
+/// Ctrl-C, or SIGTERM (how an orchestrator stops a process). SIGTERM is caught from the call
+/// on (call it before [`start`]: one sent while the gateway starts then stops it once started,
+/// rather than killing it); the future ends when either arrives.
+pub fn stop_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut terminate) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = terminate.recv() => {}
+    let terminate = signal(SignalKind::terminate());
+    async move {
+        match terminate {
+            Ok(mut terminate) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = terminate.recv() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "no SIGTERM handler; Ctrl-C still stops the gateway");
+                let _ = tokio::signal::ctrl_c().await;
             }
         }
-        Err(error) => {
-            tracing::warn!(%error, "no SIGTERM handler; Ctrl-C still stops the gateway");
-            let _ = tokio::signal::ctrl_c().await;
-        }
+        tracing::info!("stopping: no new connections; calls in flight finish first");
     }
-    tracing::info!("stopping: calls in flight finish first");
 }

@@ -287,7 +287,7 @@ where
     }
 }
 
-/// What four clients calling `echo` without pause saw.
+/// What clients calling `echo` and `slow` in turn, without pause, saw.
 #[derive(Default)]
 struct Tally {
     allowed: usize,
@@ -295,7 +295,9 @@ struct Tally {
     failed: Vec<String>,
 }
 
-/// Starts `workers` clients calling `echo` until `stop` (at most `calls` each, at most 120 s).
+/// Starts `workers` clients calling `echo` and `slow` (20 ms at the upstream: no rule touches
+/// it, so calls keep reaching the upstream across every reload) in turn until `stop` (at most
+/// `calls` each, at most 120 s).
 async fn load(
     setup: &Setup,
     workers: usize,
@@ -313,10 +315,15 @@ async fn load(
                 if stop.load(Ordering::Relaxed) || start.elapsed() > Duration::from_secs(120) {
                     break;
                 }
-                let text = format!("worker {worker} call {id}");
-                match client.call(id, "echo", json!({"text": text})).await {
+                let (tool, arguments, text) = if id % 2 == 0 {
+                    ("slow", json!({"ms": 20}), "slept 20 ms".to_owned())
+                } else {
+                    let text = format!("worker {worker} call {id}");
+                    ("echo", json!({"text": text}), text)
+                };
+                match client.call(id, tool, arguments).await {
                     Ok(answer) if answer.text() == Some(text.as_str()) => tally.allowed += 1,
-                    Ok(answer) if answer.unavailable() => tally.refused += 1,
+                    Ok(answer) if tool == "echo" && answer.unavailable() => tally.refused += 1,
                     Ok(answer) => tally.failed.push(answer.message.to_string()),
                     Err(error) => tally.failed.push(error),
                 }
