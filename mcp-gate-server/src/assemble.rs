@@ -14,7 +14,7 @@ use mcp_gate::limit::{ConcurrencyLimit, Limit, LimitScope};
 use mcp_gate::policy::Policy;
 use mcp_gate::policy::cedar::CedarPolicy;
 use mcp_gate::store::limits::RateLimit;
-use mcp_gate::{Gate, Issuer};
+use mcp_gate::{Gate, Issuer, StaticKeys};
 
 use crate::config::{Config, RateScope};
 use crate::proxy::Upstream;
@@ -136,9 +136,27 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
         builder = builder.shadow_policy(shadow);
     }
     for issuer in &file.issuers {
-        builder = match &issuer.jwks_uri {
-            Some(jwks) => builder.issuer(Issuer::with_jwks_uri(issuer.url.as_str(), jwks.as_str())),
-            None => builder.issuer(issuer.url.as_str()),
+        let issuer = issuer.get_ref();
+        builder = match (&issuer.jwks_uri, &issuer.jwks_file) {
+            (Some(jwks), _) => {
+                builder.issuer(Issuer::with_jwks_uri(issuer.url.as_str(), jwks.as_str()))
+            }
+            (None, Some(path)) => {
+                let path = config.resolve(path);
+                let keys = std::fs::read_to_string(&path)
+                    .map_err(|error| error.to_string())
+                    .and_then(|json| {
+                        StaticKeys::from_jwks_json(&json).map_err(|error| error.to_string())
+                    })
+                    .map_err(|message| {
+                        referenced(
+                            "[[issuer]] jwks-file",
+                            format!("{}: {message}", path.display()),
+                        )
+                    })?;
+                builder.issuer(Issuer::with_keys(issuer.url.as_str(), keys))
+            }
+            (None, None) => builder.issuer(issuer.url.as_str()),
         };
     }
     if let Some(name) = &file.resource.name {

@@ -44,7 +44,7 @@ pub struct File {
     pub resource: Resource,
     /// The trusted authorization servers (`[[issuer]]`, at least one).
     #[serde(default, rename = "issuer")]
-    pub issuers: Vec<IssuerEntry>,
+    pub issuers: Vec<Spanned<IssuerEntry>>,
     /// How access tokens are checked.
     #[serde(default)]
     pub tokens: Tokens,
@@ -153,10 +153,14 @@ pub struct ServerInfo {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IssuerEntry {
-    /// The issuer identifier (`iss`); its keys are found by discovery unless `jwks-uri`.
+    /// The issuer identifier (`iss`); its keys are found by discovery unless `jwks-uri` or
+    /// `jwks-file`.
     pub url: HttpUrl,
     /// The JWK set URL, instead of discovery.
     pub jwks_uri: Option<HttpUrl>,
+    /// A file holding the issuer's public JWK set, instead of fetching it (read again on
+    /// reload), relative to this file.
+    pub jwks_file: Option<PathBuf>,
 }
 
 /// `[tokens]`: how access tokens are checked.
@@ -548,6 +552,17 @@ impl Config {
                             .to_owned(),
                 },
             ));
+        }
+        for issuer in &file.issuers {
+            let entry = issuer.get_ref();
+            if entry.jwks_uri.is_some() && entry.jwks_file.is_some() {
+                return Err(self.invalid(
+                    text,
+                    issuer.span(),
+                    "[[issuer]] jwks-file",
+                    "`jwks-uri` and `jwks-file` exclude each other: set one",
+                ));
+            }
         }
         if let Some(introspection) = &file.tokens.introspection {
             let variable = &introspection.get_ref().client_secret_env;
