@@ -57,6 +57,8 @@ pub struct Lasting {
     pub random_keys: Keyring,
     /// The audit log, opened once (a reload that names another file is refused).
     pub audit: Option<mcp_gate::audit::JsonLines>,
+    /// The development issuer's identifier, when one runs in the process.
+    pub development_issuer: Option<String>,
 }
 
 /// A gate built from the file, ready to serve.
@@ -158,6 +160,9 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
             }
             (None, None) => builder.issuer(issuer.url.as_str()),
         };
+    }
+    if let Some(issuer) = &lasting.development_issuer {
+        builder = builder.issuer(issuer.as_str());
     }
     if let Some(name) = &file.resource.name {
         builder = builder.resource_name(name.clone());

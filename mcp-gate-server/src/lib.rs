@@ -17,6 +17,7 @@
 
 pub mod assemble;
 pub mod config;
+pub mod dev_issuer;
 pub mod forwarded;
 pub mod live;
 pub mod operations;

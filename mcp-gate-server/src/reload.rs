@@ -57,6 +57,7 @@ struct Fixed {
     operations: String,
     redis: String,
     audit: String,
+    development_issuer: String,
 }
 
 impl Fixed {
@@ -68,6 +69,10 @@ impl Fixed {
             operations: format!("{:?}", file.operations.as_ref().map(|o| o.get_ref())),
             redis: format!("{:?}", file.redis.as_ref().map(|r| r.get_ref())),
             audit: format!("{:?}", file.audit),
+            development_issuer: format!(
+                "{:?}",
+                file.development_issuer.as_ref().map(|d| d.get_ref())
+            ),
         }
     }
 
@@ -83,6 +88,8 @@ impl Fixed {
             Some("[redis]")
         } else if self.audit != other.audit {
             Some("[audit]")
+        } else if self.development_issuer != other.development_issuer {
+            Some("[development-issuer]")
         } else {
             None
         }
@@ -106,6 +113,7 @@ impl Reloader {
                 operations: String::new(),
                 redis: String::new(),
                 audit: String::new(),
+                development_issuer: String::new(),
             });
         Self {
             path,

@@ -127,14 +127,38 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
         }
         None => None,
     };
+    let development = match &config.file.development_issuer {
+        Some(development) => {
+            let development = development.get_ref();
+            let issuer = crate::dev_issuer::DevIssuer::start(
+                development.listen,
+                config.file.resource.uri.get_ref().as_str(),
+                development.scopes.clone(),
+            )
+            .await
+            .map_err(|error| {
+                StartError::Other(format!("{file_name}: [development-issuer]: {error}"))
+            })?;
+            tracing::warn!(
+                issuer = %issuer.issuer,
+                "a development issuer runs in this process: anyone who can reach it gets tokens; never protect real data with it"
+            );
+            Some(issuer)
+        }
+        None => None,
+    };
     let lasting = Lasting {
         stores,
         random_keys,
         audit,
+        development_issuer: development.as_ref().map(|issuer| issuer.issuer.clone()),
     };
     let current = build(&config, &lasting, metrics.as_ref())?;
     report_readiness(&current.gate).await;
     banner(&config, &current, lasting.stores.backend);
+    if let Some(issuer) = &development {
+        development_banner(issuer, current.gate.resource().as_str());
+    }
     let live = Live::new(current);
 
     let client = client_service(live.clone(), config.file.forwarded.trust);
@@ -297,6 +321,19 @@ fn banner(config: &Config, current: &Current, backend: Backend) {
             Backend::Memory => "this process's memory (not shared with replicas)",
             Backend::Redis => "Redis (shared by replicas)",
         }
+    );
+}
+
+/// How to get a token from the development issuer.
+fn development_banner(issuer: &crate::dev_issuer::DevIssuer, resource: &str) {
+    use crate::dev_issuer::{CLIENT_ID, CLIENT_SECRET};
+    println!(
+        "  development issuer {} (client {CLIENT_ID} / {CLIENT_SECRET}; never for real data)",
+        issuer.issuer
+    );
+    println!(
+        "  a token:           curl -s -u {CLIENT_ID}:{CLIENT_SECRET} -d grant_type=client_credentials --data-urlencode resource={resource} {}",
+        issuer.token_endpoint
     );
 }
 

@@ -45,6 +45,8 @@ pub struct File {
     /// The trusted authorization servers (`[[issuer]]`, at least one).
     #[serde(default, rename = "issuer")]
     pub issuers: Vec<Spanned<IssuerEntry>>,
+    /// A development issuer in the process, instead of `[[issuer]]` (loopback only).
+    pub development_issuer: Option<Spanned<DevelopmentIssuer>>,
     /// How access tokens are checked.
     #[serde(default)]
     pub tokens: Tokens,
@@ -161,6 +163,31 @@ pub struct IssuerEntry {
     /// A file holding the issuer's public JWK set, instead of fetching it (read again on
     /// reload), relative to this file.
     pub jwks_file: Option<PathBuf>,
+}
+
+/// `[development-issuer]`: an OAuth issuer inside the gateway, for trying it out with no
+/// authorization server: `client_credentials` for one fixed client (`dev-client` /
+/// `dev-secret`), JWTs signed with a key made at start. Loopback only; never for real data.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DevelopmentIssuer {
+    /// Where it listens (a loopback address; port 0 picks a free one). Default
+    /// `127.0.0.1:0`.
+    #[serde(default = "default_dev_listen")]
+    pub listen: SocketAddr,
+    /// The scopes it grants (default `mcp:read mcp:write mcp:admin`).
+    #[serde(default = "default_dev_scopes")]
+    pub scopes: Vec<String>,
+}
+
+fn default_dev_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn default_dev_scopes() -> Vec<String> {
+    ["mcp:read", "mcp:write", "mcp:admin"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// `[tokens]`: how access tokens are checked.
@@ -541,17 +568,24 @@ impl Config {
                 "`cedar-server`, `claims` and `shadow-cedar` need `cedar`",
             ));
         }
-        if file.issuers.is_empty() {
-            return Err(ConfigError::new(
-                &self.path,
-                None,
-                ConfigErrorKind::Invalid {
-                    key: "[[issuer]]".to_owned(),
-                    message:
-                        "at least one trusted issuer is needed (`[[issuer]]` with `url = ...`)"
-                            .to_owned(),
-                },
-            ));
+        match (&file.development_issuer, file.issuers.is_empty()) {
+            (None, true) => {
+                return Err(ConfigError::new(
+                    &self.path,
+                    None,
+                    ConfigErrorKind::Invalid {
+                        key: "[[issuer]]".to_owned(),
+                        message: "at least one trusted issuer is needed (`[[issuer]]` with `url = ...`, or `[development-issuer]` to try the gateway out)".to_owned(),
+                    },
+                ));
+            }
+            (Some(development), false) => {
+                return Err(self.invalid(text, development.span(), "[development-issuer]", "a development issuer excludes `[[issuer]]`: trust real issuers, or try it out with the development one"));
+            }
+            (Some(development), true) if !development.get_ref().listen.ip().is_loopback() => {
+                return Err(self.invalid(text, development.span(), "[development-issuer] listen", "not a loopback address: the development issuer gives a token to anyone who knows its fixed client secret"));
+            }
+            _ => {}
         }
         for issuer in &file.issuers {
             let entry = issuer.get_ref();

@@ -164,6 +164,8 @@ pub struct Gateway {
     pub origin: String,
     /// The operations listener, when the file has one.
     pub operations: Option<String>,
+    /// The development issuer's identifier, when the file starts one.
+    pub development_issuer: Option<String>,
     /// Everything it logged on stderr so far (read by [`Gateway::log`]).
     log: std::sync::Arc<std::sync::Mutex<String>>,
 }
@@ -229,6 +231,7 @@ impl Gateway {
         let mut lines = BufReader::new(stdout).lines();
         let mut origin = None;
         let mut operations = None;
+        let mut development_issuer = None;
         let started = tokio::time::timeout(Duration::from_secs(60), async {
             while let Ok(Some(line)) = lines.next_line().await {
                 let line = line.trim();
@@ -236,6 +239,8 @@ impl Gateway {
                     origin = Some(format!("http://{}", address.trim()));
                 } else if let Some(address) = line.strip_prefix("operations:") {
                     operations = Some(format!("http://{}", address.trim()));
+                } else if let Some(rest) = line.strip_prefix("development issuer ") {
+                    development_issuer = rest.split_whitespace().next().map(str::to_owned);
                 } else if line.starts_with(STARTED) {
                     break;
                 }
@@ -253,6 +258,7 @@ impl Gateway {
             dir,
             origin,
             operations,
+            development_issuer,
             log,
         }
     }
