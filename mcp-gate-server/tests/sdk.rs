@@ -308,7 +308,7 @@ async fn every_denial_kind(deployment: &Deployment, sdk: Sdk, modern: bool) {
         for line in &urls {
             assert_eq!(line["elicit"]["url"], SHARE_URL, "{line}");
         }
-        assert_refused(&run, "share_folder", "undisclosed", "");
+        assert_refused(&run, "share_folder", "undisclosed", SHARE_URL);
 
         // Confirmation: the user is asked, accepts, and the call runs.
         let asked = run
@@ -324,7 +324,7 @@ async fn every_denial_kind(deployment: &Deployment, sdk: Sdk, modern: bool) {
 
         // The held task: listed on the console (its tool and owner, not its arguments),
         // approved there, and the client's poll gets the result of its one run.
-        let decided = decided.lock().expect("lock");
+        let decided = std::mem::take(&mut *decided.lock().expect("lock"));
         assert_eq!(decided.len(), 1, "one held call: {run:#?}");
         let Decided {
             task,
@@ -343,6 +343,11 @@ async fn every_denial_kind(deployment: &Deployment, sdk: Sdk, modern: bool) {
         assert_eq!(deploy["ok"], true, "{run:#?}");
         assert_eq!(deploy["task_status"], "completed", "{deploy}");
         assert_eq!(deploy["result"]["content"][0]["text"], "deployed web");
+        // Decided once: a second decision is refused, and nothing waits any more.
+        let (again, answer) = console.approve(task, "someone-else").await;
+        assert_eq!(again, 409, "{answer}");
+        assert_eq!(answer["error"], "already_decided");
+        assert!(console.waiting().await.is_empty());
         assert_eq!(
             ran(&before, &after, &["deploy", "delete_file", "admin_report"]),
             [
@@ -361,7 +366,12 @@ async fn every_denial_kind(deployment: &Deployment, sdk: Sdk, modern: bool) {
             "undisclosed",
             "needs your confirmation",
         );
-        assert_refused(&run, "deploy", "undisclosed", "");
+        assert_refused(
+            &run,
+            "deploy",
+            "undisclosed",
+            "Deploying web needs an approval.",
+        );
         assert!(decided.lock().expect("lock").is_empty(), "{run:#?}");
         assert!(run.lines_of("task").is_empty());
         assert_eq!(
