@@ -404,6 +404,40 @@ async fn every_denial_kind(deployment: &Deployment, sdk: Sdk, modern: bool) {
     );
 }
 
+/// A held call refused on the console completes with the approver's reason, and never runs
+/// (modern MCP: the Python client following its task).
+async fn a_refused_task_ends_with_the_reason_and_never_runs(deployment: &Deployment) {
+    let console = deployment.console();
+    let before = deployment.upstream.runs().await;
+    let args = calling(
+        reader_args(Sdk::Python, &deployment.auth, &["--no-list"]),
+        &[r#"deploy={"service":"web"}"#],
+    );
+    let refused: Arc<Mutex<Vec<u16>>> = Arc::default();
+    let record = refused.clone();
+    let run = run_client(Sdk::Python, &deployment.resource, &args, |task| {
+        let (console, record) = (&console, record.clone());
+        async move {
+            let (status, _) = console.refuse(&task, "change freeze").await;
+            record.lock().expect("lock").push(status);
+        }
+    })
+    .await;
+    let after = deployment.upstream.runs().await;
+    assert_eq!(*refused.lock().expect("lock"), [200], "{run:#?}");
+    let deploy = run.call("deploy");
+    assert_eq!(deploy["task_status"], "completed", "{run:#?}");
+    assert_eq!(deploy["result"]["isError"], true, "{deploy}");
+    let said = deploy["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or("");
+    assert!(said.contains("change freeze"), "{said}");
+    assert_eq!(
+        ran(&before, &after, &["deploy"]),
+        [("deploy".to_owned(), 0)]
+    );
+}
+
 /// An administrator's list shows the administrators' report, never the hidden tools.
 async fn admins_see_the_admin_report(deployment: &Deployment, sdk: Sdk) {
     let token = deployment
@@ -476,6 +510,9 @@ async fn both_clients_in_front_of(upstream: UpstreamServer, python_is_modern: bo
     for sdk in Sdk::BOTH {
         let modern = sdk == Sdk::Python && python_is_modern;
         every_denial_kind(&deployment, sdk, modern).await;
+        if modern {
+            a_refused_task_ends_with_the_reason_and_never_runs(&deployment).await;
+        }
         admins_see_the_admin_report(&deployment, sdk).await;
         refusals_are_concealed_as_unknown_tools(&deployment, sdk).await;
     }

@@ -210,13 +210,22 @@ impl Console {
 
     /// `POST /tasks/{id}/approve` by `by`: the status and the answer.
     pub async fn approve(&self, id: &str, by: &str) -> (u16, Value) {
+        self.decide(id, "approve", json!({ "by": by })).await
+    }
+
+    /// `POST /tasks/{id}/refuse` for `reason`: the status and the answer.
+    pub async fn refuse(&self, id: &str, reason: &str) -> (u16, Value) {
+        self.decide(id, "refuse", json!({ "reason": reason })).await
+    }
+
+    async fn decide(&self, id: &str, decision: &str, body: Value) -> (u16, Value) {
         let answer = self
             .http
-            .post(format!("{}/tasks/{id}/approve", self.operations))
-            .json(&json!({ "by": by }))
+            .post(format!("{}/tasks/{id}/{decision}", self.operations))
+            .json(&body)
             .send()
             .await
-            .expect("POST approve");
+            .expect("POST a decision");
         let status = answer.status().as_u16();
         (status, answer.json().await.unwrap_or(Value::Null))
     }
