@@ -274,6 +274,7 @@ pub fn build(
             operations.get_ref(),
             config.file.revocation.is_some(),
             metrics,
+            lasting.stores.tasks.clone(),
         ),
         None => Router::new(),
     };

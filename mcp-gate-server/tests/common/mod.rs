@@ -12,6 +12,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+pub mod sdk;
+
 /// The `client_credentials` client as.mjs registers (HTTP Basic), and its secret.
 pub const CLIENT: &str = "mcp-client";
 /// The secret of every client as.mjs registers.
@@ -143,6 +145,53 @@ impl UpstreamServer {
             url: info["url"].as_str().expect("url").to_owned(),
             info,
         }
+    }
+}
+
+impl UpstreamServer {
+    /// The official Python SDK's `MCPServer` of tests/peers/py_upstream.py: the demo tools
+    /// (`echo`, `admin_report`, `transfer`, `share_folder`, `deploy`, `delete_file`,
+    /// `delete_everything`, `secret_sauce`), both eras; `GET /__runs` counts each tool's runs.
+    pub async fn python_demo() -> Self {
+        ensure_peers();
+        let mut command = Command::new(peers_dir().join(".venv").join("bin").join("python"));
+        command
+            .arg(peers_dir().join("py_upstream.py"))
+            .env("PY_UPSTREAM_EXIT_ON_STDIN_EOF", "1")
+            .env("PY_UPSTREAM_MAX_SECONDS", "300");
+        Self::demo(command, "py_upstream.py").await
+    }
+
+    /// The TypeScript SDK's `McpServer` of tests/peers/ts-upstream.mjs: the same tools as
+    /// [`python_demo`](Self::python_demo), legacy sessions only.
+    pub async fn typescript_demo() -> Self {
+        ensure_peers();
+        let mut command = Command::new("node");
+        command
+            .arg(peers_dir().join("ts-upstream.mjs"))
+            .env("TS_UPSTREAM_EXIT_ON_STDIN_EOF", "1")
+            .env("TS_UPSTREAM_MAX_SECONDS", "300");
+        Self::demo(command, "ts-upstream.mjs").await
+    }
+
+    async fn demo(command: Command, what: &str) -> Self {
+        let (child, info) = spawn_ready(command, what).await;
+        Self {
+            _child: child,
+            url: info["url"].as_str().expect("url").to_owned(),
+            info,
+        }
+    }
+
+    /// How many times each tool of a demo upstream ran (`{"deploy": 1, ...}`).
+    pub async fn runs(&self) -> Value {
+        let url = self.info["runs_url"].as_str().expect("a demo upstream");
+        reqwest::get(url)
+            .await
+            .expect("GET /__runs")
+            .json()
+            .await
+            .expect("runs JSON")
     }
 }
 
