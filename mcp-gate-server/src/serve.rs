@@ -127,10 +127,13 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
         }
         None => None,
     };
+    let identity_key = crate::identity::SigningKey::generate()
+        .map_err(|error| StartError::Other(format!("no identity key could be made: {error}")))?;
     let lasting = Lasting {
         stores,
         random_keys,
         audit,
+        identity_key,
     };
     let current = build(&config, &lasting, metrics.as_ref())?;
     report_readiness(&current.gate).await;
@@ -250,7 +253,8 @@ pub fn build(
             operations.get_ref(),
             config.file.revocation.is_some(),
             metrics,
-        ),
+        )
+        .merge(crate::identity::jwks_router(assembled.identity.as_ref())),
         None => Router::new(),
     };
     Ok(Current::new(assembled, operations))
@@ -291,6 +295,10 @@ fn banner(config: &Config, current: &Current, backend: Backend) {
     println!("  SEP-2643 revision: {}", gate.revision());
     println!("  policy:            {}", current.policy_name);
     println!("  continuation keys: {}", assemble::keys_source(config));
+    println!(
+        "  upstream identity: {}",
+        crate::identity::describe(config, current.identity.as_ref())
+    );
     println!(
         "  stores:            {}",
         match backend {
