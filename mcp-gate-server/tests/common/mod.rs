@@ -146,6 +146,47 @@ impl UpstreamServer {
     }
 }
 
+impl UpstreamServer {
+    /// The Python SDK's `MCPServer` of tests/peers/py_identity_upstream.py, trusting only the
+    /// gateway's identity token (verified with PyJWT against `jwks_url`, `iss` `issuer`, `aud`
+    /// its own URL); tool `whoami` returns the verified claims.
+    pub async fn py_identity(jwks_url: &str, issuer: &str) -> Self {
+        ensure_peers();
+        let mut command = Command::new(peers_dir().join(".venv").join("bin").join("python"));
+        command
+            .arg(peers_dir().join("py_identity_upstream.py"))
+            .arg("--jwks-url")
+            .arg(jwks_url)
+            .arg("--issuer")
+            .arg(issuer)
+            .arg("--max-seconds")
+            .arg("300");
+        let (child, info) = spawn_ready(command, "py_identity_upstream.py").await;
+        Self {
+            _child: child,
+            url: info["url"].as_str().expect("url").to_owned(),
+            info,
+        }
+    }
+
+    /// What ts-server.mjs received so far (`GET /__log`), one entry per HTTP request.
+    pub async fn received(&self) -> Vec<Value> {
+        let url = self.info["log_url"]
+            .as_str()
+            .expect("a server with a log_url");
+        let log: Value = reqwest::get(url)
+            .await
+            .expect("GET /__log")
+            .json()
+            .await
+            .expect("a JSON log");
+        let Value::Array(entries) = log else {
+            panic!("the log is not a list: {log}");
+        };
+        entries
+    }
+}
+
 /// A free port on 127.0.0.1 (bound and released: a test that needs a fixed address for the
 /// resource URI before the gateway starts).
 pub fn free_port() -> u16 {

@@ -1,0 +1,237 @@
+//! `[identity]`: the upstream learns who is calling from the gateway's signed token, verified
+//! by a Python SDK server with PyJWT against the key set the gateway publishes; the same
+//! server refuses a request that comes around the gateway; without `[identity]` nothing is
+//! sent and it refuses the gateway's calls too.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{AuthServer, Gateway, UpstreamServer, free_port, peers_dir};
+use p256::elliptic_curve::Generate as _;
+use p256::pkcs8::EncodePrivateKey as _;
+use serde_json::Value;
+
+const JWKS_PATH: &str = "/.well-known/mcp-gate/identity-jwks.json";
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"identity","version":"1"}}}"#;
+
+/// A gateway configuration on `port` in front of `upstream`, trusting `issuer`, with `extra`
+/// appended (tables).
+fn config(port: u16, upstream: &str, issuer: &str, extra: &str) -> String {
+    format!(
+        "listen = \"127.0.0.1:{port}\"\n[upstream]\nurl = \"{upstream}\"\n[resource]\nuri = \"http://127.0.0.1:{port}/mcp\"\n[[issuer]]\nurl = \"{issuer}\"\n[policy]\nallow-all = true\n[reload]\nwatch-interval = \"0s\"\n{extra}"
+    )
+}
+
+/// Runs the Python SDK client (tests/peers/py_client.py) against `url` with `token`, calling
+/// `whoami`; the call step it prints.
+async fn whoami_through(url: &str, token: &str) -> Value {
+    let mut command = tokio::process::Command::new(peers_dir().join(".venv/bin/python"));
+    command
+        .arg(peers_dir().join("py_client.py"))
+        .arg(url)
+        .arg("--token")
+        .arg(token)
+        .arg("--no-list")
+        .arg("--call")
+        .arg("whoami={}")
+        .arg("--timeout-ms")
+        .arg("20000")
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(40), command.output())
+        .await
+        .expect("py_client.py finished in time")
+        .expect("run py_client.py");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["step"] == "call")
+        .unwrap_or_else(|| panic!("no call step in:\n{stdout}"))
+}
+
+/// The claims `whoami` returned in `step`.
+fn claims(step: &Value) -> Value {
+    assert_eq!(step["ok"], true, "{step}");
+    let result = &step["result"];
+    if let Some(claims) = result["structuredContent"].get("claims") {
+        return claims.clone();
+    }
+    let text = result["content"][0]["text"].as_str().expect("text content");
+    serde_json::from_str::<Value>(text).expect("JSON text")["claims"].clone()
+}
+
+/// An initialize POSTed to `url`, with `token` when given.
+async fn initialize(url: &str, token: Option<&str>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(INITIALIZE);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    request.send().await.expect("post")
+}
+
+async fn jwks(url: &str) -> Value {
+    let answer = reqwest::get(url).await.expect("get the key set");
+    assert_eq!(answer.status(), 200, "{url}");
+    answer.json().await.expect("a JSON key set")
+}
+
+/// What a test of the Python upstream starts: the authorization server, the gateway's
+/// future port (its resource URI and key set URL follow), and the upstream trusting them.
+struct BehindPython {
+    auth: AuthServer,
+    port: u16,
+    resource: String,
+    jwks_url: String,
+    upstream: UpstreamServer,
+}
+
+impl BehindPython {
+    async fn start() -> Self {
+        let auth = AuthServer::start(&[]).await;
+        let port = free_port();
+        let resource = format!("http://127.0.0.1:{port}/mcp");
+        let jwks_url = format!("http://127.0.0.1:{port}{JWKS_PATH}");
+        let upstream = UpstreamServer::py_identity(&jwks_url, &resource).await;
+        Self {
+            auth,
+            port,
+            resource,
+            jwks_url,
+            upstream,
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_python_sdk_server_verifies_the_gateways_identity_token_with_pyjwt() {
+    let BehindPython {
+        auth,
+        port,
+        resource,
+        upstream,
+        ..
+    } = BehindPython::start().await;
+
+    let secret = p256::SecretKey::try_generate().expect("a P-256 key");
+    let pem = secret
+        .to_pkcs8_pem(p256::pkcs8::LineEnding::LF)
+        .expect("PEM")
+        .to_string();
+    let operations = free_port();
+    let extra = format!(
+        "[identity]\nkey-file = \"keys/identity.pem\"\nttl = \"30s\"\n[operations]\nlisten = \"127.0.0.1:{operations}\"\nmetrics = false\n"
+    );
+    let gateway = Gateway::start(
+        &config(port, &upstream.url, &auth.issuer, &extra),
+        &[("keys/identity.pem", &pem)],
+    )
+    .await;
+
+    // The key set, public half only, the same on both listeners.
+    let published = jwks(&format!("{}{JWKS_PATH}", gateway.origin)).await;
+    let key = &published["keys"][0];
+    assert_eq!(published["keys"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        (&key["kty"], &key["crv"], &key["alg"]),
+        (&"EC".into(), &"P-256".into(), &"ES256".into())
+    );
+    assert!(key.get("d").is_none(), "private key published: {key}");
+    let operations = gateway.operations.clone().expect("operations listener");
+    assert_eq!(jwks(&format!("{operations}{JWKS_PATH}")).await, published);
+
+    // Through the gateway: the upstream verified the token and reads the caller from it.
+    let token = auth.token("mcp:read mcp:write", &resource).await;
+    let step = whoami_through(&resource, &token).await;
+    let claims = claims(&step);
+    assert_eq!(claims["sub"], common::CLIENT, "{claims}");
+    assert_eq!(claims["client_id"], common::CLIENT, "{claims}");
+    assert_eq!(claims["scope"], "mcp:read mcp:write", "{claims}");
+    assert_eq!(claims["token_issuer"], auth.issuer.as_str(), "{claims}");
+    assert_eq!(claims["iss"], resource.as_str(), "{claims}");
+    assert_eq!(claims["aud"], upstream.url.as_str(), "{claims}");
+    let (iat, exp) = (claims["iat"].as_u64(), claims["exp"].as_u64());
+    assert_eq!(
+        exp.zip(iat).map(|(exp, iat)| exp - iat),
+        Some(30),
+        "{claims}"
+    );
+
+    // Around the gateway, the client's own token (or none) is refused by the upstream.
+    let straight = initialize(&upstream.url, Some(&token)).await;
+    assert_eq!(straight.status(), 401);
+    assert_eq!(initialize(&upstream.url, None).await.status(), 401);
+    // And the gateway's log holds no token.
+    let log = gateway.log();
+    assert!(!log.contains(&token), "the client's token was logged");
+    assert!(!log.contains("eyJ"), "a JWT was logged:\n{log}");
+}
+
+#[tokio::test]
+async fn without_identity_the_upstream_gets_no_authorization_and_refuses() {
+    let BehindPython {
+        auth,
+        port,
+        resource,
+        jwks_url,
+        upstream,
+    } = BehindPython::start().await;
+    let gateway = Gateway::start(&config(port, &upstream.url, &auth.issuer, ""), &[]).await;
+
+    let token = auth.token("mcp:read", &resource).await;
+    let answer = initialize(&resource, Some(&token)).await;
+    // The gate let it through; the upstream, given no Authorization, refused it with its own
+    // words (the gate's challenge names the resource metadata; the SDK's does not).
+    assert_eq!(answer.status(), 401, "{}", gateway.log());
+    let challenge = answer.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(!challenge.contains("resource_metadata"), "{challenge}");
+    let body = answer.text().await.unwrap();
+    assert!(body.contains("Authentication required"), "{body}");
+    // No key set is published.
+    let missing = reqwest::get(&jwks_url).await.expect("get");
+    assert_eq!(missing.status(), 404);
+}
+
+#[tokio::test]
+async fn another_header_carries_the_token_and_authorization_stays_empty() {
+    let auth = AuthServer::start(&[]).await;
+    let upstream = UpstreamServer::ts_plain().await;
+    let port = free_port();
+    let resource = format!("http://127.0.0.1:{port}/mcp");
+    let extra = "[identity]\nheader = \"x-caller-identity\"\n";
+    let gateway = Gateway::start(&config(port, &upstream.url, &auth.issuer, extra), &[]).await;
+    // The warning about the key made at start (stderr is read apart: bounded wait).
+    for _ in 0..40 {
+        if gateway.log().contains("no key-file") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        gateway.log().contains("no key-file"),
+        "no warning about the key made at start:\n{}",
+        gateway.log()
+    );
+
+    let token = auth.token("mcp:read", &resource).await;
+    let answer = initialize(&resource, Some(&token)).await;
+    assert_eq!(answer.status(), 200, "{}", gateway.log());
+    let seen = upstream.received().await;
+    assert!(!seen.is_empty());
+    for entry in seen {
+        assert_eq!(entry["authorization"], false, "{entry}");
+        let headers = entry["headers"].as_array().expect("header names");
+        assert!(headers.contains(&"x-caller-identity".into()), "{entry}");
+    }
+}
