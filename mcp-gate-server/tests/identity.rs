@@ -1,7 +1,8 @@
 //! `[identity]`: the upstream learns who is calling from the gateway's signed token, verified
-//! by a Python SDK server with PyJWT against the key set the gateway publishes; the same
-//! server refuses a request that comes around the gateway; without `[identity]` nothing is
-//! sent and it refuses the gateway's calls too.
+//! against the key set the gateway publishes by a Python SDK server with PyJWT and by a
+//! TypeScript SDK server with jose (the verifiers docs/gateway.md shows); the same servers
+//! refuse a request that comes around the gateway; without `[identity]` nothing is sent and
+//! they refuse the gateway's calls too.
 
 mod common;
 
@@ -25,12 +26,39 @@ fn config(port: u16, upstream: &str, issuer: &str, extra: &str) -> String {
     )
 }
 
-/// Runs the Python SDK client (tests/peers/py_client.py) against `url` with `token`, calling
-/// `whoami`; the call step it prints.
-async fn whoami_through(url: &str, token: &str) -> Value {
-    let mut command = tokio::process::Command::new(peers_dir().join(".venv/bin/python"));
+/// The official SDK a test's upstream server and client are made with.
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    /// mcp 2.3.0: py_identity_upstream.py, py_client.py.
+    Python,
+    /// @modelcontextprotocol/sdk: ts-identity-upstream.mjs, ts-client.mjs.
+    TypeScript,
+}
+
+impl Sdk {
+    async fn upstream(self, jwks_url: &str, issuer: &str) -> UpstreamServer {
+        match self {
+            Sdk::Python => UpstreamServer::py_identity(jwks_url, issuer).await,
+            Sdk::TypeScript => UpstreamServer::ts_identity(jwks_url, issuer).await,
+        }
+    }
+
+    /// The SDK's client peer: the program and its script.
+    fn client(self) -> (std::path::PathBuf, &'static str) {
+        match self {
+            Sdk::Python => (peers_dir().join(".venv/bin/python"), "py_client.py"),
+            Sdk::TypeScript => ("node".into(), "ts-client.mjs"),
+        }
+    }
+}
+
+/// Runs `sdk`'s client peer against `url` with `token`, calling `whoami`; the call step it
+/// prints.
+async fn whoami_through(sdk: Sdk, url: &str, token: &str) -> Value {
+    let (program, script) = sdk.client();
+    let mut command = tokio::process::Command::new(program);
     command
-        .arg(peers_dir().join("py_client.py"))
+        .arg(peers_dir().join(script))
         .arg(url)
         .arg("--token")
         .arg(token)
@@ -44,8 +72,8 @@ async fn whoami_through(url: &str, token: &str) -> Value {
         .kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(40), command.output())
         .await
-        .expect("py_client.py finished in time")
-        .expect("run py_client.py");
+        .expect("the client finished in time")
+        .expect("run the client");
     let stdout = String::from_utf8_lossy(&output.stdout);
     stdout
         .lines()
@@ -54,15 +82,16 @@ async fn whoami_through(url: &str, token: &str) -> Value {
         .unwrap_or_else(|| panic!("no call step in:\n{stdout}"))
 }
 
-/// The claims `whoami` returned in `step`.
-fn claims(step: &Value) -> Value {
+/// The member `name` of what `whoami` returned in `step` (`claims` from the Python server,
+/// `caller` from the TypeScript one).
+fn returned(step: &Value, name: &str) -> Value {
     assert_eq!(step["ok"], true, "{step}");
     let result = &step["result"];
-    if let Some(claims) = result["structuredContent"].get("claims") {
-        return claims.clone();
+    if let Some(value) = result["structuredContent"].get(name) {
+        return value.clone();
     }
     let text = result["content"][0]["text"].as_str().expect("text content");
-    serde_json::from_str::<Value>(text).expect("JSON text")["claims"].clone()
+    serde_json::from_str::<Value>(text).expect("JSON text")[name].clone()
 }
 
 /// An initialize POSTed to `url`, with `token` when given.
@@ -84,9 +113,9 @@ async fn jwks(url: &str) -> Value {
     answer.json().await.expect("a JSON key set")
 }
 
-/// What a test of the Python upstream starts: the authorization server, the gateway's
-/// future port (its resource URI and key set URL follow), and the upstream trusting them.
-struct BehindPython {
+/// What a test starts: the authorization server, the gateway's future port (its resource URI
+/// and key set URL follow), and an upstream trusting them.
+struct Behind {
     auth: AuthServer,
     port: u16,
     resource: String,
@@ -94,13 +123,13 @@ struct BehindPython {
     upstream: UpstreamServer,
 }
 
-impl BehindPython {
-    async fn start() -> Self {
+impl Behind {
+    async fn start(sdk: Sdk) -> Self {
         let auth = AuthServer::start(&[]).await;
         let port = free_port();
         let resource = format!("http://127.0.0.1:{port}/mcp");
         let jwks_url = format!("http://127.0.0.1:{port}{JWKS_PATH}");
-        let upstream = UpstreamServer::py_identity(&jwks_url, &resource).await;
+        let upstream = sdk.upstream(&jwks_url, &resource).await;
         Self {
             auth,
             port,
@@ -113,13 +142,13 @@ impl BehindPython {
 
 #[tokio::test]
 async fn the_python_sdk_server_verifies_the_gateways_identity_token_with_pyjwt() {
-    let BehindPython {
+    let Behind {
         auth,
         port,
         resource,
         upstream,
         ..
-    } = BehindPython::start().await;
+    } = Behind::start(Sdk::Python).await;
 
     let secret = p256::SecretKey::try_generate().expect("a P-256 key");
     let pem = secret
@@ -150,8 +179,8 @@ async fn the_python_sdk_server_verifies_the_gateways_identity_token_with_pyjwt()
 
     // Through the gateway: the upstream verified the token and reads the caller from it.
     let token = auth.token("mcp:read mcp:write", &resource).await;
-    let step = whoami_through(&resource, &token).await;
-    let claims = claims(&step);
+    let step = whoami_through(Sdk::Python, &resource, &token).await;
+    let claims = returned(&step, "claims");
     assert_eq!(claims["sub"], common::CLIENT, "{claims}");
     assert_eq!(claims["client_id"], common::CLIENT, "{claims}");
     assert_eq!(claims["scope"], "mcp:read mcp:write", "{claims}");
@@ -177,13 +206,13 @@ async fn the_python_sdk_server_verifies_the_gateways_identity_token_with_pyjwt()
 
 #[tokio::test]
 async fn without_identity_the_upstream_gets_no_authorization_and_refuses() {
-    let BehindPython {
+    let Behind {
         auth,
         port,
         resource,
         jwks_url,
         upstream,
-    } = BehindPython::start().await;
+    } = Behind::start(Sdk::Python).await;
     let gateway = Gateway::start(&config(port, &upstream.url, &auth.issuer, ""), &[]).await;
 
     let token = auth.token("mcp:read", &resource).await;
@@ -234,4 +263,31 @@ async fn another_header_carries_the_token_and_authorization_stays_empty() {
         let headers = entry["headers"].as_array().expect("header names");
         assert!(headers.contains(&"x-caller-identity".into()), "{entry}");
     }
+}
+
+#[tokio::test]
+async fn the_typescript_sdk_server_verifies_it_with_jose() {
+    let Behind {
+        auth,
+        port,
+        resource,
+        upstream,
+        ..
+    } = Behind::start(Sdk::TypeScript).await;
+    let config = config(port, &upstream.url, &auth.issuer, "[identity]\n");
+    let _gateway = Gateway::start(&config, &[]).await;
+
+    let token = auth.token("mcp:read", &resource).await;
+    let step = whoami_through(Sdk::TypeScript, &resource, &token).await;
+    let caller = returned(&step, "caller");
+    assert_eq!(
+        caller,
+        serde_json::json!({
+            "sub": common::CLIENT,
+            "client_id": common::CLIENT,
+            "scopes": ["mcp:read"],
+            "token_issuer": auth.issuer,
+        })
+    );
+    assert_eq!(initialize(&upstream.url, Some(&token)).await.status(), 401);
 }

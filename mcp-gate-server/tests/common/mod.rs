@@ -149,19 +149,31 @@ impl UpstreamServer {
 impl UpstreamServer {
     /// The Python SDK's `MCPServer` of tests/peers/py_identity_upstream.py, trusting only the
     /// gateway's identity token (verified with PyJWT against `jwks_url`, `iss` `issuer`, `aud`
-    /// its own URL); tool `whoami` returns the verified claims.
+    /// its own URL, as docs/gateway.md shows); tool `whoami` returns the verified claims.
     pub async fn py_identity(jwks_url: &str, issuer: &str) -> Self {
+        let python = peers_dir().join(".venv").join("bin").join("python");
+        Self::identity(python, "py_identity_upstream.py", jwks_url, issuer).await
+    }
+
+    /// The TypeScript SDK's `McpServer` of tests/peers/ts-identity-upstream.mjs behind
+    /// `requireBearerAuth`, trusting only the gateway's identity token (verified with jose,
+    /// as docs/gateway.md shows); tool `whoami` returns the caller it read.
+    pub async fn ts_identity(jwks_url: &str, issuer: &str) -> Self {
+        Self::identity("node".into(), "ts-identity-upstream.mjs", jwks_url, issuer).await
+    }
+
+    async fn identity(program: PathBuf, script: &str, jwks_url: &str, issuer: &str) -> Self {
         ensure_peers();
-        let mut command = Command::new(peers_dir().join(".venv").join("bin").join("python"));
+        let mut command = Command::new(program);
         command
-            .arg(peers_dir().join("py_identity_upstream.py"))
+            .arg(peers_dir().join(script))
             .arg("--jwks-url")
             .arg(jwks_url)
             .arg("--issuer")
             .arg(issuer)
             .arg("--max-seconds")
             .arg("300");
-        let (child, info) = spawn_ready(command, "py_identity_upstream.py").await;
+        let (child, info) = spawn_ready(command, script).await;
         Self {
             _child: child,
             url: info["url"].as_str().expect("url").to_owned(),
