@@ -240,18 +240,8 @@ async fn another_header_carries_the_token_and_authorization_stays_empty() {
     let resource = format!("http://127.0.0.1:{port}/mcp");
     let extra = "[identity]\nheader = \"x-caller-identity\"\n";
     let gateway = Gateway::start(&config(port, &upstream.url, &auth.issuer, extra), &[]).await;
-    // The warning about the key made at start (stderr is read apart: bounded wait).
-    for _ in 0..40 {
-        if gateway.log().contains("no key-file") {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(
-        gateway.log().contains("no key-file"),
-        "no warning about the key made at start:\n{}",
-        gateway.log()
-    );
+    // The warning about the key made at start.
+    logged(&gateway, "no key-file", 1).await;
 
     let token = auth.token("mcp:read", &resource).await;
     let answer = initialize(&resource, Some(&token)).await;
@@ -290,4 +280,70 @@ async fn the_typescript_sdk_server_verifies_it_with_jose() {
         })
     );
     assert_eq!(initialize(&upstream.url, Some(&token)).await.status(), 401);
+}
+
+/// The `kid` of the key set at `url`.
+async fn published_kid(url: &str) -> String {
+    let set = jwks(url).await;
+    set["keys"][0]["kid"].as_str().expect("a kid").to_owned()
+}
+
+/// Waits (at most 10 s: stderr is read apart) until `gateway` has logged `text` `times` times.
+async fn logged(gateway: &Gateway, text: &str, times: usize) {
+    for _ in 0..200 {
+        if gateway.log().matches(text).count() >= times {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!(
+        "`{text}` not logged {times} times within 10 s:\n{}",
+        gateway.log()
+    );
+}
+
+/// Sends SIGHUP and waits until the log says `reloaded` once more.
+async fn reload(gateway: &Gateway) {
+    let before = gateway.log().matches("reloaded").count();
+    gateway.signal("HUP");
+    logged(gateway, "reloaded", before + 1).await;
+}
+
+#[tokio::test]
+async fn the_start_key_survives_reloads_and_a_new_key_file_is_taken_on_reload() {
+    let auth = AuthServer::start(&[]).await;
+    let port = free_port();
+    let upstream = "http://127.0.0.1:9/mcp";
+    let gateway = Gateway::start(&config(port, upstream, &auth.issuer, "[identity]\n"), &[]).await;
+    let url = format!("{}{JWKS_PATH}", gateway.origin);
+    let started = published_kid(&url).await;
+
+    // Another ttl: a new gate, the same key made at start.
+    let edited = config(port, upstream, &auth.issuer, "[identity]\nttl = \"2m\"\n");
+    std::fs::write(gateway.config_path(), edited).expect("write config");
+    reload(&gateway).await;
+    assert_eq!(published_kid(&url).await, started);
+
+    // A key file: its key, from the reload on.
+    let secret = p256::SecretKey::try_generate().expect("a P-256 key");
+    let pem = secret
+        .to_pkcs8_pem(p256::pkcs8::LineEnding::LF)
+        .expect("PEM");
+    std::fs::write(gateway.path("identity.pem"), pem.as_bytes()).expect("write key");
+    let with_file = config(
+        port,
+        upstream,
+        &auth.issuer,
+        "[identity]\nkey-file = \"identity.pem\"\n",
+    );
+    std::fs::write(gateway.config_path(), with_file).expect("write config");
+    reload(&gateway).await;
+    let from_file = published_kid(&url).await;
+    assert_ne!(from_file, started);
+
+    // A key file that is not a key: the reload is refused and the key in force stays.
+    std::fs::write(gateway.path("identity.pem"), "not a key").expect("write key");
+    gateway.signal("HUP");
+    logged(&gateway, "[identity] key-file", 1).await;
+    assert_eq!(published_kid(&url).await, from_file);
 }
