@@ -54,8 +54,8 @@ pub enum StartError {
         /// Why.
         message: String,
     },
-    /// No random source for the start-up continuation key, or the audit log cannot be opened,
-    /// or the metrics recorder cannot be installed.
+    /// No random source for the start-up continuation key or identity key, or the audit log
+    /// cannot be opened, or the metrics recorder cannot be installed.
     #[error("{0}")]
     Other(String),
 }

@@ -26,7 +26,7 @@ pub struct Identity {
     pub audience: Option<String>,
     /// The token's `iss` (default: `[resource] uri`, as written).
     pub issuer: Option<String>,
-    /// The token's lifetime, from [`MIN_TTL`] to [`MAX_TTL`] (default 60 s).
+    /// The token's lifetime, from 10 s to 10 min (default 60 s).
     #[serde(default = "default_ttl")]
     pub ttl: Span,
     /// The request header that carries it (default `authorization`, as `Bearer <jwt>`; any

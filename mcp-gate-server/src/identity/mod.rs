@@ -8,11 +8,13 @@
 //! anyone who reaches the upstream without the gateway. So the gateway states the caller in
 //! a token only it can sign, for this upstream only (`aud`), good for a short time (`exp`,
 //! 10 s to 10 min, 60 s by default). A leaked identity token lets its holder call this
-//! upstream as that caller, with those scopes, until it expires, and nothing else. Without
+//! upstream as that caller, with those scopes, until it expires, and nothing else. Its `exp`
+//! is not tied to the client's token: one minted just before that token expires (or is
+//! revoked) outlives it by at most `ttl`, which is why `ttl` is short. Without
 //! `[identity]` the upstream gets no `Authorization` at all: unsigned identity headers are
 //! never sent.
 //!
-//! The token (header `typ` [`mint::TYP`], `alg` `ES256`, `kid` the RFC 7638 thumbprint of
+//! The token (header `typ` [`TYP`], `alg` `ES256`, `kid` the RFC 7638 thumbprint of
 //! the key):
 //!
 //! | claim | value |
@@ -26,7 +28,7 @@
 //! | `iat`, `exp` | minted at, expires at (seconds) |
 //!
 //! No `jti`. Signing costs an ECDSA signature per call, so a minted token is kept (at most
-//! [`mint::CACHE_CAPACITY`], per issuer, subject, client and scopes) and handed out again
+//! [`CACHE_CAPACITY`], per issuer, subject, client and scopes) and handed out again
 //! while more than half of its lifetime remains; a full cache first drops stale entries
 //! (at most once a second) and otherwise mints without keeping. A reused token goes in front
 //! of many calls, so a `jti` would name no single call, and an upstream that refused a second
