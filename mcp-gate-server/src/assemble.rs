@@ -59,6 +59,9 @@ pub struct Lasting {
     pub audit: Option<mcp_gate::audit::JsonLines>,
     /// The development issuer's identifier, when one runs in the process.
     pub development_issuer: Option<String>,
+    /// The identity signing key made at start, used when `[identity]` names no key file (so
+    /// that a reload does not change the key upstreams verify with).
+    pub identity_key: crate::identity::SigningKey,
 }
 
 /// A gate built from the file, ready to serve.
@@ -71,6 +74,8 @@ pub struct Assembled {
     pub cedar: Option<CedarPolicy>,
     /// How the banner and the logs name what decides.
     pub policy_name: String,
+    /// The minter of upstream identity tokens, with `[identity]`.
+    pub identity: Option<crate::identity::Minter>,
 }
 
 /// Builds the gate for `config`, over the process's `lasting` state.
@@ -207,17 +212,21 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
     }
     let gate = builder.build().map_err(gate_error)?;
 
-    let upstream = Upstream::new(&file.upstream)?;
+    let identity = crate::identity::minter(config, &lasting.identity_key)
+        .map_err(|(key, message)| referenced(key, message))?;
+    let upstream = crate::identity::Stamp::new(identity.clone(), Upstream::new(&file.upstream)?);
     let path = file.resource.uri.get_ref().url.path().to_owned();
     let router = Router::new()
         .route_service(&path, upstream)
         .layer(gate.layer())
-        .merge(gate.metadata_router());
+        .merge(gate.metadata_router())
+        .merge(crate::identity::jwks_router(identity.as_ref()));
     Ok(Assembled {
         gate,
         router,
         cedar,
         policy_name,
+        identity,
     })
 }
 

@@ -54,8 +54,8 @@ pub enum StartError {
         /// Why.
         message: String,
     },
-    /// No random source for the start-up continuation key, or the audit log cannot be opened,
-    /// or the metrics recorder cannot be installed.
+    /// No random source for the start-up continuation key or identity key, or the audit log
+    /// cannot be opened, or the metrics recorder cannot be installed.
     #[error("{0}")]
     Other(String),
 }
@@ -147,11 +147,14 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
         }
         None => None,
     };
+    let identity_key = crate::identity::SigningKey::generate()
+        .map_err(|error| StartError::Other(format!("no identity key could be made: {error}")))?;
     let lasting = Lasting {
         stores,
         random_keys,
         audit,
         development_issuer: development.as_ref().map(|issuer| issuer.issuer.clone()),
+        identity_key,
     };
     let current = build(&config, &lasting, metrics.as_ref())?;
     report_readiness(&current.gate).await;
@@ -275,7 +278,8 @@ pub fn build(
             config.file.revocation.is_some(),
             metrics,
             lasting.stores.tasks.clone(),
-        ),
+        )
+        .merge(crate::identity::jwks_router(assembled.identity.as_ref())),
         None => Router::new(),
     };
     Ok(Current::new(assembled, operations))
@@ -316,6 +320,10 @@ fn banner(config: &Config, current: &Current, backend: Backend) {
     println!("  SEP-2643 revision: {}", gate.revision());
     println!("  policy:            {}", current.policy_name);
     println!("  continuation keys: {}", assemble::keys_source(config));
+    println!(
+        "  upstream identity: {}",
+        crate::identity::describe(config, current.identity.as_ref())
+    );
     println!(
         "  stores:            {}",
         match backend {

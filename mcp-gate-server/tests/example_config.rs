@@ -33,6 +33,8 @@ async fn the_example_cedar_set_builds_into_a_gate() {
         stores: Stores::memory(),
         random_keys: mcp_gate::continuation::Keyring::random().expect("a random key"),
         audit: None,
+        development_issuer: None,
+        identity_key: mcp_gate_server::identity::SigningKey::generate().expect("a key"),
     };
     let assembled = assemble(&config, &lasting).expect("the example assembles");
     let cedar = assembled.cedar.expect("Cedar decides");

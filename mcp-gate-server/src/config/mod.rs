@@ -9,6 +9,7 @@
 //! Secrets are never written in the file: it names the environment variables that hold them.
 
 mod error;
+mod identity;
 mod values;
 
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use error::{ConfigError, ConfigErrorKind};
+pub use identity::Identity;
 pub use values::{HttpUrl, SecretVariable, Span};
 
 /// A configuration file, read and checked.
@@ -80,6 +82,8 @@ pub struct File {
     /// Reloading.
     #[serde(default)]
     pub reload: Reload,
+    /// The signed identity the upstream gets for each caller (`[identity]`, opt-in).
+    pub identity: Option<Spanned<Identity>>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -667,6 +671,20 @@ impl Config {
                 "[resource] uri",
                 "a resource URI has no query",
             ));
+        }
+        if let Some(identity) = &file.identity {
+            identity
+                .get_ref()
+                .check()
+                .map_err(|(key, message)| self.invalid(text, identity.span(), key, message))?;
+            if resource.url.path() == crate::identity::JWKS_PATH {
+                return Err(self.invalid(
+                    text,
+                    file.resource.uri.span(),
+                    "[resource] uri",
+                    "its path is where the identity key set is published; pick another",
+                ));
+            }
         }
         for rate in &file.limits.rate {
             let entry = rate.get_ref();

@@ -183,6 +183,40 @@ impl UpstreamServer {
         }
     }
 
+    /// The Python SDK's `MCPServer` of tests/peers/py_identity_upstream.py, trusting only the
+    /// gateway's identity token (verified with PyJWT against `jwks_url`, `iss` `issuer`, `aud`
+    /// its own URL, as docs/gateway.md shows); tool `whoami` returns the verified claims.
+    pub async fn py_identity(jwks_url: &str, issuer: &str) -> Self {
+        let python = peers_dir().join(".venv").join("bin").join("python");
+        Self::identity(python, "py_identity_upstream.py", jwks_url, issuer).await
+    }
+
+    /// The TypeScript SDK's `McpServer` of tests/peers/ts-identity-upstream.mjs behind
+    /// `requireBearerAuth`, trusting only the gateway's identity token (verified with jose,
+    /// as docs/gateway.md shows); tool `whoami` returns the caller it read.
+    pub async fn ts_identity(jwks_url: &str, issuer: &str) -> Self {
+        Self::identity("node".into(), "ts-identity-upstream.mjs", jwks_url, issuer).await
+    }
+
+    async fn identity(program: PathBuf, script: &str, jwks_url: &str, issuer: &str) -> Self {
+        ensure_peers();
+        let mut command = Command::new(program);
+        command
+            .arg(peers_dir().join(script))
+            .arg("--jwks-url")
+            .arg(jwks_url)
+            .arg("--issuer")
+            .arg(issuer)
+            .arg("--max-seconds")
+            .arg("300");
+        let (child, info) = spawn_ready(command, script).await;
+        Self {
+            _child: child,
+            url: info["url"].as_str().expect("url").to_owned(),
+            info,
+        }
+    }
+
     /// How many times each tool of a demo upstream ran (`{"deploy": 1, ...}`).
     pub async fn runs(&self) -> Value {
         let url = self.info["runs_url"].as_str().expect("a demo upstream");
@@ -192,6 +226,23 @@ impl UpstreamServer {
             .json()
             .await
             .expect("runs JSON")
+    }
+
+    /// What ts-server.mjs received so far (`GET /__log`), one entry per HTTP request.
+    pub async fn received(&self) -> Vec<Value> {
+        let url = self.info["log_url"]
+            .as_str()
+            .expect("a server with a log_url");
+        let log: Value = reqwest::get(url)
+            .await
+            .expect("GET /__log")
+            .json()
+            .await
+            .expect("a JSON log");
+        let Value::Array(entries) = log else {
+            panic!("the log is not a list: {log}");
+        };
+        entries
     }
 }
 
