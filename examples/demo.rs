@@ -12,7 +12,7 @@
 
 #[path = "server/approvals.rs"]
 mod approvals;
-#[path = "server/dev_issuer.rs"]
+#[path = "../mcp-gate-server/src/dev_issuer.rs"]
 mod dev_issuer;
 #[path = "server/policy.rs"]
 mod policy;

@@ -6,6 +6,8 @@
 #   (c) the same behind mcp-gate: valid ES256 token, policy denies (`unavailable`)
 #   (d) the TypeScript SDK: `requireBearerAuth` + `McpServer` (tests/peers/ts-bearer-server.mjs)
 #   (e) optional: as (b) with the token cache off (BENCH_CONFIGS=abcde)
+#   (g) optional: the gateway binary (mcp-gate-server) in front of (a), same token, allow-all
+#       (BENCH_CONFIGS=abg: the upstream direct, through the gateway, through the layer)
 #
 # Every configuration answers the same `tools/call echo` POST on http://127.0.0.1:PORT/mcp, and
 # (b) to (e) verify the very same tokens against the same JWK set. Then a memory run: the gated
@@ -134,8 +136,8 @@ if ! [[ "$features" =~ ^[a-z0-9_,-]*$ ]]; then
   log "BENCH_FEATURES=$features: a comma-separated list of the crate's features"
   exit 2
 fi
-if ! [[ "$configs" =~ ^[a-e]+$ ]]; then
-  log "BENCH_CONFIGS=$configs: use letters among a, b, c, d and e"
+if ! [[ "$configs" =~ ^[a-eg]+$ ]]; then
+  log "BENCH_CONFIGS=$configs: use letters among a, b, c, d, e and g"
   exit 2
 fi
 # wrk gives each thread at least one connection.
@@ -151,6 +153,7 @@ declare -A label=(
   [c]="(c) mcp-gate, ES256, deny"
   [d]="(d) TS SDK requireBearerAuth"
   [e]="(e) mcp-gate, allow, no cache"
+  [g]="(g) mcp-gate-server -> (a)"
 )
 
 # ---- Processes: every one we start is stopped on exit ----------------------------------------
@@ -206,6 +209,14 @@ if ((skip_build == 0)); then
   (cd "$root" && timeout 3600 cargo build --quiet --release --example bench_target "${feature_args[@]}")
 fi
 [[ -x "$bin" ]] || die "$bin is missing (build it, or unset BENCH_SKIP_BUILD)"
+gateway_bin="${CARGO_TARGET_DIR:-$root/target}/release/mcp-gate-server"
+if [[ $configs == *g* ]]; then
+  if ((skip_build == 0)); then
+    log "cargo build --release -p mcp-gate-server"
+    (cd "$root" && timeout 3600 cargo build --quiet --release -p mcp-gate-server)
+  fi
+  [[ -x "$gateway_bin" ]] || die "$gateway_bin is missing (build it, or unset BENCH_SKIP_BUILD)"
+fi
 
 mkdir -p "$out"
 # Only what an earlier run left there (BENCH_OUT may name a directory that holds other things).
@@ -249,8 +260,57 @@ field() { # KEY LINE: the value of key=value in a BENCH-RESULT line
 }
 
 target_pid=""
+upstream_pid="" # (g): the bare server behind the gateway binary
+upstream_port=$((port + 1))
+server_ticks() { # the measured server's CPU: (g) counts the gateway and its upstream together
+  local ticks
+  ticks=$(process_ticks "$target_pid")
+  [[ -z $upstream_pid ]] || ticks=$((ticks + $(process_ticks "$upstream_pid")))
+  echo "$ticks"
+}
+start_gateway() { # LOGFILE: (a) on the next port, then the gateway binary in front of it
+  local logfile=$1 deadline
+  "$bin" serve --config bare --port "$upstream_port" --max-seconds "$server_life" >"$logfile.upstream" 2>&1 &
+  upstream_pid=$!
+  started+=("$upstream_pid")
+  deadline=$((SECONDS + 30))
+  until grep -q '"ready":true' "$logfile.upstream" 2>/dev/null; do
+    kill -0 "$upstream_pid" 2>/dev/null || die "the upstream of (g) exited at start: $(tail -5 "$logfile.upstream")"
+    ((SECONDS < deadline)) || die "the upstream of (g) is not listening after 30 s"
+    sleep 0.05
+  done
+  cat >"$out/gateway.toml" <<TOML
+listen = "127.0.0.1:$port"
+[upstream]
+url = "http://127.0.0.1:$upstream_port/mcp"
+[resource]
+uri = "$url"
+[[issuer]]
+url = "https://issuer.bench.example"
+jwks-file = "keys/jwks.json"
+[policy]
+allow-all = true
+allow-destructive = true
+[reload]
+watch-interval = "0s"
+TOML
+  # A simple command, so that $! is the gateway itself (its CPU time is measured).
+  RUST_LOG=warn "$gateway_bin" --config "$out/gateway.toml" >"$logfile" 2>&1 &
+  target_pid=$!
+  started+=("$target_pid")
+  deadline=$((SECONDS + 30))
+  until grep -q 'Send SIGTERM' "$logfile" 2>/dev/null; do
+    kill -0 "$target_pid" 2>/dev/null || die "${label[g]} exited at start: $(tail -5 "$logfile")"
+    ((SECONDS < deadline)) || die "${label[g]} not listening after 30 s: $(tail -5 "$logfile")"
+    sleep 0.05
+  done
+}
 start_target() { # CONFIG LOGFILE: start a server, wait until it listens
   local config=$1 logfile=$2 deadline command
+  if [[ $config == g ]]; then
+    start_gateway "$logfile"
+    return
+  fi
   case $config in
   a) command=("$bin" serve --config bare) ;;
   b) command=("$bin" serve --config allow --jwks "$out/keys/jwks.json") ;;
@@ -274,6 +334,11 @@ start_target() { # CONFIG LOGFILE: start a server, wait until it listens
 }
 stop_target() {
   local i
+  if [[ -n $upstream_pid ]]; then
+    kill -TERM "$upstream_pid" 2>/dev/null || true
+    wait "$upstream_pid" 2>/dev/null || true
+    upstream_pid=""
+  fi
   kill -TERM "$target_pid" 2>/dev/null || true
   for i in $(seq 50); do
     kill -0 "$target_pid" 2>/dev/null || break
@@ -358,7 +423,7 @@ for round in $(seq "$rounds"); do
     if ((warmup > 0)); then
       run_wrk "$config" "$warmup" "$out/wrk-$config-$round-warmup.log" >/dev/null || true
     fi
-    server_before=$(process_ticks "$target_pid")
+    server_before=$(server_ticks)
     busy_before=$(machine_busy_ticks)
     snapshot_children
     children_before=$(children_seconds)
@@ -370,7 +435,7 @@ for round in $(seq "$rounds"); do
     snapshot_children
     children_after=$(children_seconds)
     busy_after=$(machine_busy_ticks)
-    server_after=$(process_ticks "$target_pid")
+    server_after=$(server_ticks)
     stop_target
     requests=$(field requests "$line")
     duration_us=$(field duration_us "$line")
@@ -477,6 +542,10 @@ ratio c/a c a - - "a denial answered by the gate vs the bare server"
 ratio b/d b d 5 10 "mcp-gate vs the TS SDK's bearer middleware"
 ratio c/b c b 2 - "a denial vs an allowed call through the gate"
 [[ $configs != *e* ]] || ratio e/d e d - - "mcp-gate without its token cache vs the TS SDK"
+if [[ $configs == *g* ]]; then
+  ratio g/a g a - - "the gateway binary in front of the server vs the server direct"
+  ratio g/b g b - - "the gateway binary vs the same gate in-process (the layer)"
+fi
 if [[ $configs == *a* && $configs == *b* && $rounds -gt 1 ]]; then
   awk -F'\t' -v rounds="$rounds" '$1 == "a" {a[$2] = $3} $1 == "b" {b[$2] = $3}
     END {

@@ -187,6 +187,9 @@ mod recipes {
     mod example_server {
         #![doc = include_str!("../docs/example-server.md")]
     }
+    mod gateway {
+        #![doc = include_str!("../docs/gateway.md")]
+    }
     mod methods {
         #![doc = include_str!("../docs/methods.md")]
     }

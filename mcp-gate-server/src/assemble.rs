@@ -13,7 +13,7 @@ use mcp_gate::limit::{ConcurrencyLimit, Limit, LimitScope};
 use mcp_gate::policy::Policy;
 use mcp_gate::policy::cedar::CedarPolicy;
 use mcp_gate::store::limits::RateLimit;
-use mcp_gate::{Gate, Issuer};
+use mcp_gate::{Gate, Issuer, StaticKeys};
 
 use crate::config::{Config, DeliveryEntry, DpopEntry, RateScope, TypEntry};
 use crate::proxy::Upstream;
@@ -58,6 +58,11 @@ pub struct Lasting {
     pub random_keys: Keyring,
     /// The audit log, opened once (a reload that names another file is refused).
     pub audit: Option<mcp_gate::audit::JsonLines>,
+    /// The development issuer's identifier, when one runs in the process.
+    pub development_issuer: Option<String>,
+    /// The identity signing key made at start, used when `[identity]` names no key file (so
+    /// that a reload does not change the key upstreams verify with).
+    pub identity_key: crate::identity::SigningKey,
 }
 
 /// A gate built from the file, ready to serve.
@@ -70,6 +75,8 @@ pub struct Assembled {
     pub cedar: Option<CedarPolicy>,
     /// How the banner and the logs name what decides.
     pub policy_name: String,
+    /// The minter of upstream identity tokens, with `[identity]`.
+    pub identity: Option<crate::identity::Minter>,
 }
 
 /// Builds the gate for `config`, over the process's `lasting` state.
@@ -140,10 +147,31 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
         builder = builder.shadow_policy(shadow);
     }
     for issuer in &file.issuers {
-        builder = match &issuer.jwks_uri {
-            Some(jwks) => builder.issuer(Issuer::with_jwks_uri(issuer.url.as_str(), jwks.as_str())),
-            None => builder.issuer(issuer.url.as_str()),
+        let issuer = issuer.get_ref();
+        builder = match (&issuer.jwks_uri, &issuer.jwks_file) {
+            (Some(jwks), _) => {
+                builder.issuer(Issuer::with_jwks_uri(issuer.url.as_str(), jwks.as_str()))
+            }
+            (None, Some(path)) => {
+                let path = config.resolve(path);
+                let keys = std::fs::read_to_string(&path)
+                    .map_err(|error| error.to_string())
+                    .and_then(|json| {
+                        StaticKeys::from_jwks_json(&json).map_err(|error| error.to_string())
+                    })
+                    .map_err(|message| {
+                        referenced(
+                            "[[issuer]] jwks-file",
+                            format!("{}: {message}", path.display()),
+                        )
+                    })?;
+                builder.issuer(Issuer::with_keys(issuer.url.as_str(), keys))
+            }
+            (None, None) => builder.issuer(issuer.url.as_str()),
         };
+    }
+    if let Some(issuer) = &lasting.development_issuer {
+        builder = builder.issuer(issuer.as_str());
     }
     if let Some(name) = &file.resource.name {
         builder = builder.resource_name(name.clone());
@@ -204,17 +232,21 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
     }
     let gate = builder.build().map_err(gate_error)?;
 
-    let upstream = Upstream::new(&file.upstream)?;
+    let identity = crate::identity::minter(config, &lasting.identity_key)
+        .map_err(|(key, message)| referenced(key, message))?;
+    let upstream = crate::identity::Stamp::new(identity.clone(), Upstream::new(&file.upstream)?);
     let path = file.resource.uri.get_ref().url.path().to_owned();
     let router = Router::new()
         .route_service(&path, upstream)
         .layer(gate.layer())
-        .merge(gate.metadata_router());
+        .merge(gate.metadata_router())
+        .merge(crate::identity::jwks_router(identity.as_ref()));
     Ok(Assembled {
         gate,
         router,
         cedar,
         policy_name,
+        identity,
     })
 }
 

@@ -11,13 +11,16 @@
 //! A request's way through: the client listener ([`serve`]) hands it to the gate in force
 //! ([`live`]), built from the file by [`assemble`] over the stores that outlive reloads
 //! ([`stores`]); the gate decides, and an allowed request goes to the upstream through
-//! [`proxy`], which writes what the upstream sees. [`reload`] rebuilds the gate when the file
+//! [`proxy`], which writes what the upstream sees, with the caller's signed identity when
+//! [`identity`] is configured. [`reload`] rebuilds the gate when the file
 //! or the policies change; [`operations`] serves health, readiness, metrics and revocation on
 //! a listener of its own.
 
 pub mod assemble;
 pub mod config;
+pub mod dev_issuer;
 pub mod forwarded;
+pub mod identity;
 pub mod live;
 pub mod operations;
 pub mod proxy;

@@ -27,6 +27,8 @@ pub struct Current {
     pub cedar: Option<mcp_gate::policy::cedar::CedarPolicy>,
     /// How the banner names what decides.
     pub policy_name: String,
+    /// The minter of upstream identity tokens, with `[identity]`.
+    pub identity: Option<crate::identity::Minter>,
 }
 
 impl Current {
@@ -38,6 +40,7 @@ impl Current {
             operations,
             cedar: assembled.cedar,
             policy_name: assembled.policy_name,
+            identity: assembled.identity,
         }
     }
 }

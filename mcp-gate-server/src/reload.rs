@@ -58,6 +58,7 @@ struct Fixed {
     redis: String,
     sessions: String,
     audit: String,
+    development_issuer: String,
 }
 
 impl Fixed {
@@ -70,6 +71,10 @@ impl Fixed {
             redis: format!("{:?}", file.redis.as_ref().map(|r| r.get_ref())),
             sessions: format!("{:?}", file.sessions),
             audit: format!("{:?}", file.audit),
+            development_issuer: format!(
+                "{:?}",
+                file.development_issuer.as_ref().map(|d| d.get_ref())
+            ),
         }
     }
 
@@ -87,6 +92,8 @@ impl Fixed {
             Some("[sessions]")
         } else if self.audit != other.audit {
             Some("[audit]")
+        } else if self.development_issuer != other.development_issuer {
+            Some("[development-issuer]")
         } else {
             None
         }

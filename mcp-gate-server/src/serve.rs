@@ -54,8 +54,8 @@ pub enum StartError {
         /// Why.
         message: String,
     },
-    /// No random source for the start-up continuation key, or the audit log cannot be opened,
-    /// or the metrics recorder cannot be installed.
+    /// No random source for the start-up continuation key or identity key, or the audit log
+    /// cannot be opened, or the metrics recorder cannot be installed.
     #[error("{0}")]
     Other(String),
 }
@@ -110,10 +110,19 @@ pub fn check(path: &Path) -> Result<Config, StartError> {
     let random_keys = mcp_gate::continuation::Keyring::random().map_err(|error| {
         StartError::Other(format!("no continuation key could be made: {error}"))
     })?;
+    let identity_key = crate::identity::SigningKey::generate()
+        .map_err(|error| StartError::Other(format!("no identity key could be made: {error}")))?;
     let lasting = Lasting {
-        stores: Stores::memory(&config.file.sessions),
+        stores: Stores::memory_with(&config.file.sessions),
         random_keys,
         audit: None,
+        // The identifier the development issuer would have, without starting it.
+        development_issuer: config
+            .file
+            .development_issuer
+            .as_ref()
+            .map(|development| format!("http://{}", development.get_ref().listen)),
+        identity_key,
     };
     assemble::assemble(&config, &lasting)?;
     Ok(config)
@@ -140,7 +149,7 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
                 file: file_name.clone(),
                 source,
             })?,
-        None => Stores::memory(&config.file.sessions),
+        None => Stores::memory_with(&config.file.sessions),
     };
     let random_keys = mcp_gate::continuation::Keyring::random().map_err(|error| {
         StartError::Other(format!("no continuation key could be made: {error}"))
@@ -159,14 +168,41 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
         }
         None => None,
     };
+    let development = match &config.file.development_issuer {
+        Some(development) => {
+            let development = development.get_ref();
+            let issuer = crate::dev_issuer::DevIssuer::start(
+                development.listen,
+                config.file.resource.uri.get_ref().as_str(),
+                development.scopes.clone(),
+            )
+            .await
+            .map_err(|error| {
+                StartError::Other(format!("{file_name}: [development-issuer]: {error}"))
+            })?;
+            tracing::warn!(
+                issuer = %issuer.issuer,
+                "a development issuer runs in this process: anyone who can reach it gets tokens; never protect real data with it"
+            );
+            Some(issuer)
+        }
+        None => None,
+    };
+    let identity_key = crate::identity::SigningKey::generate()
+        .map_err(|error| StartError::Other(format!("no identity key could be made: {error}")))?;
     let lasting = Lasting {
         stores,
         random_keys,
         audit,
+        development_issuer: development.as_ref().map(|issuer| issuer.issuer.clone()),
+        identity_key,
     };
     let current = build(&config, &lasting, metrics.as_ref())?;
     report_readiness(&current.gate).await;
     banner(&config, &current, lasting.stores.backend);
+    if let Some(issuer) = &development {
+        development_banner(issuer, current.gate.resource().as_str());
+    }
     let live = Live::new(current);
 
     let client = client_service(live.clone(), config.file.forwarded.trust);
@@ -284,7 +320,9 @@ pub fn build(
             operations.get_ref(),
             config.file.revocation.is_some(),
             metrics,
-        ),
+            lasting.stores.tasks.clone(),
+        )
+        .merge(crate::identity::jwks_router(assembled.identity.as_ref())),
         None => Router::new(),
     };
     Ok(Current::new(assembled, operations))
@@ -326,11 +364,28 @@ fn banner(config: &Config, current: &Current, backend: Backend) {
     println!("  policy:            {}", current.policy_name);
     println!("  continuation keys: {}", assemble::keys_source(config));
     println!(
+        "  upstream identity: {}",
+        crate::identity::describe(config, current.identity.as_ref())
+    );
+    println!(
         "  stores:            {}",
         match backend {
             Backend::Memory => "this process's memory (not shared with replicas)",
             Backend::Redis => "Redis (shared by replicas)",
         }
+    );
+}
+
+/// How to get a token from the development issuer.
+fn development_banner(issuer: &crate::dev_issuer::DevIssuer, resource: &str) {
+    use crate::dev_issuer::{CLIENT_ID, CLIENT_SECRET};
+    println!(
+        "  development issuer {} (client {CLIENT_ID} / {CLIENT_SECRET}; never for real data)",
+        issuer.issuer
+    );
+    println!(
+        "  a token:           curl -s -u {CLIENT_ID}:{CLIENT_SECRET} -d grant_type=client_credentials --data-urlencode resource={resource} {}",
+        issuer.token_endpoint
     );
 }
 

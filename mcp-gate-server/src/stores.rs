@@ -69,8 +69,13 @@ pub struct Stores {
 }
 
 impl Stores {
+    /// Every store in this process's memory, with the library's default bounds.
+    pub fn memory() -> Self {
+        Self::memory_with(&Sessions::default())
+    }
+
     /// Every store in this process's memory, legacy sessions bounded as `sessions` says.
-    pub fn memory(sessions: &Sessions) -> Self {
+    pub fn memory_with(sessions: &Sessions) -> Self {
         Self {
             backend: Backend::Memory,
             tasks: Arc::new(MemoryTaskStore::new(TASKS)),

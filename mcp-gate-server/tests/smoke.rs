@@ -53,13 +53,7 @@ async fn a_call_goes_through_without_the_clients_token() {
     let body = answer.text().await.unwrap();
     assert!(body.contains("mcp-gate-ts-server"), "{body}");
 
-    let log: serde_json::Value = reqwest::get(upstream.info["log_url"].as_str().unwrap())
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let seen = log.as_array().expect("log entries");
+    let seen = upstream.received().await;
     assert!(!seen.is_empty());
     for entry in seen {
         assert_eq!(entry["authorization"], serde_json::json!(false), "{entry}");

@@ -115,9 +115,11 @@ const ccClient = (client_id, client_secret, method) => ({
   authorization_details_types: ['mcp_tool'],
 });
 
+// A resource on this machine: http or https (a gateway terminating TLS) on loopback.
 function isLoopbackHttp(uri) {
   const u = URL.parse(uri);
-  return !!u && u.protocol === 'http:' && (u.hostname === '127.0.0.1' || u.hostname === 'localhost');
+  return !!u && (u.protocol === 'http:' || u.protocol === 'https:')
+    && (u.hostname === '127.0.0.1' || u.hostname === 'localhost');
 }
 
 const stringArray = (v) => Array.isArray(v) && v.every((x) => typeof x === 'string');
@@ -152,7 +154,7 @@ const provider = new Provider(issuer, {
       useGrantedResource: async () => false,
       getResourceServerInfo: async (_ctx, resource, client) => {
         if (!isLoopbackHttp(resource)) {
-          throw new errors.InvalidTarget('only http://127.0.0.1:* and http://localhost:* resources are served by this test AS');
+          throw new errors.InvalidTarget('only http(s)://127.0.0.1:* and http(s)://localhost:* resources are served by this test AS');
         }
         const opaque = client.clientId === 'mcp-client-opaque';
         return {

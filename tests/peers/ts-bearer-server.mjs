@@ -18,11 +18,12 @@ import { parseArgs } from 'node:util';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import * as z from 'zod/v4';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 import { requireBearerAuth } from '@modelcontextprotocol/sdk/server/auth/middleware/bearerAuth.js';
 import { InvalidTokenError } from '@modelcontextprotocol/sdk/server/auth/errors.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv-provider.js';
+
+import { statelessHandler } from './stateless-mcp.mjs';
 
 const { values: options } = parseArgs({
   options: {
@@ -97,29 +98,7 @@ const bearer = requireBearerAuth({
   resourceMetadataUrl: `http://${host}:${port}/.well-known/oauth-protected-resource/mcp`,
 });
 
-app.post('/mcp', bearer, async (req, res) => {
-  const server = buildServer();
-  const transport = new StreamableHTTPServerTransport({
-    sessionIdGenerator: undefined,
-    enableJsonResponse: true,
-  });
-  res.on('close', () => {
-    transport.close().catch(() => {});
-    server.close().catch(() => {});
-  });
-  try {
-    await server.connect(transport);
-    await transport.handleRequest(req, res, req.body);
-  } catch (error) {
-    if (!res.headersSent) {
-      res.status(500).json({
-        jsonrpc: '2.0',
-        error: { code: -32603, message: `internal error: ${error.message}` },
-        id: null,
-      });
-    }
-  }
-});
+app.post('/mcp', bearer, statelessHandler(buildServer));
 
 const listener = app.listen(port, host, () => {
   console.log(JSON.stringify({ ready: true, url: resource, config: 'ts-sdk', pid: process.pid }));

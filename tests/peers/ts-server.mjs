@@ -23,12 +23,11 @@
 // GET /__log (outside MCP, for the test only): every HTTP request this server received on /mcp,
 // as {"method","rpc","tool","session","authorization","headers"}.
 
-import { randomUUID } from 'node:crypto';
-
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
 import { z } from 'zod';
+
+import { listenAndAnnounce, mcpSessions } from './ts-sessions.mjs';
 
 // stdout carries the ready line only.
 for (const k of ['log', 'info', 'debug', 'warn']) console[k] = (...a) => console.error(...a);
@@ -92,8 +91,11 @@ function newServer() {
 // them up for a local server.
 const app = createMcpExpressApp({ host: '127.0.0.1' });
 
-/** Open sessions: id -> transport. */
-const transports = new Map();
+const sessions = mcpSessions(newServer, 'ts-server.mjs');
+app.all('/mcp', (req, res) => {
+  log.push(describe(req));
+  return sessions(req, res);
+});
 
 function describe(req) {
   const body = req.body && typeof req.body === 'object' && !Array.isArray(req.body) ? req.body : undefined;
@@ -107,52 +109,8 @@ function describe(req) {
   };
 }
 
-app.all('/mcp', async (req, res) => {
-  log.push(describe(req));
-  try {
-    const sessionId = req.get('mcp-session-id');
-    let transport = sessionId ? transports.get(sessionId) : undefined;
-    if (!transport) {
-      const isInitialize = req.method === 'POST' && req.body?.method === 'initialize';
-      if (sessionId || !isInitialize) {
-        res.status(sessionId ? 404 : 400).json({
-          jsonrpc: '2.0',
-          id: null,
-          error: { code: -32000, message: sessionId ? 'Session not found' : 'No session; send initialize first' },
-        });
-        return;
-      }
-      transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: () => randomUUID(),
-        onsessioninitialized: (id) => { transports.set(id, transport); },
-        onsessionclosed: (id) => { transports.delete(id); },
-      });
-      transport.onclose = () => {
-        if (transport.sessionId) transports.delete(transport.sessionId);
-      };
-      await newServer().connect(transport);
-    }
-    await transport.handleRequest(req, res, req.body);
-  } catch (e) {
-    console.error('ts-server.mjs: request failed', e);
-    if (!res.headersSent) {
-      res.status(500).json({ jsonrpc: '2.0', id: null, error: { code: -32603, message: 'internal error' } });
-    }
-  }
-});
-
 app.get('/__log', (_req, res) => {
   res.json(log);
 });
 
-const listener = app.listen(0, '127.0.0.1', () => {
-  const { port } = listener.address();
-  process.stdout.write(`${JSON.stringify({
-    url: `http://127.0.0.1:${port}/mcp`,
-    log_url: `http://127.0.0.1:${port}/__log`,
-  })}\n`);
-});
-listener.on('error', (e) => {
-  console.error('ts-server.mjs: listen failed', e);
-  process.exit(1);
-});
+listenAndAnnounce(app, { url: '/mcp', log_url: '/__log' }, 'ts-server.mjs');

@@ -9,6 +9,7 @@
 //! Secrets are never written in the file: it names the environment variables that hold them.
 
 mod error;
+mod identity;
 mod values;
 
 use std::collections::BTreeMap;
@@ -19,6 +20,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 pub use error::{ConfigError, ConfigErrorKind};
+pub use identity::Identity;
 pub use values::{HttpUrl, SecretVariable, Span};
 
 /// A configuration file, read and checked.
@@ -45,7 +47,9 @@ pub struct File {
     pub resource: Resource,
     /// The trusted authorization servers (`[[issuer]]`, at least one).
     #[serde(default, rename = "issuer")]
-    pub issuers: Vec<IssuerEntry>,
+    pub issuers: Vec<Spanned<IssuerEntry>>,
+    /// A development issuer in the process, instead of `[[issuer]]` (loopback only).
+    pub development_issuer: Option<Spanned<DevelopmentIssuer>>,
     /// How access tokens are checked.
     #[serde(default)]
     pub tokens: Tokens,
@@ -87,6 +91,8 @@ pub struct File {
     /// Reloading.
     #[serde(default)]
     pub reload: Reload,
+    /// The signed identity the upstream gets for each caller (`[identity]`, opt-in).
+    pub identity: Option<Spanned<Identity>>,
 }
 
 fn default_listen() -> SocketAddr {
@@ -167,10 +173,39 @@ pub struct ServerInfo {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IssuerEntry {
-    /// The issuer identifier (`iss`); its keys are found by discovery unless `jwks-uri`.
+    /// The issuer identifier (`iss`); its keys are found by discovery unless `jwks-uri` or
+    /// `jwks-file`.
     pub url: HttpUrl,
     /// The JWK set URL, instead of discovery.
     pub jwks_uri: Option<HttpUrl>,
+    /// A file holding the issuer's public JWK set, instead of fetching it (read again on
+    /// reload), relative to this file.
+    pub jwks_file: Option<PathBuf>,
+}
+
+/// `[development-issuer]`: an OAuth issuer inside the gateway, for trying it out with no
+/// authorization server: `client_credentials` for one fixed client (`dev-client` /
+/// `dev-secret`), JWTs signed with a key made at start. Loopback only; never for real data.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DevelopmentIssuer {
+    /// Where it listens (a loopback address; port 0 picks a free one). Default
+    /// `127.0.0.1:0`.
+    #[serde(default = "default_dev_listen")]
+    pub listen: SocketAddr,
+    /// The scopes it grants (default `mcp:read mcp:write mcp:admin`).
+    #[serde(default = "default_dev_scopes")]
+    pub scopes: Vec<String>,
+}
+
+fn default_dev_listen() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+fn default_dev_scopes() -> Vec<String> {
+    ["mcp:read", "mcp:write", "mcp:admin"]
+        .map(String::from)
+        .to_vec()
 }
 
 /// `[tokens]`: how access tokens are checked.
@@ -708,17 +743,35 @@ impl Config {
                 "`cedar-server`, `claims` and `shadow-cedar` need `cedar`",
             ));
         }
-        if file.issuers.is_empty() {
-            return Err(ConfigError::new(
-                &self.path,
-                None,
-                ConfigErrorKind::Invalid {
-                    key: "[[issuer]]".to_owned(),
-                    message:
-                        "at least one trusted issuer is needed (`[[issuer]]` with `url = ...`)"
-                            .to_owned(),
-                },
-            ));
+        match (&file.development_issuer, file.issuers.is_empty()) {
+            (None, true) => {
+                return Err(ConfigError::new(
+                    &self.path,
+                    None,
+                    ConfigErrorKind::Invalid {
+                        key: "[[issuer]]".to_owned(),
+                        message: "at least one trusted issuer is needed (`[[issuer]]` with `url = ...`, or `[development-issuer]` to try the gateway out)".to_owned(),
+                    },
+                ));
+            }
+            (Some(development), false) => {
+                return Err(self.invalid(text, development.span(), "[development-issuer]", "a development issuer excludes `[[issuer]]`: trust real issuers, or try it out with the development one"));
+            }
+            (Some(development), true) if !development.get_ref().listen.ip().is_loopback() => {
+                return Err(self.invalid(text, development.span(), "[development-issuer] listen", "not a loopback address: the development issuer gives a token to anyone who knows its fixed client secret"));
+            }
+            _ => {}
+        }
+        for issuer in &file.issuers {
+            let entry = issuer.get_ref();
+            if entry.jwks_uri.is_some() && entry.jwks_file.is_some() {
+                return Err(self.invalid(
+                    text,
+                    issuer.span(),
+                    "[[issuer]] jwks-file",
+                    "`jwks-uri` and `jwks-file` exclude each other: set one",
+                ));
+            }
         }
         if let Some(introspection) = &file.tokens.introspection {
             let variable = &introspection.get_ref().client_secret_env;
@@ -832,6 +885,20 @@ impl Config {
                 "[resource] uri",
                 "a resource URI has no query",
             ));
+        }
+        if let Some(identity) = &file.identity {
+            identity
+                .get_ref()
+                .check()
+                .map_err(|(key, message)| self.invalid(text, identity.span(), key, message))?;
+            if resource.url.path() == crate::identity::JWKS_PATH {
+                return Err(self.invalid(
+                    text,
+                    file.resource.uri.span(),
+                    "[resource] uri",
+                    "its path is where the identity key set is published; pick another",
+                ));
+            }
         }
         for rate in &file.limits.rate {
             let entry = rate.get_ref();

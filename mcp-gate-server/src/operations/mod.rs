@@ -7,6 +7,10 @@
 //! - `GET /metrics`: the gate's counters in Prometheus's text format (`[operations]
 //!   metrics`, on by default).
 //! - `POST /revoke`: puts a revocation in force (with `[revocation]`).
+//! - `GET /tasks`, `POST /tasks/{id}/approve`, `POST /tasks/{id}/refuse`: the held-call
+//!   console ([`tasks`], `[operations] tasks`, on by default).
+
+pub mod tasks;
 
 use axum::Router;
 use axum::routing::get;
@@ -38,12 +42,14 @@ pub fn install_metrics() -> Result<PrometheusHandle, MetricsError> {
     Ok(handle)
 }
 
-/// The operations routes over `gate`, as `operations` asks.
+/// The operations routes over `gate`, as `operations` asks; the held-call console decides the
+/// tasks in `task_store` (the store every gate built from the file shares).
 pub fn router(
     gate: &mcp_gate::Gate,
     operations: &Operations,
     revocation: bool,
     metrics: Option<&PrometheusHandle>,
+    task_store: std::sync::Arc<dyn mcp_gate::tasks::TaskStore>,
 ) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -59,6 +65,10 @@ pub fn router(
             "/revoke",
             mcp_gate::revocation::handler::route(gate.clone()),
         );
+    }
+    if operations.tasks {
+        let approvals = mcp_gate::tasks::Approvals::new(task_store).with_revision(gate.revision());
+        router = router.merge(tasks::router(approvals));
     }
     router
 }

@@ -90,7 +90,7 @@ impl Shared {
         }
         let mut headers = headers::upstream_request_headers(&parts.headers);
         if let Some(identity) = parts.extensions.get::<UpstreamIdentity>() {
-            headers.insert(http::header::AUTHORIZATION, identity.0.clone());
+            headers.insert(identity.header.clone(), identity.value.clone());
         }
         let mut outgoing = self.client.request(method, url).headers(headers);
         if parts.method == Method::POST {
@@ -121,11 +121,16 @@ impl Shared {
     }
 }
 
-/// The `Authorization` value the upstream gets for this request: the gateway's signed
-/// statement of who is calling ([`crate::identity`]), set by the layer in front of the
-/// proxy. Without it the upstream gets no `Authorization` at all.
+/// The header the upstream gets for this request stating who is calling: the gateway's
+/// signed identity token ([`crate::identity`]), set by [`crate::identity::Stamp`] in front
+/// of the proxy. Without it the upstream gets no `Authorization` at all.
 #[derive(Clone, Debug)]
-pub struct UpstreamIdentity(pub http::HeaderValue);
+pub struct UpstreamIdentity {
+    /// The header (`authorization` unless `[identity] header` names another).
+    pub header: http::HeaderName,
+    /// Its value (`Bearer <jwt>` in `authorization`, the JWT alone elsewhere).
+    pub value: http::HeaderValue,
+}
 
 impl tower_service::Service<Request<Body>> for Upstream {
     type Response = Response<Body>;

@@ -12,6 +12,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
+pub mod sdk;
+
 /// The `client_credentials` client as.mjs registers (HTTP Basic), and its secret.
 pub const CLIENT: &str = "mcp-client";
 /// The secret of every client as.mjs registers.
@@ -146,6 +148,104 @@ impl UpstreamServer {
     }
 }
 
+impl UpstreamServer {
+    /// The official Python SDK's `MCPServer` of tests/peers/py_upstream.py: the demo tools
+    /// (`echo`, `admin_report`, `transfer`, `share_folder`, `deploy`, `delete_file`,
+    /// `delete_everything`, `secret_sauce`), both eras; `GET /__runs` counts each tool's runs.
+    pub async fn python_demo() -> Self {
+        ensure_peers();
+        let mut command = Command::new(peers_dir().join(".venv").join("bin").join("python"));
+        command
+            .arg(peers_dir().join("py_upstream.py"))
+            .env("PY_UPSTREAM_EXIT_ON_STDIN_EOF", "1")
+            .env("PY_UPSTREAM_MAX_SECONDS", "300");
+        Self::demo(command, "py_upstream.py").await
+    }
+
+    /// The TypeScript SDK's `McpServer` of tests/peers/ts-upstream.mjs: the same tools as
+    /// [`python_demo`](Self::python_demo), legacy sessions only.
+    pub async fn typescript_demo() -> Self {
+        ensure_peers();
+        let mut command = Command::new("node");
+        command
+            .arg(peers_dir().join("ts-upstream.mjs"))
+            .env("TS_UPSTREAM_EXIT_ON_STDIN_EOF", "1")
+            .env("TS_UPSTREAM_MAX_SECONDS", "300");
+        Self::demo(command, "ts-upstream.mjs").await
+    }
+
+    async fn demo(command: Command, what: &str) -> Self {
+        let (child, info) = spawn_ready(command, what).await;
+        Self {
+            _child: child,
+            url: info["url"].as_str().expect("url").to_owned(),
+            info,
+        }
+    }
+
+    /// The Python SDK's `MCPServer` of tests/peers/py_identity_upstream.py, trusting only the
+    /// gateway's identity token (verified with PyJWT against `jwks_url`, `iss` `issuer`, `aud`
+    /// its own URL, as docs/gateway.md shows); tool `whoami` returns the verified claims.
+    pub async fn py_identity(jwks_url: &str, issuer: &str) -> Self {
+        let python = peers_dir().join(".venv").join("bin").join("python");
+        Self::identity(python, "py_identity_upstream.py", jwks_url, issuer).await
+    }
+
+    /// The TypeScript SDK's `McpServer` of tests/peers/ts-identity-upstream.mjs behind
+    /// `requireBearerAuth`, trusting only the gateway's identity token (verified with jose,
+    /// as docs/gateway.md shows); tool `whoami` returns the caller it read.
+    pub async fn ts_identity(jwks_url: &str, issuer: &str) -> Self {
+        Self::identity("node".into(), "ts-identity-upstream.mjs", jwks_url, issuer).await
+    }
+
+    async fn identity(program: PathBuf, script: &str, jwks_url: &str, issuer: &str) -> Self {
+        ensure_peers();
+        let mut command = Command::new(program);
+        command
+            .arg(peers_dir().join(script))
+            .arg("--jwks-url")
+            .arg(jwks_url)
+            .arg("--issuer")
+            .arg(issuer)
+            .arg("--max-seconds")
+            .arg("300");
+        let (child, info) = spawn_ready(command, script).await;
+        Self {
+            _child: child,
+            url: info["url"].as_str().expect("url").to_owned(),
+            info,
+        }
+    }
+
+    /// How many times each tool of a demo upstream ran (`{"deploy": 1, ...}`).
+    pub async fn runs(&self) -> Value {
+        let url = self.info["runs_url"].as_str().expect("a demo upstream");
+        reqwest::get(url)
+            .await
+            .expect("GET /__runs")
+            .json()
+            .await
+            .expect("runs JSON")
+    }
+
+    /// What ts-server.mjs received so far (`GET /__log`), one entry per HTTP request.
+    pub async fn received(&self) -> Vec<Value> {
+        let url = self.info["log_url"]
+            .as_str()
+            .expect("a server with a log_url");
+        let log: Value = reqwest::get(url)
+            .await
+            .expect("GET /__log")
+            .json()
+            .await
+            .expect("a JSON log");
+        let Value::Array(entries) = log else {
+            panic!("the log is not a list: {log}");
+        };
+        entries
+    }
+}
+
 /// A free port on 127.0.0.1 (bound and released: a test that needs a fixed address for the
 /// resource URI before the gateway starts).
 pub fn free_port() -> u16 {
@@ -164,6 +264,8 @@ pub struct Gateway {
     pub origin: String,
     /// The operations listener, when the file has one.
     pub operations: Option<String>,
+    /// The development issuer's identifier, when the file starts one.
+    pub development_issuer: Option<String>,
     /// Everything it logged on stderr so far (read by [`Gateway::log`]).
     log: std::sync::Arc<std::sync::Mutex<String>>,
 }
@@ -229,6 +331,7 @@ impl Gateway {
         let mut lines = BufReader::new(stdout).lines();
         let mut origin = None;
         let mut operations = None;
+        let mut development_issuer = None;
         let started = tokio::time::timeout(Duration::from_secs(60), async {
             while let Ok(Some(line)) = lines.next_line().await {
                 let line = line.trim();
@@ -236,6 +339,8 @@ impl Gateway {
                     origin = Some(format!("http://{}", address.trim()));
                 } else if let Some(address) = line.strip_prefix("operations:") {
                     operations = Some(format!("http://{}", address.trim()));
+                } else if let Some(rest) = line.strip_prefix("development issuer ") {
+                    development_issuer = rest.split_whitespace().next().map(str::to_owned);
                 } else if line.starts_with(STARTED) {
                     break;
                 }
@@ -253,6 +358,7 @@ impl Gateway {
             dir,
             origin,
             operations,
+            development_issuer,
             log,
         }
     }

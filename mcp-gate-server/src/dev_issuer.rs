@@ -1,4 +1,6 @@
-//! A development OAuth issuer, embedded in the example server so it runs with no other process.
+//! A development OAuth issuer, embedded in the example server and in the gateway
+//! (`[development-issuer]`) so that either runs with no other process. One file, compiled into
+//! both (the example includes it with `#[path]`).
 //!
 //! It generates a fresh ES256 key at start, publishes it as a JWK set, answers RFC 8414 and
 //! OpenID discovery, and issues RFC 9068 JWT access tokens through the `client_credentials`

@@ -1,0 +1,175 @@
+//! Two gateway replicas sharing one real `redis-server`: what one replica puts in force holds
+//! on the other (a revocation, a rate limit's tally), so any replica serves any request.
+
+mod common;
+#[path = "../../tests/common/redis_server.rs"]
+#[allow(dead_code)]
+mod redis_server;
+
+use std::time::{Duration, Instant};
+
+use common::{AuthServer, Gateway, UpstreamServer, free_port};
+use redis_server::RedisServer;
+
+/// 32 bytes of key, base64url: the continuation keys both replicas share.
+const KEYS: &str = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY";
+
+fn config(
+    listen: u16,
+    ops: u16,
+    resource: &str,
+    upstream: &str,
+    issuer: &str,
+    redis: &str,
+) -> String {
+    format!(
+        "listen = \"127.0.0.1:{listen}\"\n\
+         [upstream]\nurl = \"{upstream}\"\n\
+         [resource]\nuri = \"{resource}\"\n\
+         [[issuer]]\nurl = \"{issuer}\"\n\
+         [policy]\nallow-all = true\nallow-destructive = true\n\
+         [continuation]\nrequire-keys = true\n\
+         [redis]\nurl = \"{redis}\"\nnamespace = \"gateway-replicas\"\n\
+         [[limits.rate]]\nscope = \"principal\"\nrequests = 4\nperiod = \"1h\"\nburst = 4\n\
+         [revocation]\n\
+         [operations]\nlisten = \"127.0.0.1:{ops}\"\n"
+    )
+}
+
+/// Posts `body` to `url` with `token` in `session`; the status, `Retry-After`, and the body.
+async fn post(url: &str, token: &str, session: &str, body: &str) -> (u16, Option<String>, String) {
+    let answer = reqwest::Client::new()
+        .post(url)
+        .bearer_auth(token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", session)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("post");
+    let status = answer.status().as_u16();
+    let retry = answer
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, retry, answer.text().await.expect("body"))
+}
+
+const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"replicas","version":"1"}}}"#;
+const INITIALIZED: &str = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+const PING: &str = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+const ECHO: &str = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"text":"replica"}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rate_limit_and_a_revocation_hold_on_both_replicas() {
+    let Some(redis) = RedisServer::start_or_skip() else {
+        return;
+    };
+    let auth = AuthServer::start(&[]).await;
+    let upstream = UpstreamServer::ts_plain().await;
+    let (port_a, port_b, ops_a, ops_b) = (free_port(), free_port(), free_port(), free_port());
+    // Replicas behind one address share one resource.
+    let resource = format!("http://127.0.0.1:{port_a}/mcp");
+    let env = [("MCP_GATE_CONTINUATION_KEYS", KEYS)];
+    let a = Gateway::start_with_env(
+        &config(
+            port_a,
+            ops_a,
+            &resource,
+            &upstream.url,
+            &auth.issuer,
+            &redis.url(),
+        ),
+        &[],
+        &env,
+    )
+    .await;
+    let b = Gateway::start_with_env(
+        &config(
+            port_b,
+            ops_b,
+            &resource,
+            &upstream.url,
+            &auth.issuer,
+            &redis.url(),
+        ),
+        &[],
+        &env,
+    )
+    .await;
+    let (url_a, url_b) = (format!("{}/mcp", a.origin), format!("{}/mcp", b.origin));
+    let token = auth.token("mcp:read", &resource).await;
+
+    // A legacy session opened on A (the upstream's own), used on both replicas: the gate's
+    // binding of the session to its owner is in Redis.
+    let opened = reqwest::Client::new()
+        .post(&url_a)
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(INITIALIZE)
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(opened.status(), 200, "{}", a.log());
+    let session = opened.headers()["mcp-session-id"]
+        .to_str()
+        .expect("session")
+        .to_owned();
+    let (status, _, body) = post(&url_b, &token, &session, INITIALIZED).await;
+    assert_eq!(
+        status / 100,
+        2,
+        "the session opened on A is not known on B: {body}"
+    );
+
+    // Four calls allowed between the two replicas, the fifth refused wherever it lands.
+    for (n, url) in [&url_a, &url_b, &url_a, &url_b].into_iter().enumerate() {
+        let (status, _, body) = post(url, &token, &session, ECHO).await;
+        assert_eq!(status, 200, "call {n}: {body}\n{}", a.log());
+        assert!(
+            body.contains("replica"),
+            "call {n} was not answered by the upstream: {body}"
+        );
+    }
+    let (status, retry, body) = post(&url_b, &token, &session, ECHO).await;
+    assert!(
+        retry.is_some() && !body.contains("\"text\":\"replica\""),
+        "the fifth call (on the other replica) was not limited: {status} {body}"
+    );
+
+    // A revocation put in force on A's operations listener refuses the client on B.
+    let (status, _, _) = post(&url_b, &token, &session, PING).await;
+    assert_eq!(status, 200, "ping is not counted by the rate limit");
+    let revoked = reqwest::Client::new()
+        .post(format!("{}/revoke", a.operations.as_deref().expect("operations")))
+        .json(&serde_json::json!({"by": "client", "issuer": auth.issuer, "client_id": common::CLIENT}))
+        .send()
+        .await
+        .expect("revoke");
+    assert_eq!(
+        revoked.status(),
+        200,
+        "{}",
+        revoked.text().await.unwrap_or_default()
+    );
+    let started = Instant::now();
+    loop {
+        let (status, _, body) = post(&url_b, &token, &session, PING).await;
+        if status == 401 {
+            println!(
+                "the revocation made on A was in force on B after {:?}",
+                started.elapsed()
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "B still serves a revoked client after 5 s: {status} {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
