@@ -418,8 +418,12 @@ async fn edits_under_load_take_effect_within_the_watch_and_fail_no_call() {
     );
 
     // (d) An invalid policy file: refused with its file and line; the last good set stays.
+    let from = gateway.log().len();
     std::fs::write(gateway.config_path(), &limited).unwrap();
-    tokio::time::sleep(watch + margin).await;
+    logged(gateway, from, &["reloaded"], watch + margin).await;
+    // The good file again: a reload that keeps the limit keeps its tally.
+    let answer = probe.call(5, "seen_headers", json!({})).await.unwrap();
+    assert!(answer.retry_after, "the tally survives: {}", answer.message);
     let from = gateway.log().len();
     std::fs::write(gateway.path("cedar/policies.cedar"), BROKEN_POLICY).unwrap();
     let refused = logged(
