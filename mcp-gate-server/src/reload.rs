@@ -6,7 +6,7 @@
 //! policy set that does not validate, or a change to what only a restart can change
 //! (listeners, TLS, `[redis]`, `[sessions]`, `[audit]`) is refused: the last good gate stays in force and
 //! the log says why, with the file and line. The new gate's keys are fetched before it takes
-//! traffic.
+//! traffic; a new gate that cannot fetch them does not replace a running one that has them.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
@@ -27,6 +27,17 @@ pub enum ReloadError {
     /// The gate could not be built from it.
     #[error(transparent)]
     Assemble(#[from] crate::assemble::AssembleError),
+    /// The new gate could not fetch its keys (or reach its stores) while the running one has
+    /// them.
+    #[error(
+        "{file}: the new configuration was not put in force, {why}; the running configuration, which is ready, stays (SIGHUP tries again)"
+    )]
+    NotReady {
+        /// The file.
+        file: String,
+        /// The readiness report.
+        why: String,
+    },
     /// The file changes what only a restart can change.
     #[error("{file}: {key} changed: that takes a restart; the running configuration stays")]
     NeedsRestart {
@@ -131,18 +142,29 @@ impl Reloader {
             });
         }
         let next = crate::serve::build(&config, &self.lasting, self.metrics.as_ref())?;
-        // The new gate takes traffic with its keys fetched: a reload does not turn callers
-        // away while a key set is being fetched. A key set that cannot be fetched is the same
-        // as at start: the gate serves, and /readyz says why it is not ready.
-        // Bounded: a reload never hangs on an authorization server that does not answer.
-        if tokio::time::timeout(KEYS_WAIT, crate::serve::report_readiness(&next.gate))
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                wait = ?KEYS_WAIT,
-                "the new configuration's keys are still being fetched; it takes traffic now (/readyz says whether it is ready)"
-            );
+        // The new gate takes traffic with its keys fetched (for at most KEYS_WAIT): a reload
+        // does not turn callers away while a key set is being fetched.
+        let report = tokio::time::timeout(KEYS_WAIT, next.gate.load_keys()).await;
+        match report {
+            Ok(report) if report.is_ready() => {
+                tracing::info!("ready: keys loaded for every issuer, stores reachable");
+            }
+            report => {
+                let why = match report {
+                    Ok(report) => report.to_string(),
+                    Err(_) => format!("not fetched within {KEYS_WAIT:?}"),
+                };
+                // A gate whose keys are loaded is not traded for one without: a reload while
+                // an issuer is unreachable would otherwise refuse every caller until it
+                // answers. When the running gate is not ready either, the new one is no worse.
+                if self.live.load().gate.readiness().await.is_ready() {
+                    return Err(ReloadError::NotReady {
+                        file: config.path.display().to_string(),
+                        why,
+                    });
+                }
+                tracing::warn!(%why, "the new configuration is not ready either; it takes traffic now (/readyz says why)");
+            }
         }
         let name = next.policy_name.clone();
         self.live.install(next);
@@ -209,7 +231,7 @@ fn hash_folder(folder: &Path, hasher: &mut DefaultHasher) {
 /// (truncated, then filled) is not read half-done.
 pub const SETTLE: Duration = Duration::from_millis(100);
 
-/// How long a reload waits for the new gate's keys before it installs the gate anyway.
+/// How long a reload waits for the new gate's keys.
 pub const KEYS_WAIT: Duration = Duration::from_secs(10);
 
 /// SIGHUP, caught from now on (its default action ends the process): made first thing at

@@ -72,7 +72,10 @@ fn schema() -> String {
 
 /// What the test starts: the authorization server, the upstream, the gateway.
 struct Setup {
-    auth: AuthServer,
+    /// Taken to stop it.
+    auth: Option<AuthServer>,
+    /// The authorization server's issuer identifier (kept when the server is stopped).
+    issuer: String,
     upstream: UpstreamServer,
     gateway: Gateway,
     port: u16,
@@ -96,7 +99,8 @@ impl Setup {
         )
         .await;
         Self {
-            auth,
+            issuer: auth.issuer.clone(),
+            auth: Some(auth),
             upstream,
             gateway,
             port,
@@ -106,18 +110,13 @@ impl Setup {
 
     /// The configuration with `watch` and `extra`.
     fn config(&self, watch: &str, extra: &str) -> String {
-        config(
-            self.port,
-            &self.upstream.url,
-            &self.auth.issuer,
-            watch,
-            extra,
-        )
+        config(self.port, &self.upstream.url, &self.issuer, watch, extra)
     }
 
     /// A client session through the gateway.
     async fn client(&self) -> Client {
-        let token = self.auth.token("mcp:read", &self.resource).await;
+        let auth = self.auth.as_ref().expect("the authorization server runs");
+        let token = auth.token("mcp:read", &self.resource).await;
         Client::open(&self.resource, &token)
             .await
             .unwrap_or_else(|error| panic!("{error}\n{}", self.gateway.log()))
@@ -549,6 +548,48 @@ async fn sighup_reloads_with_the_watch_off_and_a_restart_key_is_refused() {
         answer.text() == Some("probe")
     })
     .await;
+}
+
+#[tokio::test]
+async fn a_reload_that_cannot_fetch_keys_keeps_the_gate_that_has_them() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut setup = Setup::start("0s").await;
+    let probe = setup.client().await;
+    let echo = json!({"text": "probe"});
+    assert_eq!(
+        probe.call(1, "echo", echo.clone()).await.unwrap().text(),
+        Some("probe")
+    );
+    // The authorization server goes away (killed when dropped); the running gate holds its
+    // keys.
+    drop(setup.auth.take());
+    let address = setup.issuer.trim_start_matches("http://").to_owned();
+    let gone = Instant::now();
+    while tokio::net::TcpStream::connect(address.as_str())
+        .await
+        .is_ok()
+    {
+        assert!(
+            gone.elapsed() < Duration::from_secs(5),
+            "as.mjs still answers"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gateway = &setup.gateway;
+    std::fs::write(gateway.path("cedar/policies.cedar"), ECHO_OFF).unwrap();
+    let from = gateway.log().len();
+    gateway.signal("HUP");
+    let line = logged(
+        gateway,
+        from,
+        &["reload refused", "not put in force", "keys_unavailable"],
+        Duration::from_secs(15),
+    )
+    .await;
+    println!("refused: {line}");
+    // The running gate still answers with its keys and its policy.
+    let answer = probe.call(2, "echo", echo).await.unwrap();
+    assert_eq!(answer.text(), Some("probe"), "{}", answer.message);
 }
 
 #[tokio::test]
