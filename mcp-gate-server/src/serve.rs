@@ -36,8 +36,10 @@ pub enum StartError {
         source: StoreOpenError,
     },
     /// A listener could not be bound.
-    #[error("cannot listen on {address} ({key}): {source}")]
+    #[error("{file}: {key}: cannot listen on {address}: {source}")]
     Listen {
+        /// The configuration file.
+        file: String,
         /// The address.
         address: SocketAddr,
         /// The key that names it.
@@ -208,26 +210,23 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
     let client = client_service(live.clone(), config.file.forwarded.trust);
     let handle = axum_server::Handle::new();
     let listen = config.file.listen;
-    let std_listener =
-        std::net::TcpListener::bind(listen).map_err(|source| StartError::Listen {
-            address: listen,
-            key: "listen",
+    let cannot_listen = |address: SocketAddr, key: &'static str| {
+        let file = file_name.clone();
+        move |source| StartError::Listen {
+            file,
+            address,
+            key,
             source,
-        })?;
+        }
+    };
+    let std_listener =
+        std::net::TcpListener::bind(listen).map_err(cannot_listen(listen, "listen"))?;
     std_listener
         .set_nonblocking(true)
-        .map_err(|source| StartError::Listen {
-            address: listen,
-            key: "listen",
-            source,
-        })?;
+        .map_err(cannot_listen(listen, "listen"))?;
     let address = std_listener
         .local_addr()
-        .map_err(|source| StartError::Listen {
-            address: listen,
-            key: "listen",
-            source,
-        })?;
+        .map_err(cannot_listen(listen, "listen"))?;
     let make = client.into_make_service_with_connect_info::<SocketAddr>();
     let served = match &config.file.tls {
         Some(tls) => {
@@ -241,21 +240,13 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
                 message: error.to_string(),
             })?;
             let server = axum_server::from_tcp_rustls(std_listener, rustls)
-                .map_err(|source| StartError::Listen {
-                    address: listen,
-                    key: "listen",
-                    source,
-                })?
+                .map_err(cannot_listen(listen, "listen"))?
                 .handle(handle.clone());
             tokio::spawn(server.serve(make))
         }
         None => {
             let server = axum_server::from_tcp(std_listener)
-                .map_err(|source| StartError::Listen {
-                    address: listen,
-                    key: "listen",
-                    source,
-                })?
+                .map_err(cannot_listen(listen, "listen"))?
                 .handle(handle.clone());
             tokio::spawn(server.serve(make))
         }
@@ -266,16 +257,10 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
             let address = operations.get_ref().listen;
             let listener = tokio::net::TcpListener::bind(address)
                 .await
-                .map_err(|source| StartError::Listen {
-                    address,
-                    key: "[operations] listen",
-                    source,
-                })?;
-            let bound = listener.local_addr().map_err(|source| StartError::Listen {
-                address,
-                key: "[operations] listen",
-                source,
-            })?;
+                .map_err(cannot_listen(address, "[operations] listen"))?;
+            let bound = listener
+                .local_addr()
+                .map_err(cannot_listen(address, "[operations] listen"))?;
             let live = live.clone();
             let service = Router::new().fallback_service(tower::service_fn(move |request| {
                 live.clone().serve_operations(request)

@@ -83,3 +83,32 @@ fn a_missing_file_is_named_and_exits_1() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_busy_address_is_refused_with_the_file_and_key() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = busy.local_addr().expect("address").port();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("gateway.toml");
+    // The issuer is a closed port: its keys fail fast, and the start goes on to bind.
+    let text = GOOD
+        .replace("127.0.0.1:8080", &format!("127.0.0.1:{port}"))
+        .replace("127.0.0.1:9000", "127.0.0.1:1");
+    std::fs::write(&path, text).expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_mcp-gate-server"))
+        .arg("--config")
+        .arg(&path)
+        .env("RUST_LOG", "error")
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "{}: listen: cannot listen on 127.0.0.1:{port}",
+            path.display()
+        )),
+        "{stderr}"
+    );
+    drop(busy);
+}
