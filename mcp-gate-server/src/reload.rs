@@ -298,6 +298,48 @@ mod tests {
     use super::*;
 
     #[test]
+    fn what_only_a_restart_changes_is_named_and_the_rest_is_not() {
+        let base = "listen = \"127.0.0.1:8080\"\n[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\n[resource]\nuri = \"http://127.0.0.1:8080/mcp\"\n[[issuer]]\nurl = \"http://127.0.0.1:3\"\n[policy]\nallow-all = true\n";
+        let fixed = |text: &str| match Config::parse(Path::new("gateway.toml"), text) {
+            Ok(config) => Fixed::of(&config),
+            Err(error) => panic!("{error}"),
+        };
+        let running = fixed(base);
+        for (edit, key) in [
+            (
+                base.replace(":8080\"\n[upstream]", ":8081\"\n[upstream]"),
+                "listen",
+            ),
+            (
+                format!("{base}[redis]\nurl = \"redis://127.0.0.1:6379/\"\n"),
+                "[redis]",
+            ),
+            (format!("{base}[sessions]\ncapacity = 5\n"), "[sessions]"),
+            (
+                format!("{base}[operations]\nlisten = \"127.0.0.1:9090\"\n"),
+                "[operations]",
+            ),
+            (
+                format!("{base}[audit]\nfile = \"audit.jsonl\"\n"),
+                "[audit]",
+            ),
+        ] {
+            assert_eq!(running.changed(&fixed(&edit)), Some(key), "{edit}");
+        }
+        for edit in [
+            base.replace(
+                "allow-all = true",
+                "allow-all = true\nallow-destructive = true",
+            ),
+            format!("{base}[tokens]\nrequired-scopes = [\"mcp:read\"]\n"),
+            format!("{base}[[limits.rate]]\nscope = \"tool\"\nrequests = 1\nperiod = \"1m\"\n"),
+            format!("{base}[requests]\nmax-body-bytes = 1024\n"),
+        ] {
+            assert_eq!(running.changed(&fixed(&edit)), None, "{edit}");
+        }
+    }
+
+    #[test]
     fn the_fingerprint_sees_an_edit_of_the_same_size_in_the_same_second() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("gateway.toml");
