@@ -18,7 +18,8 @@
 //                      any request this server received so far had an Authorization header
 //   forbidden          returns "the forbidden tool ran" (a gate policy should never let it run)
 //   slow {ms}          waits ms milliseconds (0 to 30000), then returns "slept <ms> ms": a call
-//                      that is still in flight when the test acts (a shutdown that must drain it)
+//                      that is still in flight when the test acts (a shutdown that must drain it);
+//                      with `_meta.progressToken`, one notifications/progress goes out first
 //
 // GET /__log (outside MCP, for the test only): every HTTP request this server received on /mcp,
 // as {"method","rpc","tool","session","authorization","headers"}.
@@ -79,7 +80,16 @@ function newServer() {
       description: 'Waits the given milliseconds, then answers.',
       inputSchema: { ms: z.number().int().min(0).max(30000) },
     },
-    async ({ ms }) => {
+    async ({ ms }, extra) => {
+      // With a progress token, a first notification goes out on the call's stream before the
+      // wait: a proxy that buffers answers holds it back until the end.
+      const progressToken = extra?._meta?.progressToken;
+      if (progressToken !== undefined) {
+        await extra.sendNotification({
+          method: 'notifications/progress',
+          params: { progressToken, progress: 0, total: 1 },
+        });
+      }
       await new Promise((resolve) => setTimeout(resolve, ms));
       return text(`slept ${ms} ms`);
     },
