@@ -731,13 +731,13 @@ async fn typescript_sdk_server_behind_a_reverse_proxy() {
     assert!(fetched(server.gate.metadata_url()), "{run:#?}");
     assert!(fetched(&auth.token_endpoint), "{run:#?}");
 
-    // The TypeScript server lists three tools; the gate hid the one its policy refuses.
+    // The TypeScript server lists four tools; the gate hid the one its policy refuses.
     let list = run
         .steps
         .iter()
         .find(|s| s["step"] == "list")
         .expect("list step");
-    assert_eq!(list["tools"], json!(["echo", "seen_headers"]), "{list}");
+    assert_eq!(list["tools"], json!(["echo", "seen_headers", "slow"]), "{list}");
 
     assert_eq!(
         run.call("echo")["result"]["content"][0]["text"],
