@@ -737,7 +737,11 @@ async fn typescript_sdk_server_behind_a_reverse_proxy() {
         .iter()
         .find(|s| s["step"] == "list")
         .expect("list step");
-    assert_eq!(list["tools"], json!(["echo", "seen_headers", "slow"]), "{list}");
+    assert_eq!(
+        list["tools"],
+        json!(["echo", "seen_headers", "slow"]),
+        "{list}"
+    );
 
     assert_eq!(
         run.call("echo")["result"]["content"][0]["text"],
