@@ -179,7 +179,6 @@ impl Reference {
     /// until it listens. server-everything binds every interface of this namespace, the
     /// fixture server 127.0.0.1.
     async fn start(self, port: u16, log: PathBuf) -> Process {
-        let log = log.as_path();
         let modules = conformance_dir().join("node_modules");
         let mut command = Command::new("node");
         match self {
@@ -191,37 +190,7 @@ impl Reference {
                 .arg(conformance_dir().join("fixture-server.mjs"))
                 .arg(port.to_string()),
         };
-        let log_file = std::fs::File::create(log).expect("server log");
-        let mut child = command
-            .stdin(Stdio::null())
-            .stdout(log_file.try_clone().expect("log"))
-            .stderr(log_file)
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap_or_else(|e| panic!("start {}: {e}", self.name()));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            if let Ok(Some(status)) = child.try_wait() {
-                panic!(
-                    "{} exited ({status}): {}",
-                    self.name(),
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{} did not listen within 30 s",
-                self.name()
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        Process {
-            _child: child,
-            port,
-        }
+        suite::listening(command, port, log, self.name()).await
     }
 }
 

@@ -30,37 +30,11 @@ const MIN_PASSING: usize = 30;
 
 /// Starts the fixture server on `port`, its output in `log`, and waits until it listens.
 async fn fixture_server(port: u16, log: std::path::PathBuf) -> Process {
-    let file = std::fs::File::create(&log).expect("server log");
-    let mut child = tokio::process::Command::new("node")
+    let mut command = tokio::process::Command::new("node");
+    command
         .arg(suite::conformance_dir().join("fixture-server.mjs"))
-        .arg(port.to_string())
-        .stdin(std::process::Stdio::null())
-        .stdout(file.try_clone().expect("log"))
-        .stderr(file)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start the fixture server");
-    let deadline = Instant::now() + std::time::Duration::from_secs(30);
-    while tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .is_err()
-    {
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!(
-                "the fixture server exited ({status}): {}",
-                std::fs::read_to_string(&log).unwrap_or_default()
-            );
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the fixture server did not listen within 30 s"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
-    Process {
-        _child: child,
-        port,
-    }
+        .arg(port.to_string());
+    suite::listening(command, port, log, "the fixture server").await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -70,6 +70,40 @@ pub struct Process {
     pub port: u16,
 }
 
+/// Runs `command` (a server that will listen on `port`), its output in `log`, and waits until
+/// it takes connections; `name` says which server in a failure.
+pub async fn listening(mut command: Command, port: u16, log: PathBuf, name: &str) -> Process {
+    let log_file = std::fs::File::create(&log).expect("server log");
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(log_file.try_clone().expect("log"))
+        .stderr(log_file)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {name}: {e}"));
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!(
+                "{name} exited ({status}): {}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} did not listen within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Process {
+        _child: child,
+        port,
+    }
+}
+
 /// `N` distinct free loopback ports (all held while the next is chosen).
 pub fn free_ports<const N: usize>() -> [u16; N] {
     let held =
