@@ -205,7 +205,7 @@ async fn the_python_sdk_server_verifies_the_gateways_identity_token_with_pyjwt()
 }
 
 #[tokio::test]
-async fn without_identity_the_upstream_gets_no_authorization_and_refuses() {
+async fn without_identity_the_upstream_gets_no_authorization_and_its_refusal_is_not_passed_on() {
     let Behind {
         auth,
         port,
@@ -217,16 +217,21 @@ async fn without_identity_the_upstream_gets_no_authorization_and_refuses() {
 
     let token = auth.token("mcp:read", &resource).await;
     let answer = initialize(&resource, Some(&token)).await;
-    // The gate let it through; the upstream, given no Authorization, refused it with its own
-    // words (the gate's challenge names the resource metadata; the SDK's does not).
-    assert_eq!(answer.status(), 401, "{}", gateway.log());
-    let challenge = answer.headers()["www-authenticate"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    assert!(!challenge.contains("resource_metadata"), "{challenge}");
+    // The gate let it through; the upstream, given no Authorization, refused the gateway. The
+    // client gets a 502, never the upstream's challenge (which would send its OAuth flow to
+    // the upstream's own metadata), and the gateway says why in its log.
+    assert_eq!(answer.status(), 502, "{}", gateway.log());
+    assert!(answer.headers().get("www-authenticate").is_none());
     let body = answer.text().await.unwrap();
-    assert!(body.contains("Authentication required"), "{body}");
+    assert!(body.contains("refused the gateway"), "{body}");
+    assert!(
+        gateway
+            .log()
+            .contains("the upstream refused the gateway's request")
+            && gateway.log().contains("status=401"),
+        "{}",
+        gateway.log()
+    );
     // No key set is published.
     let missing = reqwest::get(&jwks_url).await.expect("get");
     assert_eq!(missing.status(), 404);

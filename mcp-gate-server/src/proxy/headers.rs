@@ -5,8 +5,10 @@
 //! second credential, a proxy's own) never reaches the upstream. The client's
 //! `Authorization` and `DPoP` are never among them: MCP forbids passing the client's token
 //! through, and the upstream's identity for the caller is the gateway's own signed token, when
-//! configured. Back towards the client, every end-to-end header of the answer is copied,
-//! never the ones that describe one connection.
+//! configured. Back towards the client the list is closed too: the answer's content type,
+//! caching, `Retry-After`, `Vary` and the `Mcp-*` headers. An upstream's challenge, cookies
+//! or server banner never reach the client as if the gateway had said them, and hyper writes
+//! the framing of the client's own connection.
 
 use http::{HeaderMap, HeaderName, header};
 
@@ -26,8 +28,25 @@ pub fn forwards_request_header(name: &HeaderName) -> bool {
     FORWARDED.contains(name) || name.as_str().starts_with("mcp-")
 }
 
-/// The headers of one connection (RFC 9110 §7.6.1), and the framing the gateway writes
-/// itself: never copied from an answer.
+/// The answer headers copied back to the client, besides every `Mcp-*` header: what the
+/// streamable HTTP transport and its event streams need. Never a challenge
+/// (`WWW-Authenticate`: the gate writes the challenges), a cookie, or a header that describes
+/// the upstream's connection or framing (hyper writes the client's own).
+const RETURNED: [HeaderName; 5] = [
+    header::CONTENT_TYPE,
+    header::CACHE_CONTROL,
+    header::RETRY_AFTER,
+    header::VARY,
+    HeaderName::from_static("x-accel-buffering"),
+];
+
+/// Whether the answer header `name` is copied back to the client.
+pub fn returns_response_header(name: &HeaderName) -> bool {
+    RETURNED.contains(name) || name.as_str().starts_with("mcp-")
+}
+
+/// The headers of one connection (RFC 9110 §7.6.1), and the framing hyper writes itself: a
+/// name the identity token may not be sent in.
 pub fn is_connection_header(name: &HeaderName) -> bool {
     [
         header::CONNECTION,
@@ -54,11 +73,11 @@ pub fn upstream_request_headers(incoming: &HeaderMap) -> HeaderMap {
     headers
 }
 
-/// The answer's headers for the client: every end-to-end one of `upstream`.
+/// The answer's headers for the client: the returned ones of `upstream`.
 pub fn client_response_headers(upstream: &HeaderMap) -> HeaderMap {
     let mut headers = HeaderMap::with_capacity(upstream.len());
     for (name, value) in upstream {
-        if !is_connection_header(name) {
+        if returns_response_header(name) {
             headers.append(name.clone(), value.clone());
         }
     }
@@ -111,7 +130,7 @@ mod tests {
     }
 
     #[test]
-    fn an_answer_keeps_its_end_to_end_headers_only() {
+    fn an_answer_keeps_what_the_transport_needs_only() {
         let mut upstream = HeaderMap::new();
         for (name, value) in [
             ("content-type", "text/event-stream"),
@@ -120,6 +139,9 @@ mod tests {
             ("transfer-encoding", "chunked"),
             ("content-length", "12"),
             ("cache-control", "no-cache"),
+            ("www-authenticate", "Bearer realm=\"upstream\""),
+            ("set-cookie", "upstream=1"),
+            ("x-powered-by", "Express"),
         ] {
             upstream.append(
                 HeaderName::from_static(name),

@@ -7,7 +7,8 @@
 //! the upstream are pooled (one `reqwest` client for the process), each bounded by a connect
 //! and a response-start timeout; an answer's body is streamed as it arrives, never buffered
 //! here (the gate itself reads whole only the answers it must judge: listings). An upstream
-//! that cannot be reached is a `502`, one that does not start answering in time a `504`.
+//! that cannot be reached is a `502`, one that does not start answering in time a `504`, one
+//! that refuses the gateway itself (`401`, `403`) a `502` without its challenge.
 
 pub mod headers;
 
@@ -113,12 +114,51 @@ impl Shared {
                 );
             }
         };
+        if let Some(refusal) = refused_answer(&answer) {
+            return refusal;
+        }
         let mut response = Response::new(Body::empty());
         *response.status_mut() = answer.status();
         *response.headers_mut() = headers::client_response_headers(answer.headers());
         *response.body_mut() = Body::from_stream(answer.bytes_stream());
         response
     }
+}
+
+/// An upstream answer the client must not get as it is, and what it gets instead.
+///
+/// - A `401` or `403`: the upstream refused the gateway itself (an `[identity]` it does not
+///   trust, or none when it wants one). Its challenge would send the client's OAuth flow to the
+///   upstream's own authorization server and metadata, as if the gateway had asked for them:
+///   the client gets a `502` and the challenge stays here (logged with the status only).
+/// - A body in a content coding the gateway never asked for (it sends no `Accept-Encoding`):
+///   neither the gate, which reads some answers whole, nor a client told nothing of it could
+///   read it. A `502`.
+fn refused_answer(answer: &reqwest::Response) -> Option<Response<Body>> {
+    let status = answer.status();
+    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+        tracing::warn!(
+            status = status.as_u16(),
+            "the upstream refused the gateway's request (check [identity] and what the upstream trusts); the client gets 502"
+        );
+        return Some(upstream_failure(
+            StatusCode::BAD_GATEWAY,
+            "the upstream MCP server refused the gateway\n",
+        ));
+    }
+    let coded = answer
+        .headers()
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|coding| !coding.as_bytes().eq_ignore_ascii_case(b"identity"));
+    if coded {
+        tracing::warn!("the upstream answered in a content coding the gateway did not ask for");
+        return Some(upstream_failure(
+            StatusCode::BAD_GATEWAY,
+            "the upstream MCP server answered in an encoding the gateway did not ask for\n",
+        ));
+    }
+    None
 }
 
 /// The header the upstream gets for this request stating who is calling: the gateway's
