@@ -8,7 +8,8 @@
 //! and a response-start timeout; an answer's body is streamed as it arrives, never buffered
 //! here (the gate itself reads whole only the answers it must judge: listings). An upstream
 //! that cannot be reached is a `502`, one that does not start answering in time a `504`, one
-//! that refuses the gateway itself (`401`, `403`) a `502` without its challenge.
+//! that refuses the gateway itself (`401`, `403`) or redirects a `502`, without its challenge or
+//! its `Location`.
 
 pub mod headers;
 
@@ -127,6 +128,8 @@ impl Shared {
 
 /// An upstream answer the client must not get as it is, and what it gets instead.
 ///
+/// - A redirect: the operator named the upstream's URL; another is not followed, and a `3xx`
+///   passed on (without its `Location`, which is not a returned header) would mean nothing.
 /// - A `401` or `403`: the upstream refused the gateway itself (an `[identity]` it does not
 ///   trust, or none when it wants one). Its challenge would send the client's OAuth flow to the
 ///   upstream's own authorization server and metadata, as if the gateway had asked for them:
@@ -136,6 +139,16 @@ impl Shared {
 ///   read it. A `502`.
 fn refused_answer(answer: &reqwest::Response) -> Option<Response<Body>> {
     let status = answer.status();
+    if status.is_redirection() {
+        tracing::warn!(
+            status = status.as_u16(),
+            "the upstream answered with a redirect, which the gateway does not follow or pass on; the client gets 502"
+        );
+        return Some(upstream_failure(
+            StatusCode::BAD_GATEWAY,
+            "the upstream MCP server answered with a redirect\n",
+        ));
+    }
     if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
         tracing::warn!(
             status = status.as_u16(),
@@ -184,5 +197,65 @@ impl tower_service::Service<Request<Body>> for Upstream {
     fn call(&mut self, request: Request<Body>) -> Self::Future {
         let shared = Arc::clone(&self.shared);
         Box::pin(async move { Ok(shared.forward(request).await) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, headers: &[(&str, &str)]) -> reqwest::Response {
+        let mut builder = http::Response::builder().status(status);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        reqwest::Response::from(builder.body(Vec::<u8>::new()).expect("a response"))
+    }
+
+    #[test]
+    fn refusals_of_the_gateway_redirects_and_codings_never_reach_the_client() {
+        for (status, headers) in [
+            (
+                401,
+                vec![(
+                    "www-authenticate",
+                    "Bearer resource_metadata=\"http://upstream/x\"",
+                )],
+            ),
+            (
+                403,
+                vec![("www-authenticate", "Bearer error=\"insufficient_scope\"")],
+            ),
+            (302, vec![("location", "http://elsewhere/mcp")]),
+            (307, vec![("location", "http://elsewhere/mcp")]),
+            (200, vec![("content-encoding", "gzip")]),
+            (
+                200,
+                vec![("content-encoding", "identity"), ("content-encoding", "br")],
+            ),
+        ] {
+            let refused = refused_answer(&answer(status, &headers))
+                .unwrap_or_else(|| panic!("{status} {headers:?} was passed on"));
+            assert_eq!(refused.status(), StatusCode::BAD_GATEWAY);
+            assert!(refused.headers().get("www-authenticate").is_none());
+            assert!(refused.headers().get("location").is_none());
+        }
+    }
+
+    #[test]
+    fn answers_the_client_can_read_pass() {
+        for (status, headers) in [
+            (200, vec![("content-type", "text/event-stream")]),
+            (202, vec![]),
+            (200, vec![("content-encoding", "identity")]),
+            (400, vec![("content-type", "application/json")]),
+            (404, vec![]),
+            (500, vec![]),
+        ] {
+            assert!(
+                refused_answer(&answer(status, &headers)).is_none(),
+                "{status} {headers:?} was refused"
+            );
+        }
     }
 }
