@@ -16,6 +16,12 @@ mod approvals;
 mod dev_issuer;
 #[path = "server/policy.rs"]
 mod policy;
+#[path = "../mcp-gate-server/src/signing_key.rs"]
+#[allow(
+    dead_code,
+    reason = "the development issuer makes a key; it never reads one from a file"
+)]
+mod signing_key;
 #[path = "server/tools.rs"]
 mod tools;
 

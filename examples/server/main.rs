@@ -34,6 +34,12 @@ mod dev_issuer;
 mod metrics_route;
 mod options;
 mod policy;
+#[path = "../../mcp-gate-server/src/signing_key.rs"]
+#[allow(
+    dead_code,
+    reason = "the development issuer makes a key; it never reads one from a file"
+)]
+mod signing_key;
 mod task_console;
 mod tools;
 

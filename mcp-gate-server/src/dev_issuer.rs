@@ -17,9 +17,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
-use jsonwebtoken::jwk::{Jwk, JwkSet};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use p256::pkcs8::EncodePrivateKey;
+use jsonwebtoken::{Algorithm, Header};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -40,8 +38,7 @@ struct IssuerState {
     issuer: String,
     default_resource: String,
     scopes: Vec<String>,
-    key: EncodingKey,
-    kid: String,
+    key: crate::signing_key::SigningKey,
     jwks: Value,
 }
 
@@ -72,13 +69,13 @@ impl DevIssuer {
                 )
             })?;
         let issuer = format!("http://{}", listener.local_addr()?);
-        let (key, kid, jwks) = generate_key().map_err(std::io::Error::other)?;
+        let key = crate::signing_key::SigningKey::generate().map_err(std::io::Error::other)?;
+        let jwks = serde_json::to_value(key.jwks()).map_err(std::io::Error::other)?;
         let state = Arc::new(IssuerState {
             issuer: issuer.clone(),
             default_resource: default_resource.to_owned(),
             scopes,
             key,
-            kid,
             jwks,
         });
         let app = Router::new()
@@ -98,27 +95,6 @@ impl DevIssuer {
             issuer,
         })
     }
-}
-
-/// A fresh P-256 key, its key id and its public JWK set.
-fn generate_key() -> Result<(EncodingKey, String, Value), String> {
-    let secret = loop {
-        let mut bytes = [0u8; 32];
-        getrandom::fill(&mut bytes).map_err(|e| e.to_string())?;
-        if let Ok(secret) = p256::SecretKey::from_slice(&bytes) {
-            break secret;
-        }
-    };
-    let der = secret.to_pkcs8_der().map_err(|e| e.to_string())?;
-    let key = EncodingKey::from_ec_der(der.as_bytes());
-    let mut jwk = Jwk::from_encoding_key(&key, Algorithm::ES256).map_err(|e| e.to_string())?;
-    let thumbprint = jwk
-        .thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256)
-        .map_err(|e| e.to_string())?;
-    let kid = format!("dev-{}", &thumbprint[..12]);
-    jwk.common.key_id = Some(kid.clone());
-    let jwks = serde_json::to_value(JwkSet { keys: vec![jwk] }).map_err(|e| e.to_string())?;
-    Ok((key, kid, jwks))
 }
 
 async fn metadata(State(state): State<Arc<IssuerState>>) -> Json<Value> {
@@ -267,8 +243,8 @@ async fn token(
     }
     let mut header = Header::new(Algorithm::ES256);
     header.typ = Some("at+jwt".into());
-    header.kid = Some(state.kid.clone());
-    match jsonwebtoken::encode(&header, &claims, &state.key) {
+    header.kid = Some(state.key.kid().to_owned());
+    match jsonwebtoken::encode(&header, &claims, state.key.encoding()) {
         Ok(access_token) => (
             [(header::CACHE_CONTROL, "no-store")],
             Json(json!({"access_token": access_token, "token_type": "Bearer", "expires_in": 3600, "scope": scope})),

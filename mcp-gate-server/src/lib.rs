@@ -26,4 +26,5 @@ pub mod operations;
 pub mod proxy;
 pub mod reload;
 pub mod serve;
+pub mod signing_key;
 pub mod stores;

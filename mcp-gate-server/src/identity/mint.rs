@@ -10,7 +10,7 @@ use jsonwebtoken::{Algorithm, Header};
 use mcp_gate::Principal;
 use serde::Serialize;
 
-use super::key::SigningKey;
+use crate::signing_key::SigningKey;
 
 /// The JWT `typ` of an identity token: explicit (RFC 8725 §3.11), so that a verifier can
 /// tell it from an access token or an ID token.

@@ -48,14 +48,13 @@
 //! proxy writes it as the configured header. A request without a principal, or whose token
 //! cannot be minted, is refused with a `500` and never forwarded without its identity.
 
-mod key;
 mod mint;
 mod stamp;
 
 use axum::Router;
 use axum::routing::get;
 
-pub use key::{KeyError, SigningKey};
+pub use crate::signing_key::{KeyError, SigningKey};
 pub use mint::{CACHE_CAPACITY, MintError, Minter, TYP};
 pub use stamp::Stamp;
 

@@ -1,6 +1,7 @@
-//! The gateway's ES256 signing key: read from a PEM PKCS#8 file or made at start, and its
-//! public half as a JWK set. The private half never leaves this module except as the
-//! `jsonwebtoken` key that signs.
+//! An ES256 signing key: read from a PEM PKCS#8 file or made at start, and its public half as
+//! a JWK set. The upstream identity token's key (`identity`), and the development issuer's
+//! (`dev_issuer`; the example server and the demo compile this file beside it). The private
+//! half never leaves this module except as the `jsonwebtoken` key that signs.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -112,7 +113,7 @@ impl SigningKey {
     }
 
     /// What signs.
-    pub(super) fn encoding(&self) -> &EncodingKey {
+    pub(crate) fn encoding(&self) -> &EncodingKey {
         &self.0.encoding
     }
 
