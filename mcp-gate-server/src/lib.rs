@@ -23,6 +23,7 @@ pub mod forwarded;
 pub mod identity;
 pub mod live;
 pub mod operations;
+pub mod prometheus;
 pub mod proxy;
 pub mod reload;
 pub mod serve;

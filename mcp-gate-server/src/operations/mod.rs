@@ -18,28 +18,14 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::Operations;
 
-/// How often the Prometheus recorder folds its histograms.
-const UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
-
 /// Why the metrics recorder could not be installed.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot install the metrics recorder: {0}")]
+#[error("{0}")]
 pub struct MetricsError(String);
 
-/// Installs the process's Prometheus recorder (once, at start) and keeps it folded.
+/// Installs the process's Prometheus recorder (once, at start) and keeps it drained.
 pub fn install_metrics() -> Result<PrometheusHandle, MetricsError> {
-    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
-    let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).map_err(|error| MetricsError(error.to_string()))?;
-    let upkeep = handle.clone();
-    tokio::spawn(async move {
-        let mut every = tokio::time::interval(UPKEEP);
-        loop {
-            every.tick().await;
-            upkeep.run_upkeep();
-        }
-    });
-    Ok(handle)
+    crate::prometheus::install().map_err(MetricsError)
 }
 
 /// The operations routes over `gate`, as `operations` asks; the held-call console decides the
