@@ -228,17 +228,8 @@ async fn arrange(
     );
 
     // The URLs the suite connects to: one token proxy per side.
-    let without_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let with_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let without_url = format!(
-        "http://{}/mcp",
-        without_listener.local_addr().expect("addr")
-    );
-    let with_url = format!("http://{}/mcp", with_listener.local_addr().expect("addr"));
+    let (without_listener, without_url) = suite::token_proxy_listener().await;
+    let (with_listener, with_url) = suite::token_proxy_listener().await;
 
     // The gate: its resource is what its clients see (the token proxy's URL), its inner
     // service a reverse proxy to the reference server.

@@ -54,17 +54,8 @@ async fn every_scenario_that_passes_directly_passes_through_the_gateway() {
         fixture_server(gated_port, work.path().join("fixture-with.log")),
     );
 
-    let without_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let with_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .expect("bind");
-    let without_url = format!(
-        "http://{}/mcp",
-        without_listener.local_addr().expect("addr")
-    );
-    let with_url = format!("http://{}/mcp", with_listener.local_addr().expect("addr"));
+    let (without_listener, without_url) = suite::token_proxy_listener().await;
+    let (with_listener, with_url) = suite::token_proxy_listener().await;
 
     let config = format!(
         "listen = \"127.0.0.1:{gateway_port}\"\n\

@@ -74,32 +74,19 @@ async fn a_rate_limit_and_a_revocation_hold_on_both_replicas() {
     // Replicas behind one address share one resource.
     let resource = format!("http://127.0.0.1:{port_a}/mcp");
     let env = [("MCP_GATE_CONTINUATION_KEYS", KEYS)];
-    let a = Gateway::start_with_env(
-        &config(
-            port_a,
-            ops_a,
+    let replica = |port, ops| {
+        let file = config(
+            port,
+            ops,
             &resource,
             &upstream.url,
             &auth.issuer,
             &redis.url(),
-        ),
-        &[],
-        &env,
-    )
-    .await;
-    let b = Gateway::start_with_env(
-        &config(
-            port_b,
-            ops_b,
-            &resource,
-            &upstream.url,
-            &auth.issuer,
-            &redis.url(),
-        ),
-        &[],
-        &env,
-    )
-    .await;
+        );
+        async move { Gateway::start_with_env(&file, &[], &env).await }
+    };
+    let a = replica(port_a, ops_a).await;
+    let b = replica(port_b, ops_b).await;
     let (url_a, url_b) = (format!("{}/mcp", a.origin), format!("{}/mcp", b.origin));
     let token = auth.token("mcp:read", &resource).await;
 

@@ -174,6 +174,15 @@ async fn forward(State(to): State<Forward>, request: Request) -> Response {
     }
 }
 
+/// A loopback listener for one side's token proxy, and the MCP URL the suite connects to there.
+pub async fn token_proxy_listener() -> (tokio::net::TcpListener, String) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    (listener, url)
+}
+
 /// Serves `router` on `listener` until the test ends.
 pub fn serve(listener: tokio::net::TcpListener, router: Router) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
