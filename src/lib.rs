@@ -117,6 +117,14 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+/// Reading an MCP server's answer to one request as the layer reads the answers it judges:
+/// whole, strictly, JSON or an event stream, exactly one response. For code that asks an MCP
+/// server something itself (the standalone gateway's handshake with a legacy upstream).
+pub mod answer {
+    pub use crate::enforce::answer::{
+        AnswerError, AnswerMessages, CACHEABLE, read_answer, read_response,
+    };
+}
 pub mod audit;
 pub mod auth;
 #[doc = include_str!("../docs/guide.md")]

@@ -4,11 +4,13 @@
 //! `oidc-provider` tokens: every denial kind as each client surfaces it, the held call approved
 //! on the operations console and run once, list filtering, and conceal mode.
 //!
-//! Which era a pair speaks decides what can be offered: the TypeScript client speaks legacy
-//! MCP (2025-11-25) only; the Python client speaks modern MCP (2026-07-28) when the server
-//! answers `server/discover`, which the Python server does and the TypeScript server does not.
-//! A URL approval round trip, a confirmation and a held task need modern MCP; on legacy
-//! sessions the gateway says them as `undisclosed`, the remedy in the text.
+//! Which era a client speaks decides what can be offered: the TypeScript client speaks legacy
+//! MCP (2025-11-25) only; the Python client speaks modern MCP (2026-07-28) when `server/discover`
+//! is answered. The Python server answers it; in front of the TypeScript server, which speaks
+//! legacy MCP only, the gateway answers it (`[upstream] legacy-only`) and carries each modern
+//! request to the upstream in a legacy session of its own, closed after it. A URL approval
+//! round trip, a confirmation and a held task need modern MCP; on legacy sessions the gateway
+//! says them as `undisclosed`, the remedy in the text, as the layer does.
 
 mod common;
 
@@ -30,12 +32,14 @@ fn cedar_folder() -> String {
 }
 
 /// A gateway configuration in front of `upstream`, trusting `issuer`, deciding with the
-/// example Cedar set; `conceal` says refusals as unknown tools.
-fn config(port: u16, upstream: &str, issuer: &str, conceal: bool) -> String {
+/// example Cedar set; `conceal` says refusals as unknown tools; `legacy_only` bridges modern
+/// clients to an upstream that speaks legacy MCP only.
+fn config(port: u16, upstream: &str, issuer: &str, conceal: bool, legacy_only: bool) -> String {
     format!(
         r#"listen = "127.0.0.1:{port}"
 [upstream]
 url = "{upstream}"
+legacy-only = {legacy_only}
 [resource]
 uri = "http://127.0.0.1:{port}/mcp"
 [[issuer]]
@@ -71,12 +75,22 @@ struct Deployment {
 }
 
 impl Deployment {
-    async fn start(upstream: UpstreamServer) -> Self {
+    async fn start(upstream: UpstreamServer, legacy_only: bool) -> Self {
         let auth = AuthServer::start(&[]).await;
         let (port, concealing_port) = (free_port(), free_port());
-        let gateway = Gateway::start(&config(port, &upstream.url, &auth.issuer, false), &[]).await;
+        let gateway = Gateway::start(
+            &config(port, &upstream.url, &auth.issuer, false, legacy_only),
+            &[],
+        )
+        .await;
         let concealing = Gateway::start(
-            &config(concealing_port, &upstream.url, &auth.issuer, true),
+            &config(
+                concealing_port,
+                &upstream.url,
+                &auth.issuer,
+                true,
+                legacy_only,
+            ),
             &[],
         )
         .await;
@@ -504,14 +518,45 @@ async fn refusals_are_concealed_as_unknown_tools(deployment: &Deployment, sdk: S
     }
 }
 
-/// Everything, for both clients through gateways in front of `upstream`.
-async fn both_clients_in_front_of(upstream: UpstreamServer, python_is_modern: bool) {
-    let deployment = Deployment::start(upstream).await;
+/// The modern client's calls each went in a legacy session of their own, and every one of
+/// them was closed: the upstream's open sessions are back to what they were before the run.
+async fn bridged_sessions_were_each_closed(deployment: &Deployment, before: &Value) {
+    let opened_before = before["opened"].as_u64().expect("opened");
+    let mut now = Value::Null;
+    // Sessions close after the answer, in the background: allow them a moment.
+    for _ in 0..50 {
+        now = deployment.upstream.sessions().await.expect("sessions");
+        if now["open"] == before["open"] {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        now["open"], before["open"],
+        "bridged sessions left open: {now}"
+    );
+    let opened = now["opened"].as_u64().expect("opened") - opened_before;
+    assert!(
+        opened >= 7,
+        "one legacy session per bridged request: {opened} opened"
+    );
+}
+
+/// Everything, for both clients through gateways in front of `upstream`; `legacy_only` when
+/// the upstream speaks legacy MCP only, so that the gateway bridges the modern client to it.
+/// The Python client speaks modern MCP through either gateway; the TypeScript client speaks
+/// legacy MCP everywhere.
+async fn both_clients_in_front_of(upstream: UpstreamServer, legacy_only: bool) {
+    let deployment = Deployment::start(upstream, legacy_only).await;
     for sdk in Sdk::BOTH {
-        let modern = sdk == Sdk::Python && python_is_modern;
+        let modern = sdk == Sdk::Python;
+        let sessions = deployment.upstream.sessions().await;
         every_denial_kind(&deployment, sdk, modern).await;
         if modern {
             a_refused_task_ends_with_the_reason_and_never_runs(&deployment).await;
+        }
+        if let (true, Some(before)) = (modern && legacy_only, sessions) {
+            bridged_sessions_were_each_closed(&deployment, &before).await;
         }
         admins_see_the_admin_report(&deployment, sdk).await;
         refusals_are_concealed_as_unknown_tools(&deployment, sdk).await;
@@ -520,10 +565,10 @@ async fn both_clients_in_front_of(upstream: UpstreamServer, python_is_modern: bo
 
 #[tokio::test]
 async fn the_python_sdk_server_behind_the_gateway_with_both_sdk_clients() {
-    both_clients_in_front_of(UpstreamServer::python_demo().await, true).await;
+    both_clients_in_front_of(UpstreamServer::python_demo().await, false).await;
 }
 
 #[tokio::test]
 async fn the_typescript_sdk_server_behind_the_gateway_with_both_sdk_clients() {
-    both_clients_in_front_of(UpstreamServer::typescript_demo().await, false).await;
+    both_clients_in_front_of(UpstreamServer::typescript_demo().await, true).await;
 }

@@ -3,7 +3,8 @@
 //
 // `mcpSessions(newServer)` is an express handler for the MCP path: `initialize` opens a session
 // (Mcp-Session-Id) on a fresh server from `newServer()`; a request naming a known session goes
-// to its transport; anything else is answered 400 (no session) or 404 (unknown session).
+// to its transport; anything else is answered 400 (no session) or 404 (unknown session). The
+// handler's `sessions()` says how many sessions were opened and how many are open.
 // `listenAndAnnounce(app, paths)` binds 127.0.0.1 on a free port and prints exactly one JSON
 // line on stdout: each of `paths` ({key: "/path"}) as a full URL.
 
@@ -14,7 +15,9 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 export function mcpSessions(newServer, name) {
   /** Open sessions: id -> transport. */
   const transports = new Map();
-  return async (req, res) => {
+  /** Sessions opened since the start. */
+  let opened = 0;
+  const handler = async (req, res) => {
     try {
       const sessionId = req.get('mcp-session-id');
       let transport = sessionId ? transports.get(sessionId) : undefined;
@@ -30,7 +33,7 @@ export function mcpSessions(newServer, name) {
         }
         transport = new StreamableHTTPServerTransport({
           sessionIdGenerator: () => randomUUID(),
-          onsessioninitialized: (id) => { transports.set(id, transport); },
+          onsessioninitialized: (id) => { transports.set(id, transport); opened += 1; },
           onsessionclosed: (id) => { transports.delete(id); },
         });
         transport.onclose = () => {
@@ -46,6 +49,9 @@ export function mcpSessions(newServer, name) {
       }
     }
   };
+  /** How many sessions were opened since the start, and how many are open now. */
+  handler.sessions = () => ({ opened, open: transports.size });
+  return handler;
 }
 
 export function listenAndAnnounce(app, paths, name) {

@@ -6,7 +6,8 @@
 //                              TS_UPSTREAM_EXIT_ON_STDIN_EOF=1 to exit when stdin closes)
 //
 // Binds 127.0.0.1 on a port the OS chooses and prints exactly one JSON line on stdout once it
-// listens: {"url":"http://127.0.0.1:PORT/mcp","runs_url":"http://127.0.0.1:PORT/__runs"}.
+// listens: {"url":"http://127.0.0.1:PORT/mcp","runs_url":"http://127.0.0.1:PORT/__runs",
+// "sessions_url":"http://127.0.0.1:PORT/__sessions"}.
 // Everything else goes to stderr.
 //
 // Stateful Streamable HTTP (2025-11-25): `initialize` opens a session (Mcp-Session-Id), POST
@@ -24,6 +25,8 @@
 //   secret_sauce                        "the secret sauce is ketchup"
 //
 // GET /__runs (outside MCP, for the test only): how many times each tool ran, {"deploy":1,...}.
+// GET /__sessions (likewise): how many sessions were opened, and how many are open now,
+// {"opened":3,"open":1}.
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { createMcpExpressApp } from '@modelcontextprotocol/sdk/server/express.js';
@@ -71,10 +74,15 @@ function newServer() {
 // them up for a local server.
 const app = createMcpExpressApp({ host: '127.0.0.1' });
 
-app.all('/mcp', mcpSessions(newServer, 'ts-upstream.mjs'));
+const sessions = mcpSessions(newServer, 'ts-upstream.mjs');
+app.all('/mcp', sessions);
+
+app.get('/__sessions', (_req, res) => {
+  res.json(sessions.sessions());
+});
 
 app.get('/__runs', (_req, res) => {
   res.json(runs);
 });
 
-listenAndAnnounce(app, { url: '/mcp', runs_url: '/__runs' }, 'ts-upstream.mjs');
+listenAndAnnounce(app, { url: '/mcp', runs_url: '/__runs', sessions_url: '/__sessions' }, 'ts-upstream.mjs');

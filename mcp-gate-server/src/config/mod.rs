@@ -118,6 +118,12 @@ pub struct Upstream {
     /// Idle connections kept per upstream host (default 64).
     #[serde(default = "default_max_idle")]
     pub max_idle_connections: usize,
+    /// The upstream speaks legacy MCP only (2025-11-25 and earlier, as the TypeScript SDK's
+    /// server does): the gateway answers modern clients' `server/discover` itself and carries
+    /// each modern request to the upstream in a legacy session of its own
+    /// ([`crate::proxy::bridge`]). Off by default: every request goes as it came.
+    #[serde(default)]
+    pub legacy_only: bool,
 }
 
 fn default_connect_timeout() -> Span {

@@ -11,6 +11,7 @@
 //! that refuses the gateway itself (`401`, `403`) or redirects a `502`, without its challenge or
 //! its `Location`.
 
+pub mod bridge;
 pub mod headers;
 
 use std::convert::Infallible;
@@ -39,6 +40,8 @@ struct Shared {
     client: reqwest::Client,
     url: url::Url,
     response_timeout: std::time::Duration,
+    /// `[upstream] legacy-only`: modern requests go through [`bridge`].
+    legacy_only: bool,
 }
 
 impl Upstream {
@@ -56,6 +59,7 @@ impl Upstream {
                 client,
                 url: config.url.url.clone(),
                 response_timeout: config.response_timeout.0,
+                legacy_only: config.legacy_only,
             }),
         })
     }
@@ -80,12 +84,26 @@ fn upstream_failure(status: StatusCode, what: &'static str) -> Response<Body> {
 impl Shared {
     async fn forward(self: Arc<Self>, request: Request<Body>) -> Response<Body> {
         let (parts, body) = request.into_parts();
-        let method = match parts.method {
-            Method::POST | Method::GET | Method::DELETE => parts.method.clone(),
+        match parts.method {
+            Method::POST if self.legacy_only => bridge::forward(self, parts, body).await,
+            Method::POST => {
+                let body = reqwest::Body::wrap_stream(body.into_data_stream());
+                self.relay(&parts, Some(body)).await
+            }
+            Method::GET | Method::DELETE => self.relay(&parts, None).await,
             // The gate admits only these three to the inner service; anything else is not
             // forwarded whatever happens before.
-            _ => return upstream_failure(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
-        };
+            _ => upstream_failure(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n"),
+        }
+    }
+
+    /// The request as it came (the forwarded headers, the identity, `body` when a POST), and
+    /// the upstream's answer streamed back.
+    async fn relay(
+        &self,
+        parts: &http::request::Parts,
+        body: Option<reqwest::Body>,
+    ) -> Response<Body> {
         let mut url = self.url.clone();
         if let Some(query) = parts.uri.query() {
             url.set_query(Some(query));
@@ -94,36 +112,60 @@ impl Shared {
         if let Some(identity) = parts.extensions.get::<UpstreamIdentity>() {
             headers.insert(identity.header.clone(), identity.value.clone());
         }
-        let mut outgoing = self.client.request(method, url).headers(headers);
-        if parts.method == Method::POST {
-            outgoing = outgoing.body(reqwest::Body::wrap_stream(body.into_data_stream()));
+        let mut outgoing = self
+            .client
+            .request(parts.method.clone(), url)
+            .headers(headers);
+        if let Some(body) = body {
+            outgoing = outgoing.body(body);
         }
+        match self.send(outgoing).await {
+            Ok(answer) => streamed(answer, headers::client_response_headers),
+            Err(failure) => failure,
+        }
+    }
+
+    /// Sends `outgoing` and waits for the head of its answer, within the response timeout:
+    /// the answer, or what the client gets instead (see [`refused_answer`]).
+    async fn send(
+        &self,
+        outgoing: reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, Response<Body>> {
         let answer = match tokio::time::timeout(self.response_timeout, outgoing.send()).await {
             Ok(Ok(answer)) => answer,
             Ok(Err(error)) => {
                 tracing::warn!(error = %error.without_url(), "the upstream could not be reached");
-                return upstream_failure(
+                return Err(upstream_failure(
                     StatusCode::BAD_GATEWAY,
                     "the upstream MCP server could not be reached\n",
-                );
+                ));
             }
             Err(_) => {
                 tracing::warn!("the upstream did not start answering in time");
-                return upstream_failure(
+                return Err(upstream_failure(
                     StatusCode::GATEWAY_TIMEOUT,
                     "the upstream MCP server did not answer in time\n",
-                );
+                ));
             }
         };
-        if let Some(refusal) = refused_answer(&answer) {
-            return refusal;
+        match refused_answer(&answer) {
+            Some(refusal) => Err(refusal),
+            None => Ok(answer),
         }
-        let mut response = Response::new(Body::empty());
-        *response.status_mut() = answer.status();
-        *response.headers_mut() = headers::client_response_headers(answer.headers());
-        *response.body_mut() = Body::from_stream(answer.bytes_stream());
-        response
     }
+}
+
+/// The upstream's answer for the client: its status, the headers `returned` keeps, and its
+/// body streamed as it arrives.
+fn streamed(
+    answer: reqwest::Response,
+    returned: fn(&http::HeaderMap) -> http::HeaderMap,
+) -> Response<Body> {
+    let mut response = Response::new(Body::empty());
+    *response.status_mut() = answer.status();
+    *response.headers_mut() = returned(answer.headers());
+    *response.body_mut() = Body::from_stream(answer.bytes_stream());
+    response
 }
 
 /// An upstream answer the client must not get as it is, and what it gets instead.

@@ -228,6 +228,19 @@ impl UpstreamServer {
             .expect("runs JSON")
     }
 
+    /// The TypeScript demo upstream's sessions: `{"opened": n, "open": m}`; `None` for an
+    /// upstream that does not count them.
+    pub async fn sessions(&self) -> Option<Value> {
+        let url = self.info["sessions_url"].as_str()?;
+        let sessions = reqwest::get(url)
+            .await
+            .expect("GET /__sessions")
+            .json()
+            .await
+            .expect("sessions JSON");
+        Some(sessions)
+    }
+
     /// What ts-server.mjs received so far (`GET /__log`), one entry per HTTP request.
     pub async fn received(&self) -> Vec<Value> {
         let url = self.info["log_url"]

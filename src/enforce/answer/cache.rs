@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 /// The methods whose results are cacheable in the 2026-07-28 schema (`CacheableResult`):
 /// `server/discover`, the six listings, `resources/read` and `skills/get`.
-pub(crate) const CACHEABLE: [&str; 9] = [
+pub const CACHEABLE: [&str; 9] = [
     "server/discover",
     "tools/list",
     "prompts/list",

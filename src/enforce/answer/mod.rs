@@ -29,6 +29,7 @@ mod list_json;
 mod listed;
 mod listen;
 mod message;
+mod one;
 mod problem;
 mod sse;
 mod stream;
@@ -41,11 +42,13 @@ use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 use http_body::Body;
 use serde_json::{Map, Value, json};
 
+pub use cache::CACHEABLE;
 pub(crate) use cache::{judged_per_caller, mark_private};
 pub(crate) use list_edit::Edit;
 pub(crate) use list_json::{Entries, Entry, Page, Tool, Wanted};
 pub(crate) use listed::{Frame, ListAnswer};
 pub(crate) use listen::{Grant, ListenStream};
+pub use one::{AnswerError, AnswerMessages, read_answer, read_response};
 pub(crate) use problem::Problem;
 pub(crate) use stream::{Watch, watch_get};
 
