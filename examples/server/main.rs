@@ -47,6 +47,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use axum::Router;
+use axum::serve::{Listener, ListenerExt};
 use clap::CommandFactory;
 use mcp_gate::policy::Policy;
 use mcp_gate::{Gate, Issuer};
@@ -203,9 +204,14 @@ async fn run(options: Options) -> Result<(), Box<dyn std::error::Error>> {
         .merge(gate.metadata_router())
         .merge(approvals.router(gate.clone()))
         .merge(operations_router(gate.clone())?);
+    // TCP_NODELAY: streamed answers end with a small write of their own, which Nagle's
+    // algorithm would hold for the client's delayed ACK (about 40 ms a call).
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
-        .map_err(|error| format!("cannot listen on {} (--listen): {error}", options.listen))?;
+        .map_err(|error| format!("cannot listen on {} (--listen): {error}", options.listen))?
+        .tap_io(|tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
     let address = listener.local_addr()?;
     let console_listener = tokio::net::TcpListener::bind(options.console_listen)
         .await

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
+use axum_server::accept::NoDelayAcceptor;
 use http::Request;
 
 use crate::assemble::{self, AssembleError, Lasting};
@@ -228,6 +229,8 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
         .local_addr()
         .map_err(cannot_listen(listen, "listen"))?;
     let make = client.into_make_service_with_connect_info::<SocketAddr>();
+    // Streamed answers are written as they come, the last chunk apart: with Nagle's algorithm
+    // on, that last small write waits for the client's delayed ACK (about 40 ms a call).
     let served = match &config.file.tls {
         Some(tls) => {
             let rustls = axum_server::tls_rustls::RustlsConfig::from_pem_file(
@@ -241,12 +244,14 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
             })?;
             let server = axum_server::from_tcp_rustls(std_listener, rustls)
                 .map_err(cannot_listen(listen, "listen"))?
+                .map(|tls| tls.acceptor(NoDelayAcceptor::new()))
                 .handle(handle.clone());
             tokio::spawn(server.serve(make))
         }
         None => {
             let server = axum_server::from_tcp(std_listener)
                 .map_err(cannot_listen(listen, "listen"))?
+                .acceptor(NoDelayAcceptor::new())
                 .handle(handle.clone());
             tokio::spawn(server.serve(make))
         }
