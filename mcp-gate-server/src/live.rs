@@ -6,6 +6,7 @@
 
 use std::convert::Infallible;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use arc_swap::ArcSwap;
 use axum::Router;
@@ -49,6 +50,8 @@ impl Current {
 #[derive(Clone)]
 pub struct Live {
     current: Arc<ArcSwap<Current>>,
+    /// Set once the gateway has begun to drain (SIGTERM): `/readyz` then answers `503`.
+    draining: Arc<AtomicBool>,
 }
 
 impl Live {
@@ -56,6 +59,7 @@ impl Live {
     pub fn new(current: Current) -> Self {
         Self {
             current: Arc::new(ArcSwap::from_pointee(current)),
+            draining: Arc::default(),
         }
     }
 
@@ -75,12 +79,38 @@ impl Live {
         router.oneshot(request).await
     }
 
-    /// Serves `request` on the operations routes of the gate in force.
+    /// From now on `/readyz` answers `503` (`"draining": true`), whatever the gate's checks
+    /// say: the gateway has stopped taking connections and finishes the calls in flight, so a
+    /// load balancer should send new clients elsewhere.
+    pub fn begin_draining(&self) {
+        self.draining.store(true, Ordering::Release);
+    }
+
+    /// Serves `request` on the operations routes of the gate in force (`/readyz` while
+    /// draining: see [`Live::begin_draining`]).
     pub async fn serve_operations(
         self,
         request: Request<Body>,
     ) -> Result<Response<Body>, Infallible> {
+        if self.draining.load(Ordering::Acquire) && request.uri().path() == "/readyz" {
+            return Ok(draining());
+        }
         let router = self.current.load().operations.clone();
         router.oneshot(request).await
     }
+}
+
+/// `/readyz` while the gateway drains.
+fn draining() -> Response<Body> {
+    let mut response = Response::new(Body::from(r#"{"ready":false,"draining":true,"checks":[]}"#));
+    *response.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response.headers_mut().insert(
+        http::header::CACHE_CONTROL,
+        http::HeaderValue::from_static("no-store"),
+    );
+    response
 }

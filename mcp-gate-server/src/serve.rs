@@ -78,9 +78,11 @@ pub struct Running {
 
 impl Running {
     /// Stops taking connections, lets calls in flight finish (at most `drain`), and returns
-    /// once the client listener has closed; the audit log is flushed.
+    /// once the client listener has closed; the audit log is flushed. From the start of the
+    /// drain `/readyz` answers `503`.
     pub async fn shutdown(self, drain: Duration) -> std::io::Result<()> {
         let began = std::time::Instant::now();
+        self.live.begin_draining();
         tracing::info!(
             connections = self.handle.connection_count(),
             ?drain,

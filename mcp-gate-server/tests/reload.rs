@@ -84,11 +84,16 @@ struct Setup {
 
 impl Setup {
     async fn start(watch: &str) -> Self {
+        Self::start_with(watch, "").await
+    }
+
+    /// As [`Setup::start`], the file ending with `extra`.
+    async fn start_with(watch: &str, extra: &str) -> Self {
         let auth = AuthServer::start(&[]).await;
         let upstream = UpstreamServer::ts_plain().await;
         let port = free_port();
         let resource = format!("http://127.0.0.1:{port}/mcp");
-        let text = config(port, &upstream.url, &auth.issuer, watch, "");
+        let text = config(port, &upstream.url, &auth.issuer, watch, extra);
         let schema = schema();
         let gateway = Gateway::start(
             &text,
@@ -595,7 +600,14 @@ async fn a_reload_that_cannot_fetch_keys_keeps_the_gate_that_has_them() {
 #[tokio::test]
 async fn sigterm_drains_a_call_in_flight_refuses_new_connections_and_exits_0() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let mut setup = Setup::start("1s").await;
+    let operations = "[operations]\nlisten = \"127.0.0.1:0\"\nmetrics = false\n";
+    let mut setup = Setup::start_with("1s", operations).await;
+    let readyz = format!(
+        "{}/readyz",
+        setup.gateway.operations.as_deref().expect("operations")
+    );
+    let ready = reqwest::get(&readyz).await.expect("GET /readyz");
+    assert_eq!(ready.status(), 200, "ready before the signal");
     let client = setup.client().await;
     let log_url = setup.upstream.info["log_url"].as_str().unwrap().to_owned();
 
@@ -637,6 +649,14 @@ async fn sigterm_drains_a_call_in_flight_refuses_new_connections_and_exits_0() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(!slow.is_finished(), "the slow call was still in flight");
+    // While it drains, readiness says so: a load balancer sends new clients elsewhere.
+    let draining = reqwest::get(&readyz)
+        .await
+        .expect("GET /readyz while draining");
+    assert_eq!(draining.status(), 503);
+    let said: Value = draining.json().await.expect("JSON");
+    assert_eq!(said["draining"], true, "{said}");
     assert!(!slow.is_finished(), "the slow call was still in flight");
 
     let (answer, took) = slow.await.unwrap();
