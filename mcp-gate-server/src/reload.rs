@@ -189,9 +189,10 @@ impl Reloader {
     }
 }
 
-/// What the watch compares: the bytes of the file at `path` and of every file of the policy
-/// folders it names (content, not modification times: an edit within the same second, or one
-/// that keeps the time, is seen).
+/// What the watch compares: the bytes of the file at `path`, of every file of the policy
+/// folders it names, and of the key files it names that a reload reads again (`[[issuer]]
+/// jwks-file`, `[continuation] keys-file`, `[identity] key-file`): content, not modification
+/// times, so an edit within the same second, or one that keeps the time, is seen.
 pub fn fingerprint(path: &Path) -> u64 {
     let mut hasher = DefaultHasher::new();
     let text = std::fs::read(path).unwrap_or_default();
@@ -201,8 +202,31 @@ pub fn fingerprint(path: &Path) -> u64 {
         for folder in [&policy.cedar, &policy.shadow_cedar].into_iter().flatten() {
             hash_folder(&config.resolve(folder), &mut hasher);
         }
+        for key_file in key_files(&config) {
+            let key_file = config.resolve(key_file);
+            key_file.hash(&mut hasher);
+            std::fs::read(&key_file)
+                .unwrap_or_default()
+                .hash(&mut hasher);
+        }
     }
     hasher.finish()
+}
+
+/// The key files `config` names that a reload reads again.
+fn key_files(config: &Config) -> impl Iterator<Item = &PathBuf> {
+    let file = &config.file;
+    let issuers = file
+        .issuers
+        .iter()
+        .filter_map(|issuer| issuer.get_ref().jwks_file.as_ref());
+    let identity = file
+        .identity
+        .as_ref()
+        .and_then(|identity| identity.get_ref().key_file.as_ref());
+    issuers
+        .chain(file.continuation.keys_file.as_ref())
+        .chain(identity)
 }
 
 /// [`fingerprint`], off the runtime's threads.
@@ -366,5 +390,26 @@ mod tests {
         assert_ne!(fingerprint(&path), second, "a file edit");
         std::fs::write(cedar.join("q.cedar"), "").unwrap();
         assert_ne!(fingerprint(&path), second, "a policy file added");
+    }
+
+    #[test]
+    fn the_fingerprint_sees_a_replaced_key_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.toml");
+        let file = "[upstream]\nurl = \"http://127.0.0.1:1/mcp\"\n[resource]\nuri = \"http://127.0.0.1:2/mcp\"\n[[issuer]]\nurl = \"http://127.0.0.1:3\"\njwks-file = \"jwks.json\"\n[policy]\nallow-all = true\n[continuation]\nkeys-file = \"keys\"\n[identity]\nkey-file = \"identity.pem\"\n";
+        std::fs::write(&path, file).unwrap();
+        let config = Config::parse(&path, file).expect("the file parses");
+        assert_eq!(key_files(&config).count(), 3);
+        for (name, first, second) in [
+            ("jwks.json", "{\"keys\":[1]}", "{\"keys\":[2]}"),
+            ("keys", "k1=aaaa", "k1=bbbb"),
+            ("identity.pem", "pem-1", "pem-2"),
+        ] {
+            std::fs::write(dir.path().join(name), first).unwrap();
+            let before = fingerprint(&path);
+            assert_eq!(fingerprint(&path), before, "{name}: stable");
+            std::fs::write(dir.path().join(name), second).unwrap();
+            assert_ne!(fingerprint(&path), before, "{name} replaced");
+        }
     }
 }
