@@ -215,7 +215,7 @@ pub fn assemble(config: &Config, lasting: &Lasting) -> Result<Assembled, Assembl
     if file.continuation.reusable_state {
         builder = builder.reusable_state();
     }
-    builder = tasks(builder, config);
+    builder = tasks(builder, config, lasting);
     builder = limits(builder, config).map_err(|message| referenced("[[limits.rate]]", message))?;
     if let Some(revocation) = &file.revocation {
         builder = builder.revocations(lasting.stores.revocations.clone());
@@ -421,8 +421,25 @@ fn dpop_options(entry: &DpopEntry) -> Dpop {
 }
 
 /// `[tasks]`.
-fn tasks(mut builder: mcp_gate::GateBuilder, config: &Config) -> mcp_gate::GateBuilder {
+fn tasks(
+    mut builder: mcp_gate::GateBuilder,
+    config: &Config,
+    lasting: &Lasting,
+) -> mcp_gate::GateBuilder {
     let tasks = &config.file.tasks;
+    if let (Some(bounds), Some(feed)) = (&tasks.notifications, &lasting.stores.task_notifications) {
+        let mut notifications = feed.clone();
+        if let Some(listens) = bounds.listens_per_owner {
+            notifications = notifications.listens_per_owner(listens);
+        }
+        if let Some(listens) = bounds.most_listens {
+            notifications = notifications.most_listens(listens);
+        }
+        if let Some(queue) = bounds.queue {
+            notifications = notifications.queue(queue);
+        }
+        builder = builder.task_notifications(notifications);
+    }
     if let Some(ttl) = tasks.ttl {
         builder = builder.task_ttl(ttl.0);
     }

@@ -70,6 +70,7 @@ struct Fixed {
     sessions: String,
     audit: String,
     development_issuer: String,
+    task_notifications: bool,
 }
 
 impl Fixed {
@@ -86,6 +87,7 @@ impl Fixed {
                 "{:?}",
                 file.development_issuer.as_ref().map(|d| d.get_ref())
             ),
+            task_notifications: file.tasks.notifications.is_some(),
         }
     }
 
@@ -105,6 +107,8 @@ impl Fixed {
             Some("[audit]")
         } else if self.development_issuer != other.development_issuer {
             Some("[development-issuer]")
+        } else if self.task_notifications != other.task_notifications {
+            Some("[tasks.notifications]")
         } else {
             None
         }

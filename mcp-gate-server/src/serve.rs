@@ -117,8 +117,13 @@ pub fn check(path: &Path) -> Result<Config, StartError> {
     })?;
     let identity_key = crate::identity::SigningKey::generate()
         .map_err(|error| StartError::Other(format!("no identity key could be made: {error}")))?;
+    let mut stores = Stores::memory_with(&config.file.sessions);
+    if config.file.tasks.notifications.is_some() {
+        // What the check builds with: the feed's own connection is not opened.
+        stores.task_notifications = Some(mcp_gate::tasks::TaskNotifications::in_process());
+    }
     let lasting = Lasting {
-        stores: Stores::memory_with(&config.file.sessions),
+        stores,
         random_keys,
         audit: None,
         // The identifier the development issuer would have, without starting it.
@@ -156,6 +161,13 @@ pub async fn start(path: &Path) -> Result<Running, StartError> {
             })?,
         None => Stores::memory_with(&config.file.sessions),
     };
+    let stores = stores
+        .with_task_feed(&config.file)
+        .await
+        .map_err(|source| StartError::Stores {
+            file: file_name.clone(),
+            source,
+        })?;
     let random_keys = mcp_gate::continuation::Keyring::random().map_err(|error| {
         StartError::Other(format!("no continuation key could be made: {error}"))
     })?;
@@ -312,7 +324,6 @@ pub fn build(
             operations.get_ref(),
             config.file.revocation.is_some(),
             metrics,
-            lasting.stores.tasks.clone(),
         )
         .merge(crate::identity::jwks_router(assembled.identity.as_ref())),
         None => Router::new(),

@@ -13,6 +13,7 @@ use mcp_gate::store::replay::{MemoryReplayStore, ReplayStore};
 use mcp_gate::store::revocations::{MemoryRevocations, RevocationStore};
 use mcp_gate::store::sessions::{MemorySessionStore, SessionStore};
 use mcp_gate::store::tasks::{MemoryTaskStore, TaskStore};
+use mcp_gate::tasks::TaskNotifications;
 
 use crate::config::{Redis, Sessions};
 
@@ -66,6 +67,10 @@ pub struct Stores {
     pub limits: Arc<dyn LimitStore>,
     /// Revocations (used when `[revocation]` is set).
     pub revocations: Arc<dyn RevocationStore>,
+    /// How held tasks' transitions reach the listens that wait for them, with
+    /// `[tasks.notifications]` (see [`Stores::with_task_feed`]); made once, so that a listen
+    /// opened before a reload hears of transitions made after it.
+    pub task_notifications: Option<TaskNotifications>,
 }
 
 impl Stores {
@@ -90,6 +95,7 @@ impl Stores {
             )),
             limits: Arc::new(MemoryLimitStore::default()),
             revocations: Arc::new(MemoryRevocations::new(REVOCATIONS)),
+            task_notifications: None,
         }
     }
 
@@ -144,7 +150,40 @@ impl Stores {
             sessions: Arc::new(sessions),
             limits: Arc::new(limits),
             revocations: Arc::new(revocations),
+            task_notifications: None,
         })
+    }
+
+    /// These stores with the task feed `[tasks.notifications]` asks for: within this process
+    /// over memory stores, through `redis` (pub/sub on the namespace's task channel) over
+    /// Redis ones, so that every replica's listens hear of every transition. Without the
+    /// table, none.
+    pub async fn with_task_feed(
+        mut self,
+        file: &crate::config::File,
+    ) -> Result<Self, StoreOpenError> {
+        if file.tasks.notifications.is_none() {
+            return Ok(self);
+        }
+        let notifications = match (&file.redis, self.backend) {
+            (Some(redis), Backend::Redis) => {
+                let redis = redis.get_ref();
+                let url = with_password(
+                    &redis.url,
+                    redis.password_env.as_ref().and_then(|v| v.read()),
+                );
+                let feed = mcp_gate::store::tasks::RedisTaskFeed::connect(&url, &redis.namespace)
+                    .await
+                    .map_err(|error| StoreOpenError::Store {
+                        store: "task feed",
+                        message: error.to_string(),
+                    })?;
+                TaskNotifications::through(Arc::new(feed))
+            }
+            _ => TaskNotifications::in_process(),
+        };
+        self.task_notifications = Some(notifications);
+        Ok(self)
     }
 }
 

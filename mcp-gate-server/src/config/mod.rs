@@ -450,6 +450,24 @@ pub struct Tasks {
     pub max_held_call_bytes: Option<usize>,
     /// How often clients are told to poll.
     pub poll_interval: Option<Span>,
+    /// `[tasks.notifications]`: held tasks' owners told of each transition as
+    /// `notifications/tasks` on their `subscriptions/listen` streams. Off without the table.
+    pub notifications: Option<TaskNotifications>,
+}
+
+/// `[tasks.notifications]`: the bounds on task listens (the library's defaults when absent).
+/// Through `[redis]` when it is set, so that a transition on one replica reaches a listen on
+/// another. Turning the table on or off takes a restart; its bounds reload.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct TaskNotifications {
+    /// Task listens one owner may have open at once in this process (default 8).
+    pub listens_per_owner: Option<usize>,
+    /// Task listens this process keeps open at once, all owners together (default 10,000).
+    pub most_listens: Option<usize>,
+    /// Notifications waiting for one slow stream (default 64); a slower reader loses the
+    /// newest.
+    pub queue: Option<usize>,
 }
 
 /// `[redis]`: state shared by replicas (held calls, used continuation states, legacy session

@@ -29,13 +29,13 @@ pub fn install_metrics() -> Result<PrometheusHandle, MetricsError> {
 }
 
 /// The operations routes over `gate`, as `operations` asks; the held-call console decides the
-/// tasks in `task_store` (the store every gate built from the file shares).
+/// tasks in the gate's own task store (the store every gate built from the file shares, as the
+/// gate writes to it: with `[tasks.notifications]`, a decision is told to the task's listens).
 pub fn router(
     gate: &mcp_gate::Gate,
     operations: &Operations,
     revocation: bool,
     metrics: Option<&PrometheusHandle>,
-    task_store: std::sync::Arc<dyn mcp_gate::tasks::TaskStore>,
 ) -> Router {
     let mut router = Router::new()
         .route("/healthz", get(|| async { "ok\n" }))
@@ -53,8 +53,7 @@ pub fn router(
         );
     }
     if operations.tasks {
-        let approvals = mcp_gate::tasks::Approvals::new(task_store).with_revision(gate.revision());
-        router = router.merge(tasks::router(approvals));
+        router = router.merge(tasks::router(gate.tasks()));
     }
     router
 }
