@@ -27,7 +27,8 @@
 //! later request (perhaps on another replica) needs, and needs no store to bound. The cost is
 //! three more round trips to the upstream per call. The gateway declares no client
 //! capabilities in the handshake, so the upstream has no reason to send requests of its own
-//! (a modern client could not answer them on this path). Legacy requests, and anything that is
+//! (a modern client could not answer them on this path): an answer carrying one is refused
+//! (`-32603`). Legacy requests, and anything that is
 //! not one modern JSON-RPC request, go to the upstream as they came.
 
 use std::sync::Arc;
@@ -129,6 +130,11 @@ pub(super) async fn forward(
             failure
         }
     }
+}
+
+/// Whether `message` is a request (a method and an id), as opposed to a notification.
+fn asks(message: &Value) -> bool {
+    message.get("method").is_some() && message.get("id").is_some()
 }
 
 /// The method of a request [`modern_request`] returned.
@@ -361,6 +367,11 @@ impl Session {
             ));
         };
         headers.insert(HeaderName::from_static("mcp-protocol-version"), version);
+        // The close goes with every header of the session, its version included.
+        let closer = closer.map(|mut closer| {
+            closer.headers = headers.clone();
+            closer
+        });
         Ok(Self {
             headers,
             initialized,
@@ -422,6 +433,17 @@ impl Session {
             .and_then(|body| {
                 read_answer(status, &head, &body, id).map_err(|error| error.to_string())
             });
+        // The upstream was told the client can answer nothing: a request of its own in the
+        // answer (an elicitation, a sampling) breaks that, and a modern client could not answer
+        // it on this path either.
+        let read = read.and_then(|messages| match messages.before.iter().find(|m| asks(m)) {
+            Some(_) => Err(
+                "the upstream sent a request of its own to a client that declared \
+                            no capabilities"
+                    .to_owned(),
+            ),
+            None => Ok(messages),
+        });
         let mut messages = match read {
             Ok(messages) => messages,
             Err(why) => {
@@ -555,6 +577,16 @@ mod tests {
         };
         let sent: Value = serde_json::from_slice(&legacy_body(bare)).expect("json");
         assert_eq!(sent["params"], json!({}));
+    }
+
+    #[test]
+    fn a_request_is_told_from_a_notification() {
+        assert!(asks(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "elicitation/create"})
+        ));
+        assert!(!asks(
+            &json!({"jsonrpc": "2.0", "method": "notifications/progress"})
+        ));
     }
 
     #[test]
