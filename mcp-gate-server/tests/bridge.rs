@@ -141,21 +141,7 @@ async fn start(seen: Seen) -> (Gateway, String, String) {
          [resource]\nuri = \"{resource}\"\n[development-issuer]\n[policy]\nallow-all = true\n"
     );
     let gateway = Gateway::start(&config, &[]).await;
-    let issuer = gateway.development_issuer.clone().expect("an issuer");
-    let answer: Value = reqwest::Client::new()
-        .post(format!("{issuer}/token"))
-        .basic_auth("dev-client", Some("dev-secret"))
-        .form(&[
-            ("grant_type", "client_credentials"),
-            ("resource", resource.as_str()),
-        ])
-        .send()
-        .await
-        .expect("token")
-        .json()
-        .await
-        .expect("JSON");
-    let token = answer["access_token"].as_str().expect("a token").to_owned();
+    let token = gateway.development_token(&resource).await;
     (gateway, resource, token)
 }
 

@@ -290,6 +290,25 @@ pub const STARTED: &str = "Send SIGTERM";
 pub const CONFIG: &str = "gateway.toml";
 
 impl Gateway {
+    /// A token from the gateway's development issuer (`dev-client`), for `resource`.
+    pub async fn development_token(&self, resource: &str) -> String {
+        let issuer = self
+            .development_issuer
+            .as_deref()
+            .expect("a development issuer");
+        let answer: Value = reqwest::Client::new()
+            .post(format!("{issuer}/token"))
+            .basic_auth("dev-client", Some("dev-secret"))
+            .form(&[("grant_type", "client_credentials"), ("resource", resource)])
+            .send()
+            .await
+            .expect("token")
+            .json()
+            .await
+            .expect("JSON");
+        answer["access_token"].as_str().expect("a token").to_owned()
+    }
+
     /// Writes `config` (and each `(relative path, content)` of `files`) into a new folder and
     /// starts the binary on it; returns once it prints where it listens.
     pub async fn start(config: &str, files: &[(&str, &str)]) -> Self {
