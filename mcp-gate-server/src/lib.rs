@@ -10,7 +10,7 @@
 //!
 //! A request's way through: the client listener ([`serve`]) hands it to the gate in force
 //! ([`live`]), built from the file by [`assemble`] over the stores that outlive reloads
-//! ([`stores`]); the gate decides, and an allowed request goes to the upstream through
+//! ([`stores`], with the task feed every gate is told through, [`task_feed`]); the gate decides, and an allowed request goes to the upstream through
 //! [`proxy`], which writes what the upstream sees, with the caller's signed identity when
 //! [`identity`] is configured. [`reload`] rebuilds the gate when the file
 //! or the policies change; [`operations`] serves health, readiness, metrics and revocation on
@@ -29,3 +29,4 @@ pub mod reload;
 pub mod serve;
 pub mod signing_key;
 pub mod stores;
+pub mod task_feed;

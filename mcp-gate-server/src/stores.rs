@@ -12,10 +12,11 @@ use mcp_gate::store::limits::{LimitStore, MemoryLimitStore};
 use mcp_gate::store::replay::{MemoryReplayStore, ReplayStore};
 use mcp_gate::store::revocations::{MemoryRevocations, RevocationStore};
 use mcp_gate::store::sessions::{MemorySessionStore, SessionStore};
-use mcp_gate::store::tasks::{MemoryTaskStore, TaskStore};
+use mcp_gate::store::tasks::{LocalFeed, MemoryTaskStore, TaskStore};
 use mcp_gate::tasks::TaskNotifications;
 
 use crate::config::{Redis, Sessions};
+use crate::task_feed::Relay;
 
 /// Legacy sessions kept at most, and per owner, and how long an idle one lives, when
 /// `[sessions]` does not say: the library's defaults.
@@ -68,8 +69,9 @@ pub struct Stores {
     /// Revocations (used when `[revocation]` is set).
     pub revocations: Arc<dyn RevocationStore>,
     /// How held tasks' transitions reach the listens that wait for them, with
-    /// `[tasks.notifications]` (see [`Stores::with_task_feed`]); made once, so that a listen
-    /// opened before a reload hears of transitions made after it.
+    /// `[tasks.notifications]` (see [`Stores::with_task_feed`]): made once, over a [`Relay`]
+    /// that tells every gate built with it, so that listens opened before a reload and after
+    /// it all hear of transitions.
     pub task_notifications: Option<TaskNotifications>,
 }
 
@@ -178,9 +180,9 @@ impl Stores {
                         store: "task feed",
                         message: error.to_string(),
                     })?;
-                TaskNotifications::through(Arc::new(feed))
+                TaskNotifications::through(Arc::new(Relay::over(Arc::new(feed))))
             }
-            _ => TaskNotifications::in_process(),
+            _ => TaskNotifications::through(Arc::new(Relay::over(Arc::new(LocalFeed::new())))),
         };
         self.task_notifications = Some(notifications);
         Ok(self)

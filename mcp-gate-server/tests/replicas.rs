@@ -339,4 +339,41 @@ async fn a_held_call_approved_on_one_replica_is_heard_on_a_listen_on_the_other()
     assert_eq!(completed["status"], "completed", "{completed}");
     assert_eq!(completed["result"]["content"][0]["text"], "deployed web");
     assert_eq!(upstream.runs().await["deploy"], 1, "the held call ran once");
+
+    // A reload of B builds a new gate: a listen opened before it and one opened after it both
+    // hear the next decision.
+    let params = json!({"name": "deploy", "arguments": {"service": "api"}});
+    let held = modern(&url_a, &token, 3, "tools/call", "deploy", params).await;
+    let second = held["result"]["taskId"]
+        .as_str()
+        .expect("a task id")
+        .to_owned();
+    let mut before = Listen::start(&url_b, &token, &second);
+    assert_eq!(before.next().await["ack"], json!({"taskIds": [second]}));
+    assert_eq!(before.task().await["status"], "working");
+    let edited = std::fs::read_to_string(b.config_path())
+        .expect("B's file")
+        .replace("poll-interval = \"200ms\"", "poll-interval = \"300ms\"");
+    std::fs::write(b.config_path(), edited).expect("B's file written");
+    let logged = b.log().matches("reloaded").count();
+    b.signal("HUP");
+    let started = Instant::now();
+    while b.log().matches("reloaded").count() == logged {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "B did not reload: {}",
+            b.log()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut after = Listen::start(&url_b, &token, &second);
+    assert_eq!(after.next().await["ack"], json!({"taskIds": [second]}));
+    assert_eq!(after.task().await["status"], "working");
+    let (status, said) = console.approve(&second, "release-manager").await;
+    assert_eq!(status, 200, "{said}");
+    for listen in [&mut before, &mut after] {
+        let heard = listen.task().await;
+        assert_eq!(heard["taskId"], second.as_str());
+        assert!(heard["lastUpdatedAt"].as_str() > Some(""), "{heard}");
+    }
 }
