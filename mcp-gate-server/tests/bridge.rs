@@ -323,6 +323,9 @@ async fn what_the_bridge_cannot_carry_is_refused() {
 
     // An upstream that refuses the gateway's initialize: the client gets a 502, nothing else
     // is sent.
+    // The two sessions so far (the listing's, the refused answer's) close in the background:
+    // both closes are in before the count is taken.
+    assert_eq!(closes(&seen, 2).await, 2, "{:?}", seen.all());
     let before = seen.all().len();
     let (status, _, body) = modern(
         &url,
