@@ -3,6 +3,12 @@
 //! listen), so any replica serves any request.
 
 mod common;
+#[path = "../../tests/common/modern.rs"]
+#[allow(dead_code)]
+mod modern;
+#[path = "../../tests/common/py_listen.rs"]
+#[allow(dead_code)]
+mod py_listen;
 #[path = "../../tests/common/redis_server.rs"]
 #[allow(dead_code)]
 mod redis_server;
@@ -10,6 +16,8 @@ mod redis_server;
 use std::time::{Duration, Instant};
 
 use common::{AuthServer, Gateway, UpstreamServer, free_port};
+use modern::{ModernRequest, modern, tasks_capabilities};
+use py_listen::{Listener, task};
 use redis_server::RedisServer;
 use serde_json::{Value, json};
 
@@ -36,6 +44,28 @@ fn config(
          [revocation]\n\
          [operations]\nlisten = \"127.0.0.1:{ops}\"\n"
     )
+}
+
+/// A replica's file: its listen and operations ports, the shared resource, the upstream, the
+/// issuer and Redis.
+type ReplicaConfig = fn(u16, u16, &str, &str, &str, &str) -> String;
+
+/// Two replicas from `config` with the same continuation keys, behind one resource (A's
+/// address: replicas behind one address share one resource); that resource.
+async fn replicas(
+    config: ReplicaConfig,
+    upstream: &str,
+    issuer: &str,
+    redis: &str,
+) -> (Gateway, Gateway, String) {
+    let (port_a, port_b, ops_a, ops_b) = (free_port(), free_port(), free_port(), free_port());
+    let resource = format!("http://127.0.0.1:{port_a}/mcp");
+    let env = [("MCP_GATE_CONTINUATION_KEYS", KEYS)];
+    let a = config(port_a, ops_a, &resource, upstream, issuer, redis);
+    let b = config(port_b, ops_b, &resource, upstream, issuer, redis);
+    let a = Gateway::start_with_env(&a, &[], &env).await;
+    let b = Gateway::start_with_env(&b, &[], &env).await;
+    (a, b, resource)
 }
 
 /// Posts `body` to `url` with `token` in `session`; the status, `Retry-After`, and the body.
@@ -72,23 +102,7 @@ async fn a_rate_limit_and_a_revocation_hold_on_both_replicas() {
     };
     let auth = AuthServer::start(&[]).await;
     let upstream = UpstreamServer::ts_plain().await;
-    let (port_a, port_b, ops_a, ops_b) = (free_port(), free_port(), free_port(), free_port());
-    // Replicas behind one address share one resource.
-    let resource = format!("http://127.0.0.1:{port_a}/mcp");
-    let env = [("MCP_GATE_CONTINUATION_KEYS", KEYS)];
-    let replica = |port, ops| {
-        let file = config(
-            port,
-            ops,
-            &resource,
-            &upstream.url,
-            &auth.issuer,
-            &redis.url(),
-        );
-        async move { Gateway::start_with_env(&file, &[], &env).await }
-    };
-    let a = replica(port_a, ops_a).await;
-    let b = replica(port_b, ops_b).await;
+    let (a, b, resource) = replicas(config, &upstream.url, &auth.issuer, &redis.url()).await;
     let (url_a, url_b) = (format!("{}/mcp", a.origin), format!("{}/mcp", b.origin));
     let token = auth.token("mcp:read", &resource).await;
 
@@ -189,29 +203,25 @@ fn notifying_config(
     )
 }
 
-/// A modern request `method` with `params`, declaring the Tasks extension; its JSON body.
-async fn modern(url: &str, token: &str, id: u64, method: &str, name: &str, params: Value) -> Value {
-    let mut params = params;
-    params["_meta"] = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {
-            "extensions": {"io.modelcontextprotocol/tasks": {}},
-        },
-    });
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-    let answer = reqwest::Client::new()
+/// Posts a modern request to `url` with `token`; the JSON-RPC answer (JSON, or the last data
+/// line of an event stream).
+async fn post_modern(url: &str, token: &str, (body, headers): ModernRequest) -> Value {
+    let mut request = reqwest::Client::new()
         .post(url)
         .bearer_auth(token)
+        .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2026-07-28")
-        .header("mcp-method", method)
-        .header("mcp-name", name)
-        .json(&body)
+        .body(body);
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let text = request
         .send()
         .await
-        .expect("post");
-    let text = answer.text().await.expect("body");
-    // JSON, or an event stream whose last data line is the response.
+        .expect("post")
+        .text()
+        .await
+        .expect("body");
     let json = text
         .lines()
         .filter_map(|line| line.strip_prefix("data:"))
@@ -221,51 +231,21 @@ async fn modern(url: &str, token: &str, id: u64, method: &str, name: &str, param
     serde_json::from_str(json).unwrap_or_else(|_| panic!("a JSON-RPC answer: {text}"))
 }
 
-/// The Python SDK client's task listen (`tests/peers/py_listen.py`) on `url` for `task`.
-struct Listen {
-    _child: tokio::process::Child,
-    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+/// `tools/call deploy` for `service`, declaring the Tasks extension.
+fn deploy(id: u64, service: &str) -> ModernRequest {
+    let params = json!({"name": "deploy", "arguments": {"service": service}});
+    modern(id, "tools/call", params, "deploy", tasks_capabilities())
 }
 
-impl Listen {
-    fn start(url: &str, token: &str, task: &str) -> Self {
-        use tokio::io::AsyncBufReadExt;
-        common::ensure_peers();
-        let peers = common::peers_dir();
-        let mut child =
-            tokio::process::Command::new(peers.join(".venv").join("bin").join("python"))
-                .arg(peers.join("py_listen.py"))
-                .arg(url)
-                .args(["--token", token, "--task-id", task, "--timeout-ms", "60000"])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::inherit())
-                .kill_on_drop(true)
-                .spawn()
-                .expect("the Python client starts");
-        let stdout = child.stdout.take().expect("stdout");
-        Self {
-            _child: child,
-            lines: tokio::io::BufReader::new(stdout).lines(),
-        }
-    }
+/// The Python SDK client's task listen at `url` for `task`.
+fn listen(url: &str, token: &str, task: &str) -> Listener {
+    common::ensure_peers();
+    Listener::start(&common::peers_dir(), url, token, &[task])
+}
 
-    /// The next line the client printed.
-    async fn next(&mut self) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
-            .await
-            .expect("the client printed within 60 s")
-            .expect("stdout readable")
-            .expect("the client is still running");
-        serde_json::from_str(&line).expect("one JSON line")
-    }
-
-    /// The next task notification's params, skipping nothing.
-    async fn task(&mut self) -> Value {
-        let line = self.next().await;
-        line.get("task")
-            .cloned()
-            .unwrap_or_else(|| panic!("a task notification: {line}"))
-    }
+/// The params of the task notification the listen prints next.
+async fn heard(listening: &mut Listener) -> Value {
+    task(&listening.next().await).clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -275,28 +255,13 @@ async fn a_held_call_approved_on_one_replica_is_heard_on_a_listen_on_the_other()
     };
     let auth = AuthServer::start(&[]).await;
     let upstream = UpstreamServer::python_demo().await;
-    let (port_a, port_b, ops_a, ops_b) = (free_port(), free_port(), free_port(), free_port());
-    let resource = format!("http://127.0.0.1:{port_a}/mcp");
-    let env = [("MCP_GATE_CONTINUATION_KEYS", KEYS)];
-    let replica = |port, ops| {
-        let file = notifying_config(
-            port,
-            ops,
-            &resource,
-            &upstream.url,
-            &auth.issuer,
-            &redis.url(),
-        );
-        async move { Gateway::start_with_env(&file, &[], &env).await }
-    };
-    let a = replica(port_a, ops_a).await;
-    let b = replica(port_b, ops_b).await;
+    let (a, b, resource) =
+        replicas(notifying_config, &upstream.url, &auth.issuer, &redis.url()).await;
     let (url_a, url_b) = (format!("{}/mcp", a.origin), format!("{}/mcp", b.origin));
     let token = auth.token("mcp:read", &resource).await;
 
     // The example set holds a deploy for approval: held on A.
-    let params = json!({"name": "deploy", "arguments": {"service": "web"}});
-    let held = modern(&url_a, &token, 1, "tools/call", "deploy", params).await;
+    let held = post_modern(&url_a, &token, deploy(1, "web")).await;
     assert_eq!(held["result"]["resultType"], "task", "{held}\n{}", a.log());
     let task = held["result"]["taskId"]
         .as_str()
@@ -304,14 +269,14 @@ async fn a_held_call_approved_on_one_replica_is_heard_on_a_listen_on_the_other()
         .to_owned();
 
     // Its owner listens on B, and hears the task as it stands.
-    let mut listen = Listen::start(&url_b, &token, &task);
+    let mut listening = listen(&url_b, &token, &task);
     assert_eq!(
-        listen.next().await["ack"],
+        listening.next().await["ack"],
         json!({"taskIds": [task]}),
         "{}",
         b.log()
     );
-    let first = listen.task().await;
+    let first = heard(&mut listening).await;
     assert_eq!(first["taskId"], task.as_str());
     assert_eq!(first["status"], "working");
 
@@ -319,22 +284,21 @@ async fn a_held_call_approved_on_one_replica_is_heard_on_a_listen_on_the_other()
     let console = common::sdk::Console::new(a.operations.as_deref().expect("operations"));
     let (status, said) = console.approve(&task, "release-manager").await;
     assert_eq!(status, 200, "{said}");
-    assert_eq!(listen.task().await["status"], "working");
+    assert_eq!(heard(&mut listening).await["status"], "working");
 
     // The owner's poll on A runs the call once: running, then done, heard on B with the result.
     let poll = modern(
-        &url_a,
-        &token,
         2,
         "tasks/get",
-        &task,
         json!({"taskId": task}),
-    )
-    .await;
+        &task,
+        tasks_capabilities(),
+    );
+    let poll = post_modern(&url_a, &token, poll).await;
     assert_eq!(poll["result"]["status"], "completed", "{poll}");
-    let mut completed = listen.task().await;
+    let mut completed = heard(&mut listening).await;
     if completed["status"] == "working" {
-        completed = listen.task().await;
+        completed = heard(&mut listening).await;
     }
     assert_eq!(completed["status"], "completed", "{completed}");
     assert_eq!(completed["result"]["content"][0]["text"], "deployed web");
@@ -342,15 +306,14 @@ async fn a_held_call_approved_on_one_replica_is_heard_on_a_listen_on_the_other()
 
     // A reload of B builds a new gate: a listen opened before it and one opened after it both
     // hear the next decision.
-    let params = json!({"name": "deploy", "arguments": {"service": "api"}});
-    let held = modern(&url_a, &token, 3, "tools/call", "deploy", params).await;
+    let held = post_modern(&url_a, &token, deploy(3, "api")).await;
     let second = held["result"]["taskId"]
         .as_str()
         .expect("a task id")
         .to_owned();
-    let mut before = Listen::start(&url_b, &token, &second);
+    let mut before = listen(&url_b, &token, &second);
     assert_eq!(before.next().await["ack"], json!({"taskIds": [second]}));
-    assert_eq!(before.task().await["status"], "working");
+    assert_eq!(heard(&mut before).await["status"], "working");
     let edited = std::fs::read_to_string(b.config_path())
         .expect("B's file")
         .replace("poll-interval = \"200ms\"", "poll-interval = \"300ms\"");
@@ -366,13 +329,13 @@ async fn a_held_call_approved_on_one_replica_is_heard_on_a_listen_on_the_other()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let mut after = Listen::start(&url_b, &token, &second);
+    let mut after = listen(&url_b, &token, &second);
     assert_eq!(after.next().await["ack"], json!({"taskIds": [second]}));
-    assert_eq!(after.task().await["status"], "working");
+    assert_eq!(heard(&mut after).await["status"], "working");
     let (status, said) = console.approve(&second, "release-manager").await;
     assert_eq!(status, 200, "{said}");
-    for listen in [&mut before, &mut after] {
-        let heard = listen.task().await;
+    for listening in [&mut before, &mut after] {
+        let heard = heard(listening).await;
         assert_eq!(heard["taskId"], second.as_str());
         assert!(heard["lastUpdatedAt"].as_str() > Some(""), "{heard}");
     }

@@ -10,6 +10,7 @@ pub mod normalize;
 pub mod paging;
 pub mod peers;
 pub mod proxy;
+pub mod py_listen;
 pub mod scripted;
 pub mod strict_json;
 pub mod surface;

@@ -9,7 +9,6 @@
 
 use crate::common;
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,13 +16,12 @@ use axum::Router;
 use common::clients::demo_gate;
 use common::modern::{ModernRequest, modern, tasks_capabilities};
 use common::peers::{AuthServer, GatedServer, Reply, SECRET, ensure_peers, peers_dir};
+use common::py_listen::{Listener, task};
 use common::redis_server::RedisServer;
 use common::tools::{DeployCount, mcp_service_counting};
 use mcp_gate::GateBuilder;
 use mcp_gate::tasks::{RedisTaskFeed, TaskNotifications, TaskStore};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
 
 const STRANGER: &str = "mcp-client-post";
 
@@ -101,82 +99,10 @@ async fn task_request(server: &GatedServer, token: &str, method: &str, id: &str)
     send(server, token, request).await
 }
 
-/// The Python SDK client listening for `ids` on `server`, its lines read as they come.
-struct Listener {
-    child: Child,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Listener {
-    fn start(server: &GatedServer, token: &str, ids: &[&str]) -> Self {
-        ensure_peers();
-        let mut command = Command::new(peers_dir().join(".venv").join("bin").join("python"));
-        command
-            .arg(peers_dir().join("py_listen.py"))
-            .arg(&server.url)
-            .args(["--token", token, "--timeout-ms", "60000"]);
-        for id in ids {
-            command.args(["--task-id", id]);
-        }
-        let mut child = command
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("the Python client starts");
-        let stdout = child.stdout.take().expect("stdout");
-        Self {
-            child,
-            lines: BufReader::new(stdout).lines(),
-        }
-    }
-
-    /// The next line the client printed (generous bound: a busy machine starts Python slowly).
-    async fn next(&mut self) -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
-            .await
-            .expect("the client printed within 60 s")
-            .expect("stdout readable");
-        match line {
-            Some(line) => serde_json::from_str(&line).expect("one JSON line"),
-            None => panic!("the client ended early: {}", self.stderr().await),
-        }
-    }
-
-    /// Every line left, once the client has exited, and whether it exited 0.
-    async fn rest(mut self) -> (Vec<Value>, bool) {
-        let mut lines = Vec::new();
-        for _ in 0..1000 {
-            let line = tokio::time::timeout(Duration::from_secs(60), self.lines.next_line())
-                .await
-                .expect("the client ended within 60 s")
-                .expect("stdout readable");
-            match line {
-                Some(line) => lines.push(serde_json::from_str(&line).expect("one JSON line")),
-                None => break,
-            }
-        }
-        let status = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
-            .await
-            .expect("the client exits")
-            .expect("exit status");
-        (lines, status.success())
-    }
-
-    async fn stderr(&mut self) -> String {
-        let mut text = String::new();
-        if let Some(mut stderr) = self.child.stderr.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), stderr.read_to_string(&mut text))
-                .await;
-        }
-        text
-    }
-}
-
-/// The `params` of a `{"task": ...}` line, checked to be one.
-fn task(line: &Value) -> &Value {
-    line.get("task")
-        .unwrap_or_else(|| panic!("a notification: {line}"))
+/// The Python SDK client listening for `ids` on `server`.
+fn listen(server: &GatedServer, token: &str, ids: &[&str]) -> Listener {
+    ensure_peers();
+    Listener::start(&peers_dir(), &server.url, token, ids)
 }
 
 #[tokio::test]
@@ -194,10 +120,10 @@ async fn the_owner_hears_each_transition_on_the_other_replica_and_a_stranger_non
     let theirs = hold(&b, &stranger).await;
 
     // The owner listens on B; the stranger on both, naming the owner's task as well as its own.
-    let mut listening = Listener::start(&b, &owner, &[&owned]);
+    let mut listening = listen(&b, &owner, &[&owned]);
     let mut others = [
-        Listener::start(&a, &stranger, &[&owned, &theirs]),
-        Listener::start(&b, &stranger, &[&owned, &theirs]),
+        listen(&a, &stranger, &[&owned, &theirs]),
+        listen(&b, &stranger, &[&owned, &theirs]),
     ];
     assert_eq!(listening.next().await["ack"], json!({"taskIds": [owned]}));
     for other in &mut others {
@@ -273,13 +199,13 @@ async fn listens_per_owner_are_bounded_and_need_the_tasks_extension() {
     let refused = send(&a, &owner, bare).await;
     assert_eq!(refused.body["error"]["code"], -32021, "{refused:?}");
 
-    let mut first = Listener::start(&a, &owner, &[&id]);
-    let mut second = Listener::start(&a, &owner, &[&id]);
+    let mut first = listen(&a, &owner, &[&id]);
+    let mut second = listen(&a, &owner, &[&id]);
     for listener in [&mut first, &mut second] {
         assert_eq!(listener.next().await["ack"], json!({"taskIds": [id]}));
     }
     // A third on the same replica is refused; the two open ones are kept.
-    let (third, ok) = Listener::start(&a, &owner, &[&id]).rest().await;
+    let (third, ok) = listen(&a, &owner, &[&id]).rest().await;
     assert!(!ok, "{third:?}");
     let error = third
         .iter()
@@ -292,7 +218,7 @@ async fn listens_per_owner_are_bounded_and_need_the_tasks_extension() {
         "{error}"
     );
     // The bound is per replica: the other one takes the owner's listen.
-    let mut elsewhere = Listener::start(&b, &owner, &[&id]);
+    let mut elsewhere = listen(&b, &owner, &[&id]);
     assert_eq!(elsewhere.next().await["ack"], json!({"taskIds": [id]}));
 
     let cancel = task_request(&a, &owner, "tasks/cancel", &id).await;
@@ -317,7 +243,7 @@ async fn in_one_process_with_the_memory_store_the_owner_hears_its_cancel() {
     let server = GatedServer::start_with(configure, mcp).await;
     let owner = auth.client_token("mcp:read", &server.url).await;
     let id = hold(&server, &owner).await;
-    let mut listening = Listener::start(&server, &owner, &[&id]);
+    let mut listening = listen(&server, &owner, &[&id]);
     assert_eq!(listening.next().await["ack"], json!({"taskIds": [id]}));
     assert_eq!(task(&listening.next().await)["status"], "working");
     let cancel = task_request(&server, &owner, "tasks/cancel", &id).await;
