@@ -35,13 +35,12 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use bytes::Bytes;
-use futures_util::StreamExt;
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode, header};
 use mcp_gate::answer::{AnswerError, CACHEABLE, read_answer, read_response};
 use mcp_gate::mcp::{META_PROTOCOL_VERSION, MODERN_VERSIONS, SERVER_INFO_META};
 use serde_json::{Map, Value, json};
 
-use super::{Shared, UpstreamIdentity, headers, upstream_failure};
+use super::{Shared, UpstreamIdentity, headers, streamed, upstream_failure};
 
 /// The legacy version the gateway asks the upstream for.
 pub const LEGACY_VERSION: &str = "2025-11-25";
@@ -332,28 +331,23 @@ impl Session {
             .get("mcp-session-id")
             .filter(|id| !id.is_empty())
             .cloned();
-        let closer = session_id.as_ref().map(|id| {
-            let mut close = headers.clone();
-            close.insert(HeaderName::from_static("mcp-session-id"), id.clone());
-            Closer {
-                shared: Arc::clone(shared),
-                headers: close,
-            }
+        if let Some(id) = &session_id {
+            headers.insert(HeaderName::from_static("mcp-session-id"), id.clone());
+        }
+        // Alive from now on, so that a client gone during the handshake still closes the
+        // session the upstream opened.
+        let mut closer = session_id.map(|_| Closer {
+            shared: Arc::clone(shared),
+            headers: headers.clone(),
         });
         let initialized = match handshake_result(shared, answer).await {
             Ok(initialized) => initialized,
             Err(error) => {
                 tracing::warn!(%error, "the legacy upstream did not open a session for a modern request");
                 drop(closer);
-                return Err(upstream_failure(
-                    StatusCode::BAD_GATEWAY,
-                    "the upstream MCP server did not open a legacy session\n",
-                ));
+                return Err(no_session());
             }
         };
-        if let Some(id) = session_id {
-            headers.insert(HeaderName::from_static("mcp-session-id"), id);
-        }
         // Checked to be a string by `handshake_result`; a header value takes visible ASCII.
         let version = initialized
             .get("protocolVersion")
@@ -361,17 +355,14 @@ impl Session {
             .and_then(|version| HeaderValue::from_str(version).ok());
         let Some(version) = version else {
             drop(closer);
-            return Err(upstream_failure(
-                StatusCode::BAD_GATEWAY,
-                "the upstream MCP server did not open a legacy session\n",
-            ));
+            return Err(no_session());
         };
-        headers.insert(HeaderName::from_static("mcp-protocol-version"), version);
+        let version_header = HeaderName::from_static("mcp-protocol-version");
+        headers.insert(version_header.clone(), version.clone());
         // The close goes with every header of the session, its version included.
-        let closer = closer.map(|mut closer| {
-            closer.headers = headers.clone();
-            closer
-        });
+        if let Some(closer) = &mut closer {
+            closer.headers.insert(version_header, version);
+        }
         Ok(Self {
             headers,
             initialized,
@@ -394,10 +385,7 @@ impl Session {
             status = answer.status().as_u16(),
             "the legacy upstream refused notifications/initialized"
         );
-        Err(upstream_failure(
-            StatusCode::BAD_GATEWAY,
-            "the upstream MCP server did not open a legacy session\n",
-        ))
+        Err(no_session())
     }
 
     /// The answer for the client, without the session's id. A success is read whole (within
@@ -414,16 +402,8 @@ impl Session {
         let mut returned = headers::client_response_headers(answer.headers());
         returned.remove("mcp-session-id");
         if !status.is_success() {
-            let closer = self.closer;
-            let stream = answer.bytes_stream().map(move |chunk| {
-                // Held until the stream is dropped: then the session closes.
-                let _held = &closer;
-                chunk
-            });
-            let mut response = Response::new(Body::from_stream(stream));
-            *response.status_mut() = status;
-            *response.headers_mut() = returned;
-            return response;
+            // The session closes once the stream is dropped.
+            return streamed(answer, returned, self.closer);
         }
         let head = answer.headers().clone();
         let body = collect(answer, ANSWER_BOUND).await;
@@ -436,13 +416,15 @@ impl Session {
         // The upstream was told the client can answer nothing: a request of its own in the
         // answer (an elicitation, a sampling) breaks that, and a modern client could not answer
         // it on this path either.
-        let read = read.and_then(|messages| match messages.before.iter().find(|m| asks(m)) {
-            Some(_) => Err(
-                "the upstream sent a request of its own to a client that declared \
+        let read = read.and_then(|messages| {
+            if messages.before.iter().any(asks) {
+                return Err(
+                    "the upstream sent a request of its own to a client that declared \
                             no capabilities"
-                    .to_owned(),
-            ),
-            None => Ok(messages),
+                        .to_owned(),
+                );
+            }
+            Ok(messages)
         });
         let mut messages = match read {
             Ok(messages) => messages,
@@ -466,6 +448,14 @@ impl Session {
     fn close(self) {
         drop(self.closer);
     }
+}
+
+/// What the client gets when the upstream did not open the session its request needs.
+fn no_session() -> Response<Body> {
+    upstream_failure(
+        StatusCode::BAD_GATEWAY,
+        "the upstream MCP server did not open a legacy session\n",
+    )
 }
 
 /// The `InitializeResult` in the upstream's answer, read whole within the response timeout

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use axum::body::Body;
+use futures_util::StreamExt;
 use http::{Method, Request, Response, StatusCode};
 
 use crate::config::Upstream as UpstreamConfig;
@@ -120,7 +121,10 @@ impl Shared {
             outgoing = outgoing.body(body);
         }
         match self.send(outgoing).await {
-            Ok(answer) => streamed(answer, headers::client_response_headers),
+            Ok(answer) => {
+                let returned = headers::client_response_headers(answer.headers());
+                streamed(answer, returned, ())
+            }
             Err(failure) => failure,
         }
     }
@@ -155,16 +159,21 @@ impl Shared {
     }
 }
 
-/// The upstream's answer for the client: its status, the headers `returned` keeps, and its
-/// body streamed as it arrives.
-fn streamed(
+/// The upstream's answer for the client: its status, `headers`, and its body streamed as it
+/// arrives; `held` lives as long as the stream (a bridged session's closer).
+fn streamed<H: Send + 'static>(
     answer: reqwest::Response,
-    returned: fn(&http::HeaderMap) -> http::HeaderMap,
+    headers: http::HeaderMap,
+    held: H,
 ) -> Response<Body> {
-    let mut response = Response::new(Body::empty());
-    *response.status_mut() = answer.status();
-    *response.headers_mut() = returned(answer.headers());
-    *response.body_mut() = Body::from_stream(answer.bytes_stream());
+    let status = answer.status();
+    let stream = answer.bytes_stream().map(move |chunk| {
+        let _held = &held;
+        chunk
+    });
+    let mut response = Response::new(Body::from_stream(stream));
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
     response
 }
 
