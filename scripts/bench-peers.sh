@@ -28,6 +28,9 @@
 #   BENCH_TS_VALIDATOR_PER_REQUEST=0 (1: each TS server builds its own Ajv validator)
 #   BENCH_FEATURES= (the crate features bench_target is built with; `metrics`: the gated
 #   servers count every decision into an installed Prometheus recorder)
+#   BENCH_METHOD=call (list: every configuration answers `tools/list` instead, the example's
+#   13 tools, each judged by the gate; every configuration but c, which lists nothing; the
+#   list goal b/a >= 0.9 in place of the call's)
 #
 # Installs wrk (Debian package) when missing and the Node peers when missing. Every step is
 # bounded in time, and every process it starts is stopped on exit. Exit status: 0, or 1 when a
@@ -130,10 +133,22 @@ rss_bound_mib=$(setting BENCH_RSS_BOUND_MIB 64 1 100000)
 strict=$(setting BENCH_STRICT 0 0 1)
 skip_build=$(setting BENCH_SKIP_BUILD 0 0 1)
 ts_validator_per_request=$(setting BENCH_TS_VALIDATOR_PER_REQUEST 0 0 1)
-configs=${BENCH_CONFIGS:-abcd}
+method=${BENCH_METHOD:-call}
+case $method in
+call) configs=${BENCH_CONFIGS:-abcd} ;;
+list) configs=${BENCH_CONFIGS:-abd} ;;
+*)
+  log "BENCH_METHOD=$method: call or list"
+  exit 2
+  ;;
+esac
 features=${BENCH_FEATURES:-}
 if ! [[ "$features" =~ ^[a-z0-9_,-]*$ ]]; then
   log "BENCH_FEATURES=$features: a comma-separated list of the crate's features"
+  exit 2
+fi
+if [[ $method == list && $configs == *c* ]]; then
+  log "BENCH_CONFIGS=$configs: (c) denies every entry, so it has no list to measure (BENCH_METHOD=list)"
   exit 2
 fi
 if ! [[ "$configs" =~ ^[a-eg]+$ ]]; then
@@ -355,6 +370,12 @@ stop_target() {
 }
 
 body='{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}'
+# What a healthy answer carries: the echoed text, or for a list the `echo` tool among the listed.
+expected='"text":"mcp-gate-bench-ping"'
+if [[ $method == list ]]; then
+  body='{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+  expected='"name":"echo"'
+fi
 post() { # [AUTHORIZATION]: prints "STATUS BODY"
   local args=(-sS --max-time 10 -o "$out/.body" -w '%{http_code}' -X POST "$url"
     -H 'content-type: application/json' -H 'accept: application/json, text/event-stream' -d "$body")
@@ -370,7 +391,7 @@ sanity_check() { # CONFIG: the answer is the expected one, and the gate really i
   fi
   case $config in
   c) [[ $answer == 200\ * && $answer == *'"remediation":"unavailable"'* ]] ;;
-  *) [[ $answer == 200\ * && $answer == *'"text":"mcp-gate-bench-ping"'* ]] ;;
+  *) [[ $answer == 200\ * && $answer == *"$expected"* ]] ;;
   esac || {
     log "!!! ${label[$config]}: unexpected answer: ${answer:0:400}"
     return 1
@@ -387,7 +408,7 @@ sanity_check() { # CONFIG: the answer is the expected one, and the gate really i
 run_wrk() { # CONFIG DURATION LOGFILE: one wrk run with echo.lua; prints its BENCH-RESULT line
   local config=$1 duration=$2 logfile=$3 authorization=""
   [[ $config == a ]] || authorization="Bearer $token"
-  BENCH_AUTHORIZATION="$authorization" timeout -k 5 $((duration + 30)) \
+  BENCH_AUTHORIZATION="$authorization" BENCH_METHOD="$method" timeout -k 5 $((duration + 30)) \
     wrk -t "$threads" -c "$connections" -d "${duration}s" --timeout 10s --latency \
     -s "$lua/echo.lua" "$url" >"$logfile" 2>&1 || true
   grep '^BENCH-RESULT ' "$logfile" || {
@@ -468,7 +489,7 @@ median() { # CONFIG COLUMN: median over rounds
 max_others=$(awk -F'\t' 'BEGIN {m = 0} $8 > m {m = $8} END {print m}' "$results")
 
 echo
-echo "mcp-gate vs peers, loopback, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds${features:+, features: $features}"
+echo "mcp-gate vs peers, loopback, $method, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds${features:+, features: $features}"
 printf '%-32s %10s %9s %9s %14s %12s %7s\n' configuration 'req/s' 'p50 ms' 'p99 ms' 'server us/req' 'server cores' errors
 declare -A rps=()
 for config in $(grep -o . <<<"$configs"); do
@@ -537,7 +558,11 @@ ratio() { # NAME NUMERATOR DENOMINATOR GOAL AIM MEANING
 }
 echo "ratios: median of the per-round ratios, its 95% interval, and the ratio of the median throughputs"
 printf '%-5s %8s %-26s %10s   %-44s %s\n' '' 'paired' '95% interval' 'medians' 'verdict (on the interval)' ''
-ratio b/a b a 0.9 0.95 "cost of the gate on an allowed call"
+if [[ $method == list ]]; then
+  ratio b/a b a 0.9 - "cost of the gate on a tools/list (every entry judged)"
+else
+  ratio b/a b a 0.9 0.95 "cost of the gate on an allowed call"
+fi
 ratio c/a c a - - "a denial answered by the gate vs the bare server"
 ratio b/d b d 5 10 "mcp-gate vs the TS SDK's bearer middleware"
 ratio c/b c b 2 - "a denial vs an allowed call through the gate"

@@ -8,6 +8,10 @@
 wrk.method = "POST"
 wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/call",'
   .. '"params":{"name":"echo","arguments":{"text":"mcp-gate-bench-ping"}}}'
+-- BENCH_METHOD=list: a `tools/list` instead (scripts/bench-peers.sh).
+if os.getenv("BENCH_METHOD") == "list" then
+  wrk.body = '{"jsonrpc":"2.0","id":1,"method":"tools/list"}'
+end
 wrk.headers["content-type"] = "application/json"
 wrk.headers["accept"] = "application/json, text/event-stream"
 
