@@ -66,81 +66,90 @@ pub(crate) fn admit(parts: &mut Parts, principal: Principal) {
 /// request, and a small box is a cheap allocation): [`decide`] reads and judges the request,
 /// and only then is the inner service's future started, with nothing of the decision kept
 /// alive beside it.
-pub(crate) async fn after_authentication<S: Inner>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its arguments twice in its future"
+)]
+pub(crate) fn after_authentication<S: Inner>(
     settings: Arc<Settings>,
     mut inner: S,
     mut parts: Box<Parts>,
     body: S::Req,
     identity: Identity,
     carries: Carries,
-) -> Result<Response<GateBody<S::Res>>, S::Error> {
-    let principal = match identity {
-        Identity::Known(principal) => principal,
-        Identity::Unverified(unverified) => {
-            let (token, key) = *unverified;
-            // Boxed: verification (signature, key refresh, introspection) is the rare path once
-            // the token cache is warm, and its future is large.
-            let span = KeptSpan::new(trace::verify_span(&Span::current(), "miss"));
-            let verify = settings.authenticator.verify(&token, key);
-            let verified = Box::pin(traced(verify, span.span())).await;
-            if let Some(span) = span.get() {
-                trace::verified(span, verified.as_ref().err().map(|error| error.reason()));
-            }
-            match verified {
-                Ok(principal) => principal,
-                Err(error) => {
-                    trace::refused(&Span::current(), error.reason());
-                    return Ok(replied(auth_refusal(&settings, &error, &parts)));
+) -> impl Future<Output = Result<Response<GateBody<S::Res>>, S::Error>> {
+    async move {
+        let principal = match identity {
+            Identity::Known(principal) => principal,
+            Identity::Unverified(unverified) => {
+                let (token, key) = *unverified;
+                // Boxed: verification (signature, key refresh, introspection) is the rare path once
+                // the token cache is warm, and its future is large.
+                let span = KeptSpan::new(trace::verify_span(&Span::current(), "miss"));
+                let verify = settings.authenticator.verify(&token, key);
+                let verified = Box::pin(traced(verify, span.span())).await;
+                if let Some(span) = span.get() {
+                    trace::verified(span, verified.as_ref().err().map(|error| error.reason()));
+                }
+                match verified {
+                    Ok(principal) => principal,
+                    Err(error) => {
+                        trace::refused(&Span::current(), error.reason());
+                        return Ok(replied(auth_refusal(&settings, &error, &parts)));
+                    }
                 }
             }
-        }
-        Identity::Proving(proving) => {
-            let Proving { token, key, cached } = *proving;
-            let proven = super::proof::prove(&settings, &parts, &token, key, cached);
-            match Box::pin(proven).await {
-                Ok(principal) => principal,
-                Err(error) => {
-                    trace::refused(&Span::current(), error.reason());
-                    return Ok(replied(auth_refusal(&settings, &error, &parts)));
+            Identity::Proving(proving) => {
+                let Proving { token, key, cached } = *proving;
+                let proven = super::proof::prove(&settings, &parts, &token, key, cached);
+                match Box::pin(proven).await {
+                    Ok(principal) => principal,
+                    Err(error) => {
+                        trace::refused(&Span::current(), error.reason());
+                        return Ok(replied(auth_refusal(&settings, &error, &parts)));
+                    }
                 }
             }
-        }
-    };
-    admit(&mut parts, principal.clone());
-    // A request that names a session goes on only if the session is the caller's.
-    let session = if parts.headers.contains_key(SESSION_HEADER) {
-        match Box::pin(sessions::bound_session(&settings, &parts, &principal)).await {
-            Ok(session) => session.map(Box::new),
-            Err(mut response) => {
-                close_if_unread(&mut response, &parts);
-                return Ok(replied(response));
+        };
+        admit(&mut parts, principal.clone());
+        // A request that names a session goes on only if the session is the caller's.
+        let session = if parts.headers.contains_key(SESSION_HEADER) {
+            match Box::pin(sessions::bound_session(&settings, &parts, &principal)).await {
+                Ok(session) => session.map(Box::new),
+                Err(mut response) => {
+                    close_if_unread(&mut response, &parts);
+                    return Ok(replied(response));
+                }
+            }
+        } else {
+            None
+        };
+        match carries {
+            Carries::Message => {}
+            Carries::Nothing => {
+                return Box::pin(bodyless(&settings, inner, *parts, session.as_deref())).await;
             }
         }
-    } else {
-        None
-    };
-    match carries {
-        Carries::Message => {}
-        Carries::Nothing => {
-            return Box::pin(bodyless(&settings, inner, *parts, session.as_deref())).await;
-        }
-    }
-    match route(&settings, &mut inner, parts, body, principal, session).await? {
-        Routed::Forward(mut parts, bytes, place) => {
-            // Inside the JSON-RPC request's span, if `route` read one (none for a
-            // notification); the empty span (no subscriber) is neither entered nor carried.
-            let call = {
-                let span = trace::RequestSpan::take(&mut parts.extensions);
-                let call = if span.is_none() {
-                    start(&mut inner, *parts, S::Req::from(bytes))
-                } else {
-                    span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)))
-                };
-                traced(call, span)
+        // Taken apart in a statement of its own: a `match` on the awaited route would keep
+        // the routed value (and the `?`'s) alive across the inner call below, in every
+        // request's future.
+        let (mut parts, bytes, place) =
+            match route(&settings, &mut inner, parts, body, principal, session).await? {
+                Routed::Forward(parts, bytes, place) => (parts, bytes, place),
+                Routed::Respond(response) => return Ok(response),
             };
-            forwarded(call.await, place)
-        }
-        Routed::Respond(response) => Ok(response),
+        // Inside the JSON-RPC request's span, if `route` read one (none for a notification);
+        // the empty span (no subscriber) is neither entered nor carried.
+        let call = {
+            let span = trace::RequestSpan::take(&mut parts.extensions);
+            let call = if span.is_none() {
+                start(&mut inner, *parts, S::Req::from(bytes))
+            } else {
+                span.in_scope(|| start(&mut inner, *parts, S::Req::from(bytes)))
+            };
+            traced(call, span)
+        };
+        forwarded(call.await, place)
     }
 }
 

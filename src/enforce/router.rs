@@ -31,29 +31,35 @@ use crate::telemetry::trace;
 /// may name the trace it continues): the route runs inside it, and a request it forwards
 /// carries it to the caller in its extensions ([`trace::RequestSpan`], taken out before the
 /// inner service sees them).
-pub(crate) async fn route<S: Inner>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its arguments twice in its future"
+)]
+pub(crate) fn route<S: Inner>(
     settings: &Settings,
     inner: &mut S,
     parts: Box<Parts>,
     body: S::Req,
     principal: Principal,
     session: Option<Box<sessions::BoundSession>>,
-) -> Result<Routed<S::Res>, S::Error> {
-    let limits = &settings.body;
-    let bytes = match read_body(&parts.headers, body, limits.max_bytes, limits.timeout).await {
-        Ok(bytes) => bytes,
-        Err(error) => {
-            // Too large, too slow or broken: the rest of the body stays unread.
-            let mut response = refusal(&error);
-            close_if_unread(&mut response, &parts);
-            return Ok(Routed::reply(response));
-        }
-    };
-    let route = match read(settings, inner, parts, bytes, principal, session) {
-        Read::Routed(routed) => return Ok(routed),
-        Read::Route(route) => route,
-    };
-    route.await
+) -> impl Future<Output = Result<Routed<S::Res>, S::Error>> {
+    async move {
+        let limits = &settings.body;
+        let bytes = match read_body(&parts.headers, body, limits.max_bytes, limits.timeout).await {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                // Too large, too slow or broken: the rest of the body stays unread.
+                let mut response = refusal(&error);
+                close_if_unread(&mut response, &parts);
+                return Ok(Routed::reply(response));
+            }
+        };
+        let route = match read(settings, inner, parts, bytes, principal, session) {
+            Read::Routed(routed) => return Ok(routed),
+            Read::Route(route) => route,
+        };
+        route.await
+    }
 }
 
 /// What a read body comes to: answered or passed on at once, or a route to run.

@@ -37,60 +37,66 @@ use crate::policy::{Answered, Interaction, Phase, Remediation};
 use crate::settings::Settings;
 
 /// Judges a guarded request and acts on what was said.
-pub(crate) async fn guard<S: Inner>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its arguments twice in its future"
+)]
+pub(crate) fn guard<S: Inner>(
     call: Call<'_>,
     inner: &mut S,
-) -> Result<Routed<S::Res>, S::Error> {
-    // A retry of the layer's own round trip: the state must verify before anything else.
-    let continuation = match interaction::verified_state(&call).await {
-        Ok(continuation) => continuation,
-        Err(reply) => return Ok(Routed::reply(reply)),
-    };
-    if call.request.method == "subscriptions/listen" {
-        let listen = judge_listen(&call, continuation.as_deref());
-        if let Some(reply) = Box::pin(listen).await {
-            return Ok(Routed::reply(reply));
+) -> impl Future<Output = Result<Routed<S::Res>, S::Error>> {
+    async move {
+        // A retry of the layer's own round trip: the state must verify before anything else.
+        let continuation = match interaction::verified_state(&call).await {
+            Ok(continuation) => continuation,
+            Err(reply) => return Ok(Routed::reply(reply)),
+        };
+        if call.request.method == "subscriptions/listen" {
+            let listen = judge_listen(&call, continuation.as_deref());
+            if let Some(reply) = Box::pin(listen).await {
+                return Ok(Routed::reply(reply));
+            }
+            // Out of the match: its scrutinee (a whole reply) is not kept across this await.
+            return Ok(task_listen(call).await);
         }
-        // Out of the match: its scrutinee (a whole reply) is not kept across this await.
-        return Ok(task_listen(call).await);
-    }
-    let answered = continuation
-        .as_deref()
-        .map(|payload| answered(payload, &call.request));
-    let listed = annotations_for(&call, inner).await;
-    let case = Case {
-        principal: &call.principal,
-        method: &call.request.method,
-        target: &call.request.target,
-        protocol: &call.protocol,
-        phase: Phase::Invocation,
-        answered: answered.clone(),
-        listed,
-        approval: None,
-        extensions: Some(&call.parts.extensions),
-    };
-    let invocation = Invocation {
-        round: interaction::Round {
-            settings: call.settings,
+        let answered = continuation
+            .as_deref()
+            .map(|payload| answered(payload, &call.request));
+        let listed = annotations_for(&call, inner).await;
+        let case = Case {
             principal: &call.principal,
-            request: &call.request,
+            method: &call.request.method,
+            target: &call.request.target,
             protocol: &call.protocol,
-            continuation: continuation.as_deref(),
-        },
-        answered: answered.as_ref(),
-        place: None,
-    };
-    // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
-    // largest part of a guarded call; inline, it would take every request's future past the
-    // allocator's small-object cache.
-    let action = Box::pin(
-        call.settings
-            .policy
-            .judge(RequestId::next())
-            .judge(case, invocation),
-    )
-    .await;
-    act(call, inner, action, continuation).await
+            phase: Phase::Invocation,
+            answered: answered.clone(),
+            listed,
+            approval: None,
+            extensions: Some(&call.parts.extensions),
+        };
+        let invocation = Invocation {
+            round: interaction::Round {
+                settings: call.settings,
+                principal: &call.principal,
+                request: &call.request,
+                protocol: &call.protocol,
+                continuation: continuation.as_deref(),
+            },
+            answered: answered.as_ref(),
+            place: None,
+        };
+        // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
+        // largest part of a guarded call; inline, it would take every request's future past the
+        // allocator's small-object cache.
+        let action = Box::pin(
+            call.settings
+                .policy
+                .judge(RequestId::next())
+                .judge(case, invocation),
+        )
+        .await;
+        act(call, inner, action, continuation).await
+    }
 }
 
 /// An allowed listen: the layer's own when it asks only for the layer's task notifications
@@ -155,38 +161,45 @@ pub(crate) enum Action {
 
 /// Carries out an action: forward (with the body a retry rewrites), reply, or answer as the
 /// inner server answers for a component it does not have.
-async fn act<S: Inner>(
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an async fn stores its arguments twice in its future"
+)]
+fn act<S: Inner>(
     mut call: Call<'_>,
     inner: &mut S,
     action: Action,
     continuation: Option<Box<Payload>>,
-) -> Result<Routed<S::Res>, S::Error> {
-    match action {
-        Action::Forward(place) => {
-            let carry = whole::carry(call.settings, &call.request, &call.protocol);
-            let body = outgoing(&mut call.parts, &call.request, call.bytes, continuation);
-            match carry {
-                // The place goes with the answer's body, given back when it ends.
-                Carry::Stream => Ok(Routed::Forward(call.parts, body, place)),
-                Carry::Whole { private } => {
-                    let (settings, request) = (call.settings, &call.request);
-                    let read = whole::forward(settings, inner, *call.parts, body, request, private);
-                    let answer = Box::pin(read).await;
-                    // The answer is read whole: the call is done.
-                    drop(place);
-                    Ok(Routed::Respond(answer?))
+) -> impl Future<Output = Result<Routed<S::Res>, S::Error>> {
+    async move {
+        match action {
+            Action::Forward(place) => {
+                let carry = whole::carry(call.settings, &call.request, &call.protocol);
+                let body = outgoing(&mut call.parts, &call.request, call.bytes, continuation);
+                match carry {
+                    // The place goes with the answer's body, given back when it ends.
+                    Carry::Stream => Ok(Routed::Forward(call.parts, body, place)),
+                    Carry::Whole { private } => {
+                        let (settings, request) = (call.settings, &call.request);
+                        let read =
+                            whole::forward(settings, inner, *call.parts, body, request, private);
+                        let answer = Box::pin(read).await;
+                        // The answer is read whole: the call is done.
+                        drop(place);
+                        Ok(Routed::Respond(answer?))
+                    }
                 }
             }
-        }
-        Action::Reply(reply) => {
-            let named = Box::pin(named(&call, inner, reply));
-            Ok(Routed::reply(named.await))
-        }
-        Action::Conceal(field) => {
-            let private = whole::is_private(&call.request, &call.protocol);
-            let (settings, request) = (call.settings, &call.request);
-            let probe = conceal(settings, inner, *call.parts, request, field, private);
-            Ok(Routed::Respond(Box::pin(probe).await?))
+            Action::Reply(reply) => {
+                let named = Box::pin(named(&call, inner, reply));
+                Ok(Routed::reply(named.await))
+            }
+            Action::Conceal(field) => {
+                let private = whole::is_private(&call.request, &call.protocol);
+                let (settings, request) = (call.settings, &call.request);
+                let probe = conceal(settings, inner, *call.parts, request, field, private);
+                Ok(Routed::Respond(Box::pin(probe).await?))
+            }
         }
     }
 }
@@ -361,7 +374,10 @@ impl Express for Invocation<'_> {
                 self.deny(Denial::Deny(&undecided), DecisionKind::Abstain)
             }
             Ruling::Ask { message } => self.ask(&message),
-            Ruling::Deny(remediation) => self.denied(remediation).await,
+            // Boxed: a denial's work (a round trip's state, a held task) would otherwise size
+            // every judgement's future, allowed calls' too, past the allocator's small-object
+            // cache (see `guard`).
+            Ruling::Deny(remediation) => Box::pin(self.denied(remediation)).await,
             Ruling::Failed(failure) => self.refuse(Refusal::PolicyFailed {
                 kind: failure.kind(),
                 error: failure.to_string(),
