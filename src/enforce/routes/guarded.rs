@@ -63,28 +63,13 @@ pub(crate) fn guard<S: Inner>(
             .as_deref()
             .map(|payload| answered(payload, &call.request));
         let listed = annotations_for(&call, inner).await;
-        let case = Case {
-            principal: &call.principal,
-            method: &call.request.method,
-            target: &call.request.target,
-            protocol: &call.protocol,
-            phase: Phase::Invocation,
-            answered: answered.clone(),
+        let (case, invocation) = invocation(
+            &call,
+            &call.request,
+            continuation.as_deref(),
+            answered.as_ref(),
             listed,
-            approval: None,
-            extensions: Some(&call.parts.extensions),
-        };
-        let invocation = Invocation {
-            round: interaction::Round {
-                settings: call.settings,
-                principal: &call.principal,
-                request: &call.request,
-                protocol: &call.protocol,
-                continuation: continuation.as_deref(),
-            },
-            answered: answered.as_ref(),
-            place: None,
-        };
+        );
         // Boxed: the judgement (the evaluation, the policy's future, the containment) is the
         // largest part of a guarded call; inline, it would take every request's future past the
         // allocator's small-object cache.
@@ -312,28 +297,7 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
     for target in targets {
         let mut one = McpRequest::clone(request);
         one.target = target;
-        let case = Case {
-            principal: &call.principal,
-            method: &one.method,
-            target: &one.target,
-            protocol: &call.protocol,
-            phase: Phase::Invocation,
-            answered: None,
-            listed: None,
-            approval: None,
-            extensions: Some(&call.parts.extensions),
-        };
-        let invocation = Invocation {
-            round: interaction::Round {
-                settings: call.settings,
-                principal: &call.principal,
-                request: &one,
-                protocol: &call.protocol,
-                continuation,
-            },
-            answered: None,
-            place: None,
-        };
+        let (case, invocation) = invocation(call, &one, continuation, None, None);
         match judge.judge(case, invocation).await {
             // A listen takes no place in flight.
             Action::Forward(_) => {}
@@ -343,6 +307,40 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
         }
     }
     None
+}
+
+/// What the judge is asked about `request` (the call's own, or one URI of a listen) in the
+/// invocation phase, and how its ruling is said.
+fn invocation<'a>(
+    call: &'a Call<'_>,
+    request: &'a McpRequest,
+    continuation: Option<&'a Payload>,
+    answered: Option<&'a Answered>,
+    listed: Option<Arc<ListedTool>>,
+) -> (Case<'a>, Invocation<'a>) {
+    let case = Case {
+        principal: &call.principal,
+        method: &request.method,
+        target: &request.target,
+        protocol: &call.protocol,
+        phase: Phase::Invocation,
+        answered: answered.cloned(),
+        listed,
+        approval: None,
+        extensions: Some(&call.parts.extensions),
+    };
+    let invocation = Invocation {
+        round: interaction::Round {
+            settings: call.settings,
+            principal: &call.principal,
+            request,
+            protocol: &call.protocol,
+            continuation,
+        },
+        answered,
+        place: None,
+    };
+    (case, invocation)
 }
 
 /// One judged request and everything its answer depends on: how a ruling on an invocation
