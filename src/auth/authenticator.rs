@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use http::{HeaderMap, Uri};
 
-use super::bearer::{Scheme, presented, token_text};
+use super::bearer::{Scheme, check_token, located, token_text};
 use super::dpop_bind::{DpopSettings, ProofUse, admit_bearer};
 use super::jwt::JwtVerifier;
 use super::principal::Principal;
@@ -50,19 +50,30 @@ pub(crate) enum FirstStep<'a> {
 impl Authenticator {
     /// Extracts the token and consults the cache, without awaiting anything.
     pub fn first_step<'a>(&self, headers: &'a HeaderMap, uri: &Uri) -> FirstStep<'a> {
-        let (scheme, token) = match presented(headers, uri, self.dpop.is_some()) {
-            Ok(presented) => presented,
+        let (scheme, token) = match located(headers, uri, self.dpop.is_some()) {
+            Ok(located) => located,
             Err(error) => return FirstStep::Decided(Err(error)),
         };
         if token.len() > self.max_token_bytes {
-            return FirstStep::Decided(Err(AuthError::InvalidToken(InvalidToken::TooLarge)));
+            // A malformed credential is a bad request, however long.
+            let refused = check_token(token)
+                .err()
+                .unwrap_or(AuthError::InvalidToken(InvalidToken::TooLarge));
+            return FirstStep::Decided(Err(refused));
         }
         let key = digest_bytes(token);
-        let cached = self.cache.as_ref().and_then(|cache| {
-            let cached = cache.get(&key);
+        let cached = self.cache.as_ref().and_then(|cache| cache.get(&key));
+        // The token's grammar is checked only for bytes the cache does not hold: the cache
+        // stores a token under the SHA-256 of its bytes only once they passed this check and
+        // were verified, so a hit is those very bytes again.
+        if cached.is_none()
+            && let Err(error) = check_token(token)
+        {
+            return FirstStep::Decided(Err(error));
+        }
+        if self.cache.is_some() {
             crate::measure::token_cache(cached.is_some());
-            cached
-        });
+        }
         if let Some(principal) = &cached
             && let Err(refused) = self.not_revoked(&key, principal)
         {

@@ -64,6 +64,31 @@ pub(crate) fn presented<'a>(
     uri: &Uri,
     dpop: bool,
 ) -> Result<(Scheme, &'a [u8]), AuthError> {
+    let (scheme, token) = located(headers, uri, dpop)?;
+    check_token(token)?;
+    Ok((scheme, token))
+}
+
+/// The token's own grammar, `b64token` (RFC 6750 §2.1), checked: what [`presented`] adds to
+/// [`located`].
+pub(crate) fn check_token(token: &[u8]) -> Result<(), AuthError> {
+    if is_b64token(token) {
+        Ok(())
+    } else {
+        Err(AuthError::InvalidRequest(
+            InvalidRequest::MalformedAuthorizationHeader,
+        ))
+    }
+}
+
+/// [`presented`] but for the token's grammar ([`check_token`]): the one credential found, its
+/// scheme checked, the token's bytes as sent. For a caller that checks the grammar only when
+/// it has not met these bytes before (the verified-token cache holds only tokens that passed).
+pub(crate) fn located<'a>(
+    headers: &'a HeaderMap,
+    uri: &Uri,
+    dpop: bool,
+) -> Result<(Scheme, &'a [u8]), AuthError> {
     if uri.query().is_some_and(query_has_access_token) {
         return Err(AuthError::InvalidRequest(InvalidRequest::TokenInQuery));
     }
@@ -110,11 +135,7 @@ pub(crate) fn presented<'a>(
         });
     };
     let start = rest.iter().position(|&b| b != b' ').unwrap_or(rest.len());
-    let token = &rest[start..];
-    if !is_b64token(token) {
-        return Err(malformed);
-    }
-    Ok((presented, token))
+    Ok((presented, &rest[start..]))
 }
 
 /// The scheme, as compared (case-insensitively).

@@ -638,6 +638,49 @@ proptest! {
     }
 }
 
+/// A token's grammar is checked for every token the verified-token cache does not hold, however
+/// close it is to one the cache holds (the cache spares only the very bytes it verified): the
+/// cached token with a byte the `b64token` grammar refuses added is a bad request, not a token
+/// to verify, and so is a malformed token over the size limit.
+#[test]
+fn a_cached_tokens_malformed_variants_are_refused_as_malformed() {
+    let auth = &*BEARER;
+    let valid = &auth.stack.alice;
+    let uri: Uri = "/mcp".parse().unwrap();
+    let headers = |value: &str| {
+        let mut headers = HeaderMap::new();
+        let value = HeaderValue::from_str(value).expect("a header value");
+        headers.insert(header::AUTHORIZATION, value);
+        headers
+    };
+    // Verified once, then found in the cache.
+    for _ in 0..2 {
+        let admitted = auth.authenticate(&headers(&format!("Bearer {valid}")), &uri);
+        assert!(admitted.is_ok(), "{admitted:?}");
+    }
+    let too_long = format!("{valid}{}", "%".repeat(9 * 1024));
+    for token in [
+        format!("{valid}!"),
+        format!("{valid} "),
+        format!("{valid}\t"),
+        format!("{valid}=x"),
+        format!("{valid},{valid}"),
+        too_long,
+    ] {
+        let refused = auth.authenticate(&headers(&format!("Bearer {token}")), &uri);
+        assert!(
+            matches!(
+                refused,
+                Err(AuthError::InvalidRequest(
+                    InvalidRequest::MalformedAuthorizationHeader
+                ))
+            ),
+            "{} bytes: {refused:?}",
+            token.len()
+        );
+    }
+}
+
 // =============================================================================================
 // JWT header
 // =============================================================================================
