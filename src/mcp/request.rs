@@ -200,8 +200,12 @@ pub struct Arguments {
 }
 
 /// Where the values of [`Arguments`] are kept.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 enum ArgumentValues {
+    /// None at all ([`Arguments::default`]: a listed tool's entry, say). Nothing is allocated
+    /// for it, once per listed entry.
+    #[default]
+    Empty,
     /// A map of their own.
     Own(Arc<Map<String, Value>>),
     /// `params.arguments` of a classified request (an object: the classifier refuses any
@@ -210,13 +214,7 @@ enum ArgumentValues {
     InParams(WholeParams),
 }
 
-impl Default for ArgumentValues {
-    fn default() -> Self {
-        Self::Own(Arc::default())
-    }
-}
-
-/// The map of a call sent without arguments.
+/// The map of a call sent without arguments, and of [`ArgumentValues::Empty`].
 static NO_ARGUMENTS: std::sync::LazyLock<Map<String, Value>> = std::sync::LazyLock::new(Map::new);
 
 impl Arguments {
@@ -247,6 +245,7 @@ impl std::ops::Deref for Arguments {
 
     fn deref(&self) -> &Map<String, Value> {
         match &self.values {
+            ArgumentValues::Empty => &NO_ARGUMENTS,
             ArgumentValues::Own(values) => values,
             ArgumentValues::InParams(params) => params
                 .get()
@@ -665,6 +664,24 @@ mod tests {
             Ok(Message::Request(r)) => *r,
             other => panic!("{body}: {other:?}"),
         }
+    }
+
+    /// No arguments at all (a listed tool's target) read as the empty map, equal to an empty
+    /// map given, and to a call sent with `arguments: {}`; no message text.
+    #[test]
+    fn default_arguments_are_the_empty_map() {
+        let none = Arguments::default();
+        assert!(none.is_empty());
+        assert!(none.message().is_none());
+        assert_eq!(none, Arguments::from(Map::new()));
+        let sent = request(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#,
+        );
+        let Target::Tool { arguments, .. } = &sent.target else {
+            panic!("{sent:?}")
+        };
+        assert_eq!(arguments, &none);
+        assert_eq!(none.clone(), none);
     }
 
     fn refused(body: &[u8]) -> ProtocolError {
