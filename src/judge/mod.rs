@@ -48,7 +48,9 @@ use shadow::Shadowed;
 pub(crate) struct Case<'a> {
     pub principal: &'a Principal,
     pub method: &'a Cow<'static, str>,
-    pub target: &'a Target,
+    /// Owned when the asker has no further use for it (a listed entry's): it then moves into
+    /// the `Evaluation` instead of being copied there.
+    pub target: Cow<'a, Target>,
     pub protocol: &'a ProtocolContext,
     pub phase: Phase,
     /// The client's answer to the layer's own input request, on a retry.
@@ -150,7 +152,9 @@ impl<'a> Judge<'a> {
     ///
     /// A function returning an `async move` block, not an `async fn`: an `async fn` copies its
     /// arguments into its body's state beside the originals, and this future is boxed once
-    /// per judged request.
+    /// per judged request. The [`Evaluation`] is built before the block, so that the case's
+    /// parts it takes are not kept in the future too; a ruling made before the policy is asked
+    /// (a withdrawn grant, a limit) then drops it unread.
     #[allow(
         clippy::manual_async_fn,
         reason = "an async fn stores its arguments twice in its future"
@@ -160,34 +164,63 @@ impl<'a> Judge<'a> {
         case: Case<'_>,
         mut express: E,
     ) -> impl Future<Output = E::Then> {
+        let Case {
+            principal,
+            method,
+            target,
+            protocol,
+            phase,
+            answered,
+            listed,
+            approval,
+            extensions,
+        } = case;
+        let has_listed = listed.is_some();
+        let evaluation = Evaluation::new(EvaluationData {
+            principal: principal.clone(),
+            method: method.clone(),
+            target: target.into_owned(),
+            protocol: protocol.clone(),
+            phase,
+            answered,
+            listed,
+            approval,
+            explained: std::sync::OnceLock::new(),
+            limits: Default::default(),
+            client: extensions.and_then(crate::policy::client_address),
+            extensions: match extensions {
+                Some(from) if !self.copies.is_empty() => crate::policy::copied(from, self.copies),
+                _ => http::Extensions::new(),
+            },
+        });
         async move {
             // No clock is read when no observer reads the latencies (they are then zero).
             let started = self.observers.timed().then(Instant::now);
-            let listed = case.listed.is_some();
+            let listed = has_listed;
             let asked = Asked {
-                principal: case.principal,
-                method: case.method,
-                target: case.target,
-                phase: case.phase,
+                principal,
+                method,
+                target: evaluation.target(),
+                phase,
             };
             // A withdrawn grant, then the limits: a revoked owner's held call, a caller past
             // its rate, or with as many calls in flight as it may have, does not reach the
             // policy.
             let mut unasked = self.withdrawn.then_some(Ruling::Withdrawn);
             if unasked.is_none()
-                && case.phase == Phase::Invocation
+                && phase == Phase::Invocation
                 && let Some((limits, tools)) = self.limits
                 && limits.configured()
             {
                 let mut refused = None;
                 if limits.rated() {
                     let known = |name: &str| tools.contains(name);
-                    let checked = limits.check(case.principal, case.method, case.target, known);
+                    let checked = limits.check(principal, method, asked.target, known);
                     refused = counted(Box::pin(checked).await);
                 }
                 // Rate first: a call the rates refuse takes no place in flight.
                 if refused.is_none()
-                    && let Some(acquire) = limits.in_flight(case.principal, case.method)
+                    && let Some(acquire) = limits.in_flight(principal, method)
                 {
                     match Box::pin(acquire).await {
                         Ok(Ok(place)) => express.hold(place),
@@ -204,26 +237,7 @@ impl<'a> Judge<'a> {
                 self.observers.decided(&event);
                 return judged.then;
             }
-            let evaluation = Evaluation::new(EvaluationData {
-                principal: case.principal.clone(),
-                method: case.method.clone(),
-                target: case.target.clone(),
-                protocol: case.protocol.clone(),
-                phase: case.phase,
-                answered: case.answered,
-                listed: case.listed,
-                approval: case.approval,
-                explained: std::sync::OnceLock::new(),
-                limits: Default::default(),
-                client: case.extensions.and_then(crate::policy::client_address),
-                extensions: match case.extensions {
-                    Some(from) if !self.copies.is_empty() => {
-                        crate::policy::copied(from, self.copies)
-                    }
-                    _ => http::Extensions::new(),
-                },
-            });
-            let span = KeptSpan::new(policy_span(case.phase));
+            let span = KeptSpan::new(policy_span(phase));
             let live = async {
                 let run = policy::run(self.policy, evaluation.clone(), self.timeout);
                 let answer = traced(run, span.span()).await;
@@ -264,7 +278,7 @@ impl<'a> Judge<'a> {
                 }
                 _ => ruling,
             };
-            spanned(span.get(), &ruling, case.phase);
+            spanned(span.get(), &ruling, phase);
             let judged = express.express(ruling).await;
             let event = DecisionEvent {
                 explanation: evaluation.explanation(),
@@ -468,7 +482,7 @@ mod tests {
             let case = Case {
                 principal: &principal,
                 method: &method,
-                target: &Target::None,
+                target: Cow::Owned(Target::None),
                 protocol: &protocol,
                 phase,
                 answered: None,

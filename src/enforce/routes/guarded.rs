@@ -5,6 +5,7 @@
 //! asks the policy, and the [`Invocation`] says the ruling as an [`Action`]; and [`act`]
 //! forwards, replies, or conceals.
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -321,7 +322,7 @@ fn invocation<'a>(
     let case = Case {
         principal: &call.principal,
         method: &request.method,
-        target: &request.target,
+        target: Cow::Borrowed(&request.target),
         protocol: &call.protocol,
         phase: Phase::Invocation,
         answered: answered.cloned(),

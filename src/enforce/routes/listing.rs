@@ -11,6 +11,8 @@
 //! List-changed notifications are not filtered: they carry no entries, only a hint to list
 //! again, and the next list is filtered.
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 use http::{Response, header};
 
@@ -170,11 +172,10 @@ impl ListRequest<'_> {
             },
             None => None,
         };
-        let target = named_target(self.class.entry, name.into_owned());
         let case = Case {
             principal: self.principal,
             method: &self.request.method,
-            target: &target,
+            target: Cow::Owned(named_target(self.class.entry, name.into_owned())),
             protocol: self.protocol,
             phase: Phase::Discovery,
             answered: None,

@@ -18,6 +18,7 @@
 //!   evaluated again with the owner's current principal (phase `Approval`), and runs only on
 //!   `Allow`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -491,7 +492,7 @@ async fn judge_again(
     let case = Case {
         principal,
         method: &held.method,
-        target: &held.target,
+        target: Cow::Borrowed(&held.target),
         protocol: &protocol,
         phase: Phase::Approval,
         answered: None,
