@@ -24,6 +24,30 @@ use serde_json::{Value, json};
 /// 32 bytes of key, base64url: the continuation keys both replicas share.
 const KEYS: &str = "k1:MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY";
 
+/// What every replica's file says: its listen port, the upstream, the shared resource, the
+/// issuer, shared continuation keys required, and Redis under `namespace`; then `rest`.
+fn replica_file(
+    listen: u16,
+    resource: &str,
+    upstream: &str,
+    issuer: &str,
+    redis: &str,
+    namespace: &str,
+    rest: &str,
+) -> String {
+    format!(
+        "listen = \"127.0.0.1:{listen}\"\n\
+         [upstream]\nurl = \"{upstream}\"\n\
+         [resource]\nuri = \"{resource}\"\n\
+         [[issuer]]\nurl = \"{issuer}\"\n\
+         [continuation]\nrequire-keys = true\n\
+         [redis]\nurl = \"{redis}\"\nnamespace = \"{namespace}\"\n\
+         {rest}"
+    )
+}
+
+/// A replica allowing every call, with a per-principal rate limit and revocation, its console
+/// on `ops`.
 fn config(
     listen: u16,
     ops: u16,
@@ -32,18 +56,14 @@ fn config(
     issuer: &str,
     redis: &str,
 ) -> String {
-    format!(
-        "listen = \"127.0.0.1:{listen}\"\n\
-         [upstream]\nurl = \"{upstream}\"\n\
-         [resource]\nuri = \"{resource}\"\n\
-         [[issuer]]\nurl = \"{issuer}\"\n\
-         [policy]\nallow-all = true\nallow-destructive = true\n\
-         [continuation]\nrequire-keys = true\n\
-         [redis]\nurl = \"{redis}\"\nnamespace = \"gateway-replicas\"\n\
+    let rest = format!(
+        "[policy]\nallow-all = true\nallow-destructive = true\n\
          [[limits.rate]]\nscope = \"principal\"\nrequests = 4\nperiod = \"1h\"\nburst = 4\n\
          [revocation]\n\
          [operations]\nlisten = \"127.0.0.1:{ops}\"\n"
-    )
+    );
+    let namespace = "gateway-replicas";
+    replica_file(listen, resource, upstream, issuer, redis, namespace, &rest)
 }
 
 /// A replica's file: its listen and operations ports, the shared resource, the upstream, the
@@ -188,19 +208,15 @@ fn notifying_config(
     redis: &str,
 ) -> String {
     let cedar = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cedar");
-    format!(
-        "listen = \"127.0.0.1:{listen}\"\n\
-         [upstream]\nurl = \"{upstream}\"\n\
-         [resource]\nuri = \"{resource}\"\n\
-         [[issuer]]\nurl = \"{issuer}\"\n\
-         [policy]\ncedar = \"{cedar}\"\n\
-         [continuation]\nrequire-keys = true\n\
-         [redis]\nurl = \"{redis}\"\nnamespace = \"gateway-notify\"\n\
+    let rest = format!(
+        "[policy]\ncedar = \"{cedar}\"\n\
          [tasks]\npoll-interval = \"200ms\"\n\
          [tasks.notifications]\nlistens-per-owner = 2\n\
          [operations]\nlisten = \"127.0.0.1:{ops}\"\nmetrics = false\n",
         cedar = cedar.display(),
-    )
+    );
+    let namespace = "gateway-notify";
+    replica_file(listen, resource, upstream, issuer, redis, namespace, &rest)
 }
 
 /// Posts a modern request to `url` with `token`; the JSON-RPC answer (JSON, or the last data
