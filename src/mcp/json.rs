@@ -182,8 +182,14 @@ pub(crate) enum Shape<'de> {
 }
 
 /// Reads a message body strictly (see the module documentation) into its [`Shape`].
+///
+/// The body is checked as UTF-8 once, whole, before it is parsed (JSON text is UTF-8, RFC 8259
+/// §8.1): a byte that is not refuses the body wherever it stands, and the parser then checks no
+/// string again, which a reader of bytes does for each string it reads.
 pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<Shape<'_>, serde_json::Error> {
-    serde_json::from_slice::<Shape>(bytes)
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| <serde_json::Error as de::Error>::custom("the body is not UTF-8"))?;
+    serde_json::from_str::<Shape>(text)
 }
 
 impl<'de> Deserialize<'de> for Shape<'de> {
@@ -435,6 +441,11 @@ mod tests {
             br#"{"a":"\ud800"}"#,
             br#"{"a":1e400}"#,
             b"",
+            b"{\"a\":\"\xff\"}",
+            b"{\"\xc3\":1}",
+            b"{\"a\":[\"\xed\xa0\x80\"]}",
+            b"{\"a\":\"\xc3\xa9\"}",
+            b"{\"a\":1} \xff",
         ] {
             assert_eq!(
                 parse_envelope(body).is_ok(),
