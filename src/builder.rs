@@ -943,6 +943,7 @@ impl GateBuilder {
                 list_remediable: self.list_remediable,
                 cache_ttl_cap: self.cache_ttl_cap,
                 server_identity: ServerIdentity::new(self.server_info.clone()),
+                lists: Default::default(),
             },
             tasks: self.task_settings(),
             revocations,

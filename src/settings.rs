@@ -140,6 +140,8 @@ pub(crate) struct DiscoverySettings {
     pub server_identity: ServerIdentity,
     /// The longest `ttlMs` a result judged per caller leaves with (SEP-2549).
     pub cache_ttl_cap: Duration,
+    /// The last answer read per listing, so that the same answer is not read twice.
+    pub lists: crate::mcp::listings::ListMemo,
 }
 
 /// How the layer keeps the calls it holds for approval.

@@ -11,8 +11,13 @@
 //! A list the layer filters tells it the same thing about most tools every time: a tool listed
 //! again with the same text ([`ListedText`]) keeps what was read of it before, so listing costs
 //! a comparison per tool, not a JSON tree built and the previous one dropped.
+//!
+//! The names are hashed with `foldhash` (seeded at random per process), not the standard
+//! library's SipHash: a name is hashed once per listed entry and once per call, and the names
+//! stored are the inner server's, so no caller chooses what collides in the map.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
@@ -106,7 +111,10 @@ struct Known {
 
 /// Listed tools by name.
 pub(crate) struct ToolAnnotations {
-    by_name: RwLock<HashMap<String, Known>>,
+    by_name: RwLock<HashMap<String, Known, foldhash::fast::RandomState>>,
+    /// Counts the changes to `by_name`: what was read against the map is current while this
+    /// has not moved.
+    generation: AtomicU64,
     capacity: usize,
     /// The layer lists the tools itself at most once per ten seconds.
     learn: OncePer,
@@ -121,7 +129,8 @@ impl ToolAnnotations {
     /// Remembers at most `capacity` tool names.
     pub fn new(capacity: usize) -> Self {
         Self {
-            by_name: RwLock::new(HashMap::new()),
+            by_name: RwLock::new(HashMap::default()),
+            generation: AtomicU64::new(0),
             capacity,
             learn: OncePer::new(Duration::from_millis(LEARN_INTERVAL_MS)),
             learning: tokio::sync::Mutex::new(()),
@@ -133,6 +142,11 @@ impl ToolAnnotations {
     /// called.
     pub fn may_learn(&self) -> bool {
         self.learn.try_now()
+    }
+
+    /// The count of changes made to the map so far: equal counts, the same map.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// What the last list said of `name`.
@@ -187,7 +201,11 @@ impl ToolAnnotations {
             *slot = known;
         } else if by_name.len() < self.capacity {
             by_name.insert(name.to_owned(), known);
+        } else {
+            return;
         }
+        // Under the write lock: a reader that sees the new count sees the new map.
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 }
 

@@ -8,6 +8,7 @@ pub(crate) mod annotations;
 pub(crate) mod era;
 pub(crate) mod identity;
 pub(crate) mod json;
+pub(crate) mod listings;
 mod methods;
 pub(crate) mod params;
 pub(crate) mod reading;

@@ -15,9 +15,11 @@ use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::list_memo;
 use super::message::Top;
 use crate::mcp::annotations::{ListedText, ListedTool, ToolAnnotations};
 use crate::mcp::json::StrictValue;
+use crate::mcp::listings::ListMemo;
 use crate::mcp::reading::{Checked, Keys, Read, Reading, Text};
 
 /// What the pass keeps of a listing's result.
@@ -32,6 +34,9 @@ pub(crate) struct Wanted<'k> {
     /// What is known of the tools: a tool listed again with the same text is given what was
     /// read of it before, and its text, checked when it was first read, is not read again.
     pub known: Option<&'k ToolAnnotations>,
+    /// The last message read per listing: the same message again (its id aside) is not read
+    /// again ([`super::list_memo`]).
+    pub memo: Option<&'k ListMemo>,
 }
 
 /// What a `tools/list` result is read for (the tests').
@@ -41,10 +46,15 @@ pub(super) const TOOLS: Wanted<'static> = Wanted {
     name: "name",
     tools: true,
     known: None,
+    memo: None,
 };
 
 /// One message, read.
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "made once per message and taken apart at once; a box would be an allocation per message"
+)]
 pub(crate) enum Message<'a> {
     /// An object: its members.
     Object(Members<'a>),
@@ -61,6 +71,8 @@ pub(crate) struct Members<'a> {
     pub method: Option<bool>,
     /// `id`, when present.
     pub id: Option<Value>,
+    /// The text of `id`'s value, as it stands in the message (none from the memo).
+    pub id_text: Option<&'a str>,
     /// `result`, when present.
     pub result: Option<Outcome<'a>>,
     /// `error`, when present.
@@ -134,9 +146,20 @@ pub(crate) fn read<'a>(
     text: &'a str,
     wanted: Wanted<'_>,
 ) -> Result<Message<'a>, serde_json::Error> {
+    if let Some(remembered) = wanted
+        .memo
+        .and_then(|memo| list_memo::recall(memo, text, wanted))
+    {
+        return Ok(remembered);
+    }
+    // Counted before the read: a change to the map during the read leaves the message unkept.
+    let generation = wanted.known.map(ToolAnnotations::generation);
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let message = Read(MessageReading(wanted)).deserialize(&mut deserializer)?;
     deserializer.end()?;
+    if let Some(memo) = wanted.memo {
+        list_memo::keep(memo, text, &message, wanted, generation);
+    }
     Ok(message)
 }
 
@@ -160,7 +183,12 @@ impl<'de> Reading<'de> for MessageReading<'_> {
                     members.jsonrpc_is_2_0 = version.as_deref() == Some("2.0");
                 }
                 "method" => members.method = Some(map.next_value_seed(Read(Text))?.is_some()),
-                "id" => members.id = Some(map.next_value::<StrictValue>()?.0),
+                "id" => {
+                    // Taken as its text first, so that the memo knows where it stands.
+                    let text = map.next_value::<&'de RawValue>()?.get();
+                    members.id = Some(strict_id(text).map_err(de::Error::custom)?);
+                    members.id_text = Some(text);
+                }
                 "result" => members.result = Some(map.next_value_seed(Read(PageReading(self.0)))?),
                 "error" => members.error = Some(map.next_value::<StrictValue>()?.0),
                 _ => map.next_value_seed(Read(Checked))?,
@@ -263,14 +291,29 @@ impl<'de> Reading<'de> for EntryReading<'_> {
 /// entry, the member).
 const MEMBER_LEVELS: u8 = 127 - 4;
 
+/// How many arrays and objects deep a message's id may nest: it is the second level.
+const ID_LEVELS: u8 = 127 - 1;
+
+/// A message's id, taken as its text, read whole and exactly as strictly as the rest of the
+/// message, within the levels left.
+pub(super) fn strict_id(text: &str) -> Result<Value, serde_json::Error> {
+    check_within(text, ID_LEVELS)?;
+    serde_json::from_str::<StrictValue>(text).map(|id| id.0)
+}
+
 /// An entry's member, taken as its text (serde_json checks its syntax, and nothing more),
 /// read whole and exactly as strictly as the rest of the message, within the levels left.
 fn check_member(text: Option<&str>) -> Result<(), serde_json::Error> {
-    let Some(text) = text else {
-        return Ok(());
-    };
+    match text {
+        Some(text) => check_within(text, MEMBER_LEVELS),
+        None => Ok(()),
+    }
+}
+
+/// `text` read whole and strictly as one value of at most `levels` arrays and objects deep.
+fn check_within(text: &str, levels: u8) -> Result<(), serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    Read(Nested(MEMBER_LEVELS)).deserialize(&mut deserializer)?;
+    Read(Nested(levels)).deserialize(&mut deserializer)?;
     deserializer.end()
 }
 

@@ -26,6 +26,7 @@
 mod cache;
 mod list_edit;
 mod list_json;
+mod list_memo;
 mod listed;
 mod listen;
 mod message;

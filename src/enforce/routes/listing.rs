@@ -112,6 +112,7 @@ impl ListRequest<'_> {
             name: self.class.entry.name_field(),
             tools: self.class.entry == EntryKind::Tool,
             known: Some(&settings.policy.tool_annotations),
+            memo: Some(&settings.discovery.lists),
         };
         let mut list = match answer::ListAnswer::read(&frame, &self.request.id, wanted) {
             Ok(list) => list,
