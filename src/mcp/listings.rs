@@ -7,8 +7,9 @@
 //! when it is the kept text with nothing changed but its id. What is kept does not depend on
 //! the caller: the entries are judged for each request after they are read.
 //!
-//! Bounded: one message per listing (`tools`, `resources`, `resourceTemplates`, `prompts`), of
-//! at most [`MAX_KEPT_TEXT`] bytes. Per process: a replica that has not seen a list reads it
+//! Bounded: one message per entries member (`tools`, `resources`, `resourceTemplates`,
+//! `prompts`, `skills`; `resources/list` and `resources/directory/read` share one), of at most
+//! [`MAX_KEPT_TEXT`] bytes. Per process: a replica that has not seen a list reads it
 //! whole once.
 
 use std::fmt;
@@ -20,8 +21,8 @@ use super::annotations::ListedTool;
 /// The longest message kept: a list of about a thousand tools.
 pub(crate) const MAX_KEPT_TEXT: usize = 256 * 1024;
 
-/// The listings kept apart.
-const LISTINGS: [&str; 4] = ["tools", "resources", "resourceTemplates", "prompts"];
+/// The listings kept apart, by the member of their result that holds the entries.
+const LISTINGS: [&str; 5] = ["tools", "resources", "resourceTemplates", "prompts", "skills"];
 
 /// The last response message read per listing.
 #[derive(Default)]
