@@ -22,7 +22,13 @@ use super::annotations::ListedTool;
 pub(crate) const MAX_KEPT_TEXT: usize = 256 * 1024;
 
 /// The listings kept apart, by the member of their result that holds the entries.
-const LISTINGS: [&str; 5] = ["tools", "resources", "resourceTemplates", "prompts", "skills"];
+const LISTINGS: [&str; 5] = [
+    "tools",
+    "resources",
+    "resourceTemplates",
+    "prompts",
+    "skills",
+];
 
 /// The last response message read per listing.
 #[derive(Default)]
