@@ -44,6 +44,10 @@ impl fmt::Debug for ListMemo {
 
 /// One response message of a listing, kept, and what was read of it.
 pub(crate) struct KeptList {
+    /// The member of an entry that names it, as the message was read.
+    pub name: &'static str,
+    /// Whether the entries were read as tools.
+    pub tools: bool,
     /// The message, as it came.
     pub text: Box<str>,
     /// Where the value of its top-level `id` stands in `text`.

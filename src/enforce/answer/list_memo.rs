@@ -27,7 +27,7 @@ pub(super) fn recall(memo: &ListMemo, text: &str, wanted: Wanted<'_>) -> Option<
         (true, Some(known)) => known.generation() == kept.generation,
         (true, None) => false,
     };
-    if !current {
+    if !current || kept.name != wanted.name || kept.tools != wanted.tools {
         return None;
     }
     let before = kept.text.get(..kept.id.start)?;
@@ -113,6 +113,8 @@ pub(super) fn keep(
         }
     };
     let kept = KeptList {
+        name: wanted.name,
+        tools: wanted.tools,
         text: Box::from(text),
         id,
         generation,
@@ -295,6 +297,14 @@ mod tests {
             ..resources
         };
         assert!(recall(&memo, text, prompts).is_none(), "another listing");
+        let named_otherwise = Wanted {
+            name: "name",
+            ..resources
+        };
+        assert!(
+            recall(&memo, text, named_otherwise).is_none(),
+            "read for another name member"
+        );
         let long = format!(
             r#"{{"jsonrpc":"2.0","id":3,"result":{{"resources":[{{"uri":"file:///{}"}}]}}}}"#,
             "a".repeat(MAX_KEPT_TEXT)
