@@ -46,14 +46,13 @@ impl fmt::Debug for ListMemo {
 pub(crate) struct KeptList {
     /// The member of an entry that names it, as the message was read.
     pub name: &'static str,
-    /// Whether the entries were read as tools.
-    pub tools: bool,
     /// The message, as it came.
     pub text: Box<str>,
     /// Where the value of its top-level `id` stands in `text`.
     pub id: Range<usize>,
-    /// The tool-annotation map's generation when the message was read (tools only).
-    pub generation: u64,
+    /// For entries read as tools, the tool-annotation map's generation when the message was
+    /// read; `None` for other entries.
+    pub generation: Option<u64>,
     /// `jsonrpc` is exactly `"2.0"`.
     pub jsonrpc_is_2_0: bool,
     /// What was read of the result's entries member.

@@ -22,12 +22,15 @@ use crate::mcp::listings::{KeptEntries, KeptEntry, KeptList, ListMemo};
 /// with at most its id changed, and the id it carries now is strict JSON.
 pub(super) fn recall(memo: &ListMemo, text: &str, wanted: Wanted<'_>) -> Option<Message<'static>> {
     let kept = memo.last(wanted.entries)?;
-    let current = match (wanted.tools, wanted.known) {
-        (false, _) => true,
-        (true, Some(known)) => known.generation() == kept.generation,
-        (true, None) => false,
+    // Read the same way, and for tools against the map as it still is.
+    let current = match (wanted.tools, kept.generation) {
+        (false, None) => true,
+        (true, Some(generation)) => wanted
+            .known
+            .is_some_and(|known| known.generation() == generation),
+        _ => false,
     };
-    if !current || kept.name != wanted.name || kept.tools != wanted.tools {
+    if !current || kept.name != wanted.name {
         return None;
     }
     let before = kept.text.get(..kept.id.start)?;
@@ -89,11 +92,11 @@ pub(super) fn keep(
     let Some(id) = span_in(text, id_text) else {
         return;
     };
-    let generation = match generation {
-        Some(generation) if wanted.tools => generation,
-        _ if wanted.tools => return,
-        _ => 0,
-    };
+    // Tools are kept only as read against the map.
+    let generation = generation.filter(|_| wanted.tools);
+    if wanted.tools && generation.is_none() {
+        return;
+    }
     let entries = match &page.entries {
         Entries::Absent => KeptEntries::Absent,
         Entries::NotArray => KeptEntries::NotArray,
@@ -114,7 +117,6 @@ pub(super) fn keep(
     };
     let kept = KeptList {
         name: wanted.name,
-        tools: wanted.tools,
         text: Box::from(text),
         id,
         generation,
