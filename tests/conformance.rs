@@ -40,7 +40,7 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use common::peers::{AuthServer, GatedServer, ensure_peers};
-use common::proxy;
+use common::{ports, proxy};
 use mcp_gate::Gate;
 use mcp_gate::policy::allow_all;
 use suite::{

@@ -28,6 +28,7 @@ use axum::Router;
 use axum::routing::get;
 use common::clients::demo_gate;
 use common::peers::GatedServer;
+use common::ports::free_port;
 use common::tokens::{TestKey, claims};
 use mcp_gate::{Issuer, StaticKeys};
 use serde_json::{Value, json};
@@ -235,12 +236,6 @@ impl Drop for Prometheus {
     fn drop(&mut self) {
         let _ = self.child.start_kill();
     }
-}
-
-/// A port free on loopback now.
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
 }
 
 /// A legacy `tools/call` body.

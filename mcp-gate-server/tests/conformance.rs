@@ -22,7 +22,7 @@ mod suite;
 
 use std::time::Instant;
 
-use common::{AuthServer, Gateway};
+use common::{AuthServer, Gateway, ports};
 use suite::{Forward, Outcome, Process, free_ports, run_suite, serve, skip_or_fail, suite_node};
 
 /// The fixture server passes all 30 active scenarios of the pinned suite directly.

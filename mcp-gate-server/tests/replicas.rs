@@ -15,7 +15,7 @@ mod redis_server;
 
 use std::time::{Duration, Instant};
 
-use common::{AuthServer, Gateway, UpstreamServer, free_port};
+use common::{AuthServer, Gateway, UpstreamServer, free_port, ports};
 use modern::{ModernRequest, modern, tasks_capabilities};
 use py_listen::{Listener, task};
 use redis_server::RedisServer;

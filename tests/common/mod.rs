@@ -9,6 +9,7 @@ pub mod modern;
 pub mod normalize;
 pub mod paging;
 pub mod peers;
+pub mod ports;
 pub mod proxy;
 pub mod py_listen;
 pub mod scripted;

@@ -104,13 +104,8 @@ pub async fn listening(mut command: Command, port: u16, log: PathBuf, name: &str
     }
 }
 
-/// `N` distinct free loopback ports (all held while the next is chosen).
-pub fn free_ports<const N: usize>() -> [u16; N] {
-    let held =
-        [(); N].map(|()| std::net::TcpListener::bind("127.0.0.1:0").expect("a free loopback port"));
-    held.each_ref()
-        .map(|l| l.local_addr().expect("addr").port())
-}
+/// `N` distinct free loopback ports, below the kernel's ephemeral range (`common/ports.rs`).
+pub use super::ports::free_ports;
 
 /// A reverse proxy to `upstream` (`http://host:port`): the same method, path and query, every
 /// end-to-end header and `Host` as sent; with `token`, the `Authorization` header is that

@@ -67,10 +67,7 @@ fn row<'a>(body: &'a Value, component: &str) -> &'a Value {
 
 #[tokio::test]
 async fn an_issuer_whose_keys_cannot_be_fetched_is_not_ready_until_they_load() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
-        .port();
+    let port = crate::common::ports::free_port();
     let issuer = format!("http://127.0.0.1:{port}");
     let server = gate_for(&issuer, |builder| builder).await;
 

@@ -259,14 +259,13 @@ impl UpstreamServer {
     }
 }
 
-/// A free port on 127.0.0.1 (bound and released: a test that needs a fixed address for the
-/// resource URI before the gateway starts).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free port")
-        .port()
-}
+/// Free loopback ports for a test that must name an address (the resource URI, the
+/// configuration file) before the gateway starts: below the kernel's ephemeral range, so no
+/// other process is handed one between the check and the gateway's bind.
+#[path = "../../../tests/common/ports.rs"]
+pub mod ports;
+#[allow(unused_imports)] // the conformance test takes `ports` whole
+pub use ports::free_port;
 
 /// The gateway binary, running on a configuration file in a folder of its own.
 pub struct Gateway {
