@@ -49,6 +49,9 @@ mod tokens;
 #[allow(dead_code)]
 mod tools;
 
+#[path = "../tests/common/ports.rs"]
+#[allow(dead_code)]
+mod ports;
 #[path = "../tests/common/redis_server.rs"]
 #[allow(dead_code)]
 mod redis_server;

@@ -23,6 +23,9 @@
 #[path = "../tests/common/tokens.rs"]
 mod tokens;
 
+#[path = "../tests/common/ports.rs"]
+#[allow(dead_code)]
+mod ports;
 #[path = "../tests/common/redis_server.rs"]
 #[allow(dead_code)]
 mod redis_server;
