@@ -13,7 +13,9 @@
 //! first), `ANSWERS_ONLY` (`list`, `read`, `bare-list` or `bare-read`: one configuration, for
 //! a profiler), `ANSWERS_ENTRIES` (the list's length with `ANSWERS_ONLY`; default 100),
 //! `ANSWERS_HIDE` (`1`: the policy hides every other tool, so the list is written edited;
-//! default `0`, every tool shown). Prints microseconds and heap allocations per request, bare
+//! default `0`, every tool shown), `ANSWERS_ERA` (`modern`: the lists in the 2026-07-28 era,
+//! where the layer marks a filtered list private, so it is always written edited; default
+//! `legacy`, 2025-11-25). Prints microseconds and heap allocations per request, bare
 //! and gated, the gated/bare throughput, and the gate's cost per listed entry (the slope
 //! between 10 and 1,000 entries). `scripts/bench-lists.sh` gives the same in instructions
 //! (callgrind).
@@ -86,20 +88,42 @@ fn sse(message: &serde_json::Value) -> Bytes {
 }
 
 /// `tools/list` (legacy framing of the request) answered with `entries` tools.
-fn list_case(entries: usize) -> Case {
+/// A `tools/list` of `entries` tools; `modern`: in the 2026-07-28 era (the request's `_meta`
+/// and headers, the result's cache fields), whose filtered list the layer marks private.
+fn list_case(entries: usize, modern: bool) -> Case {
     let tools: Vec<_> = (0..entries)
         .map(|n| {
             json!({"name": format!("tool_{n}"), "description": "A tool of the bench.",
                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}})
         })
         .collect();
-    let result = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}});
+    if !modern {
+        let result = json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": tools}});
+        return Case {
+            body: Bytes::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#),
+            headers: vec![("mcp-protocol-version", "2025-11-25".into())],
+            answer: sse(&result),
+        };
+    }
+    let result = json!({"jsonrpc": "2.0", "id": 1, "result": {
+        "tools": tools, "ttlMs": 60000, "cacheScope": "public"}});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+    "_meta": {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }}});
     Case {
-        body: Bytes::from(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#),
-        headers: vec![("mcp-protocol-version", "2025-11-25".into())],
+        body: Bytes::from(body.to_string()),
+        headers: vec![
+            ("mcp-protocol-version", MODERN.into()),
+            ("mcp-method", "tools/list".into()),
+        ],
         answer: sse(&result),
     }
 }
+
+/// The modern era's protocol version.
+const MODERN: &str = "2026-07-28";
 
 /// A 2026-07-28 `resources/read` answered with `size` bytes of text.
 fn read_case(size: usize) -> Case {
@@ -110,13 +134,13 @@ fn read_case(size: usize) -> Case {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "resources/read", "params": {
     "uri": "demo://big",
     "_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/protocolVersion": MODERN,
         "io.modelcontextprotocol/clientCapabilities": {},
     }}});
     Case {
         body: Bytes::from(body.to_string()),
         headers: vec![
-            ("mcp-protocol-version", "2026-07-28".into()),
+            ("mcp-protocol-version", MODERN.into()),
             ("mcp-method", "resources/read".into()),
             ("mcp-name", "demo://big".into()),
         ],
@@ -219,12 +243,20 @@ async fn main() {
         key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
     );
     let hide = env_or("ANSWERS_HIDE", 0u8, 0, 1) == 1;
+    let modern = match std::env::var("ANSWERS_ERA").as_deref() {
+        Err(_) | Ok("legacy") => false,
+        Ok("modern") => true,
+        Ok(other) => {
+            eprintln!("ANSWERS_ERA is legacy or modern, not {other}");
+            std::process::exit(2);
+        }
+    };
     let gate = gate(keys, hide);
     if let Ok(only) = std::env::var("ANSWERS_ONLY") {
         let entries = env_or("ANSWERS_ENTRIES", 100usize, 1, 100_000);
         let (case, gated) = match only.as_str() {
-            "list" => (list_case(entries), true),
-            "bare-list" => (list_case(entries), false),
+            "list" => (list_case(entries, modern), true),
+            "bare-list" => (list_case(entries, modern), false),
             "read" => (read_case(1 << 20), true),
             "bare-read" => (read_case(1 << 20), false),
             _ => {
@@ -243,14 +275,15 @@ async fn main() {
     } else {
         "every tool shown"
     };
-    println!("answers: {requests} sequential requests per configuration; lists: {shown}");
+    let era = if modern { MODERN } else { "2025-11-25" };
+    println!("answers: {requests} sequential requests per configuration; lists: {shown}, {era}");
     println!(
         "  {:<28} {:>12} {:>12} {:>12} {:>12} {:>11}",
         "", "bare µs", "gated µs", "bare alloc", "gated alloc", "gated/bare"
     );
     let mut per_entry = Vec::new();
     for entries in [10usize, 100, 1000] {
-        let case = list_case(entries);
+        let case = list_case(entries, modern);
         let requests = (requests * 10 / entries as u64).max(10);
         let bare = measure(&router(&case, None), &case, &token, requests).await;
         let gated = measure(&router(&case, Some(&gate)), &case, &token, requests).await;

@@ -5,6 +5,7 @@
 #   scripts/bench-lists.sh                    # builds the bench (release), then measures
 #   LISTS_BIN=path/to/answers scripts/bench-lists.sh   # an answers binary built already
 #   LISTS_HIDE=1 scripts/bench-lists.sh       # the policy hides every other tool
+#   LISTS_ERA=modern scripts/bench-lists.sh   # the lists in the 2026-07-28 era (written private)
 #
 # Per request = the difference of callgrind's totals between two request counts (20 and 40;
 # 10 and 20 at 1,000 tools) over the difference in count: the set-up (the gate built, the
@@ -19,6 +20,11 @@ log() { printf 'bench-lists: %s\n' "$*" >&2; }
 hide=${LISTS_HIDE:-0}
 [[ "$hide" == 0 || "$hide" == 1 ]] || {
   log "LISTS_HIDE is 0 or 1"
+  exit 2
+}
+era=${LISTS_ERA:-legacy}
+[[ "$era" == legacy || "$era" == modern ]] || {
+  log "LISTS_ERA is legacy or modern"
   exit 2
 }
 command -v valgrind >/dev/null || {
@@ -40,7 +46,7 @@ trap 'rm -rf "$out"' EXIT
 # Callgrind's total for one configuration: ir MODE ENTRIES REQUESTS
 ir() {
   local file="$out/cg.$1.$2.$3"
-  ANSWERS_ONLY=$1 ANSWERS_ENTRIES=$2 ANSWERS_REQUESTS=$3 ANSWERS_HIDE=$hide \
+  ANSWERS_ONLY=$1 ANSWERS_ENTRIES=$2 ANSWERS_REQUESTS=$3 ANSWERS_HIDE=$hide ANSWERS_ERA=$era \
     valgrind --tool=callgrind --callgrind-out-file="$file" "$bin" >/dev/null 2>"$out/log" || {
     cat "$out/log" >&2
     log "callgrind failed: $1 $2 $3"
@@ -59,7 +65,7 @@ per_request() {
   echo $(((b - a) / (high - low)))
 }
 
-printf 'tools/list through the gate, instructions per request (callgrind; LISTS_HIDE=%s)\n' "$hide"
+printf 'tools/list through the gate, instructions per request (callgrind; LISTS_HIDE=%s, LISTS_ERA=%s)\n' "$hide" "$era"
 printf '  %7s %12s %12s %12s %10s %8s\n' tools bare gated "gate's own" "per entry" growth
 first=""
 for entries in 10 100 1000; do

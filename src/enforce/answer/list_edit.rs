@@ -7,7 +7,7 @@
 //! result marked private gets `cacheScope: "private"` and its `ttlMs` capped.
 
 use std::fmt;
-use std::time::Duration;
+use std::ops::Range;
 
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
@@ -15,39 +15,25 @@ use serde_json::value::RawValue;
 use super::cache::capped_ttl;
 use crate::mcp::reading::{Read, Text};
 
-/// What the layer changes in a listing's result before it writes it.
-#[derive(Debug, Default)]
-pub(crate) struct Edit {
-    /// Per entry, whether it is shown; `None` when every entry is.
-    pub kept: Option<Vec<bool>>,
-    /// The layer's sealed cursor, in place of the inner server's `nextCursor`.
-    pub next_cursor: Option<String>,
-    /// Marks the result private to the caller, its `ttlMs` capped at this.
-    pub private: Option<Duration>,
-}
-
-impl Edit {
-    /// Whether the edit leaves the message as it came.
-    pub(crate) fn changes_nothing(&self) -> bool {
-        self.kept.is_none() && self.next_cursor.is_none() && self.private.is_none()
-    }
-}
+pub(crate) use crate::mcp::listings::Edit;
 
 /// Writes `text`, one message already read by [`super::list_json::read`], into `out` with
-/// `edit` applied to its result, whose entries are its `entries` member.
+/// `edit` applied to its result, whose entries are its `entries` member; returns where the
+/// value of the message's top-level `id` stands in `out`, when it has one.
 pub(crate) fn write(
     text: &str,
     entries: &str,
     edit: &Edit,
     out: &mut Vec<u8>,
-) -> Result<(), serde_json::Error> {
+) -> Result<Option<Range<usize>>, serde_json::Error> {
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    Writer {
+    let id = Writer {
         out,
         part: Part::Message { entries, edit },
     }
     .deserialize(&mut deserializer)?;
-    deserializer.end()
+    deserializer.end()?;
+    Ok(id)
 }
 
 /// The part of the message a [`Writer`] is at.
@@ -67,22 +53,26 @@ struct Writer<'o, 'e> {
     part: Part<'e>,
 }
 
-impl<'de> DeserializeSeed<'de> for Writer<'_, '_> {
-    type Value = ();
+/// What a [`Writer`] says of the part it wrote: for the message, where its `id`'s value stands
+/// in the output.
+type IdSpan = Option<Range<usize>>;
 
-    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+impl<'de> DeserializeSeed<'de> for Writer<'_, '_> {
+    type Value = IdSpan;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<IdSpan, D::Error> {
         deserializer.deserialize_any(self)
     }
 }
 
 impl<'de> Visitor<'de> for Writer<'_, '_> {
-    type Value = ();
+    type Value = IdSpan;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a listing's response, already read")
     }
 
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IdSpan, A::Error> {
         let Writer { out, part } = self;
         if let Part::Entries(_) = part {
             return Err(de::Error::custom(
@@ -92,6 +82,7 @@ impl<'de> Visitor<'de> for Writer<'_, '_> {
         out.push(b'{');
         let mut first = true;
         let mut scope_written = false;
+        let mut id = None;
         while let Some(key) = map.next_key_seed(Read(Text))? {
             let key = key.unwrap_or_default();
             name(out, &mut first, &key);
@@ -99,6 +90,11 @@ impl<'de> Visitor<'de> for Writer<'_, '_> {
                 Part::Message { entries, edit } if key == "result" => {
                     let part = Part::Result { entries, edit };
                     map.next_value_seed(Writer { out, part })?;
+                }
+                Part::Message { .. } if key == "id" => {
+                    let start = out.len();
+                    copy(&mut map, out)?;
+                    id = Some(start..out.len());
                 }
                 Part::Result { entries, edit } => {
                     scope_written |= edit.private.is_some() && key == "cacheScope";
@@ -115,10 +111,10 @@ impl<'de> Visitor<'de> for Writer<'_, '_> {
             out.extend_from_slice(b"\"private\"");
         }
         out.push(b'}');
-        Ok(())
+        Ok(id)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<IdSpan, A::Error> {
         let Part::Entries(kept) = self.part else {
             return Err(de::Error::custom("an array where the layer reads none"));
         };
@@ -139,7 +135,7 @@ impl<'de> Visitor<'de> for Writer<'_, '_> {
             index += 1;
         }
         out.push(b']');
-        Ok(())
+        Ok(None)
     }
 }
 
@@ -154,10 +150,11 @@ fn result_member<'de, A: MapAccess<'de>>(
     if key == entries
         && let Some(kept) = &edit.kept
     {
-        return map.next_value_seed(Writer {
+        map.next_value_seed(Writer {
             out,
             part: Part::Entries(kept),
-        });
+        })?;
+        return Ok(());
     }
     if key == "nextCursor"
         && let Some(sealed) = &edit.next_cursor
@@ -218,6 +215,8 @@ pub(crate) fn one_line(out: &mut [u8], from: usize) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use serde_json::{Value, json};
 
     use super::*;

@@ -19,7 +19,7 @@ use super::list_memo;
 use super::message::Top;
 use crate::mcp::annotations::{ListedText, ListedTool, ToolAnnotations};
 use crate::mcp::json::StrictValue;
-use crate::mcp::listings::ListMemo;
+use crate::mcp::listings::{KeptList, ListMemo};
 use crate::mcp::reading::{Checked, Keys, Read, Reading, Text};
 
 /// What the pass keeps of a listing's result.
@@ -71,8 +71,11 @@ pub(crate) struct Members<'a> {
     pub method: Option<bool>,
     /// `id`, when present.
     pub id: Option<Value>,
-    /// The text of `id`'s value, as it stands in the message (none from the memo).
+    /// The text of `id`'s value, as it stands in the message.
     pub id_text: Option<&'a str>,
+    /// The message as the memo keeps it, when it was taken from there or kept there
+    /// ([`super::list_memo`]).
+    pub kept: Option<Arc<KeptList>>,
     /// `result`, when present.
     pub result: Option<Outcome<'a>>,
     /// `error`, when present.
@@ -157,8 +160,9 @@ pub(crate) fn read<'a>(
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let message = Read(MessageReading(wanted)).deserialize(&mut deserializer)?;
     deserializer.end()?;
-    if let Some(memo) = wanted.memo {
-        list_memo::keep(memo, text, &message, wanted, generation);
+    let mut message = message;
+    if let (Some(memo), Message::Object(members)) = (wanted.memo, &mut message) {
+        members.kept = list_memo::keep(memo, text, members, wanted, generation);
     }
     Ok(message)
 }

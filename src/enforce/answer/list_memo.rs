@@ -14,13 +14,18 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::{Arc, Mutex};
 
 use super::list_json::{Entries, Entry, Members, Message, Outcome, Page, Tool, Wanted, strict_id};
 use crate::mcp::listings::{KeptEntries, KeptEntry, KeptList, ListMemo};
 
 /// `text` read from what `memo` kept: `Some` only when it is the kept message of this listing
 /// with at most its id changed, and the id it carries now is strict JSON.
-pub(super) fn recall(memo: &ListMemo, text: &str, wanted: Wanted<'_>) -> Option<Message<'static>> {
+pub(super) fn recall<'a>(
+    memo: &ListMemo,
+    text: &'a str,
+    wanted: Wanted<'_>,
+) -> Option<Message<'a>> {
     let kept = memo.last(wanted.entries)?;
     // Read the same way, and for tools against the map as it still is.
     let current = match (wanted.tools, kept.generation) {
@@ -41,7 +46,10 @@ pub(super) fn recall(memo: &ListMemo, text: &str, wanted: Wanted<'_>) -> Option<
     {
         return None;
     }
-    let id = strict_id(text.get(before.len()..text.len() - after.len())?).ok()?;
+    let id_text = text.get(before.len()..text.len() - after.len())?;
+    let id = strict_id(id_text).ok()?;
+    // The value without the whitespace around it, as the writer copies it.
+    let id_text = id_text.trim_matches(JSON_WHITESPACE);
     let page = Page {
         entries: match &kept.entries {
             KeptEntries::Absent => Entries::Absent,
@@ -62,40 +70,39 @@ pub(super) fn recall(memo: &ListMemo, text: &str, wanted: Wanted<'_>) -> Option<
         jsonrpc_is_2_0: kept.jsonrpc_is_2_0,
         method: None,
         id: Some(id),
-        id_text: None,
+        id_text: Some(id_text),
         result: Some(Outcome::Page(page)),
         error: None,
+        kept: Some(kept),
     }))
 }
 
-/// Keeps `message`, just read from `text`, in `memo` when it is a listing's result whose every
-/// tool the map knew (at `generation`, counted before the read): it replaces what was kept for
-/// this listing.
+/// The characters JSON allows around a value.
+const JSON_WHITESPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+
+/// Keeps the message just read from `text` (its `members`) in `memo` when it is a listing's
+/// result whose every tool the map knew (at `generation`, counted before the read): it
+/// replaces what was kept for this listing, and is returned.
 pub(super) fn keep(
     memo: &ListMemo,
     text: &str,
-    message: &Message<'_>,
+    members: &Members<'_>,
     wanted: Wanted<'_>,
     generation: Option<u64>,
-) {
-    let Message::Object(members) = message else {
-        return;
-    };
+) -> Option<Arc<KeptList>> {
     let (Some(id_text), Some(Outcome::Page(page)), None, None) = (
         members.id_text,
         &members.result,
         members.method,
         &members.error,
     ) else {
-        return;
+        return None;
     };
-    let Some(id) = span_in(text, id_text) else {
-        return;
-    };
+    let id = span_in(text, id_text)?;
     // Tools are kept only as read against the map.
     let generation = generation.filter(|_| wanted.tools);
     if wanted.tools && generation.is_none() {
-        return;
+        return None;
     }
     let entries = match &page.entries {
         Entries::Absent => KeptEntries::Absent,
@@ -106,7 +113,7 @@ pub(super) fn keep(
                 let tool = match &entry.tool {
                     Some(Tool::Known(listed)) => Some(listed.clone()),
                     // A tool the map did not know yet: kept once the map knows it.
-                    Some(Tool::Text(_)) => return,
+                    Some(Tool::Text(_)) => return None,
                     None => None,
                 };
                 let name = entry.name.as_deref().map(str::to_owned);
@@ -123,8 +130,9 @@ pub(super) fn keep(
         jsonrpc_is_2_0: members.jsonrpc_is_2_0,
         entries,
         next_cursor: page.next_cursor.as_deref().map(str::to_owned),
+        written: Mutex::default(),
     };
-    memo.replace(wanted.entries, kept);
+    memo.replace(wanted.entries, kept)
 }
 
 /// Where `part`, a slice of `text`, stands in it.
@@ -181,6 +189,7 @@ mod tests {
         match message {
             Ok(Message::Object(mut members)) => {
                 members.id_text = None;
+                members.kept = None;
                 format!("{members:?}")
             }
             other => format!(

@@ -12,6 +12,7 @@
 //! always written in [`super::sse`]'s canonical form, each message on one `data` line.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, Response};
@@ -21,6 +22,7 @@ use super::list_edit::{self, Edit};
 use super::list_json::{self, Message, Outcome, Page, Wanted};
 use super::message::{Kind, kind_of};
 use super::{Framing, Problem, framing, sse, written};
+use crate::mcp::listings::{KeptList, KeptWrite};
 
 /// The messages of a success answer, as text, before any is read: the body of a JSON answer,
 /// or the data of each event of a stream that carries some.
@@ -77,6 +79,8 @@ pub(crate) struct ListAnswer<'a> {
     page: Option<Page<'a>>,
     /// The result's member holding the entries.
     entries: &'static str,
+    /// The response as the memo keeps it, and the text of its id now.
+    kept: Option<(Arc<KeptList>, &'a str)>,
 }
 
 impl<'a> ListAnswer<'a> {
@@ -118,6 +122,7 @@ impl<'a> ListAnswer<'a> {
         if frame.undispatched_data {
             return Err(Problem::AfterResponse);
         }
+        let kept = members.kept.zip(members.id_text);
         let page = match members.result {
             Some(Outcome::Page(page)) => Some(page),
             Some(Outcome::NotObject) => return Err(Problem::BadResult),
@@ -130,6 +135,7 @@ impl<'a> ListAnswer<'a> {
             response,
             page,
             entries: wanted.entries,
+            kept,
         })
     }
 
@@ -168,15 +174,40 @@ impl<'a> ListAnswer<'a> {
         Ok(written(head, Some(self.framing.content_type()), body))
     }
 
-    /// The response, `edit` applied.
+    /// The response, `edit` applied: as it was last written with the same edit when the memo
+    /// kept it, its id aside (the writer copies the id and nothing else differs), else
+    /// written, and kept for the next.
     fn write_response(&self, edit: &Edit, out: &mut Vec<u8>) -> Result<(), Problem> {
         if edit.changes_nothing() {
             out.extend_from_slice(self.response.as_bytes());
             return Ok(());
         }
+        let kept = self.kept.as_ref();
+        if let Some((list, id)) = kept
+            && let Some(written) = list.written_with(edit)
+            && let (Some(before), Some(after)) = (
+                written.text.get(..written.id.start),
+                written.text.get(written.id.end..),
+            )
+        {
+            out.extend_from_slice(before);
+            out.extend_from_slice(id.as_bytes());
+            out.extend_from_slice(after);
+            return Ok(());
+        }
+        let start = out.len();
         // The text was read whole and strictly already: this cannot fail, and were it to,
         // nothing of it would be sent.
-        list_edit::write(self.response, self.entries, edit, out).map_err(|_| Problem::NotJson)
+        let id = list_edit::write(self.response, self.entries, edit, out)
+            .map_err(|_| Problem::NotJson)?;
+        if let (Some((list, _)), Some(id), Some(text)) = (kept, id, out.get(start..)) {
+            list.keep_written(KeptWrite {
+                edit: edit.clone(),
+                text: Box::from(text),
+                id: id.start - start..id.end - start,
+            });
+        }
+        Ok(())
     }
 }
 
@@ -204,7 +235,7 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
-    use super::super::list_json::TOOLS;
+    use super::super::list_json::{TOOLS, Wanted};
     use super::super::{Read, read};
     use super::*;
 
@@ -381,5 +412,88 @@ mod tests {
         let written = list.into_http(head, &Edit::default()).unwrap();
         assert_eq!(written.body(), &body);
         assert_eq!(written.body().as_ptr(), body.as_ptr(), "not copied");
+    }
+
+    /// Writes `message` (as the inner server framed it in `content_type`, answering `id`)
+    /// with `edit`, reading it for `wanted`.
+    fn written(
+        content_type: &str,
+        message: &str,
+        id: &Value,
+        wanted: Wanted<'_>,
+        edit: &Edit,
+    ) -> Bytes {
+        let body = match content_type {
+            "application/json" => Bytes::from(message.to_owned()),
+            _ => Bytes::from(format!("id: 0\ndata:\n\ndata: {message}\n\n")),
+        };
+        let head = head(content_type);
+        let frame = Frame::of(&head.headers, &body).unwrap();
+        let list = ListAnswer::read(&frame, id, wanted).unwrap();
+        list.into_http(head, edit).unwrap().into_body()
+    }
+
+    #[test]
+    fn a_listing_written_again_from_the_memo_is_the_bytes_written_whole() {
+        let memo = crate::mcp::listings::ListMemo::default();
+        let remembering = Wanted {
+            entries: "resources",
+            name: "uri",
+            tools: false,
+            known: None,
+            memo: Some(&memo),
+        };
+        let whole = Wanted {
+            memo: None,
+            ..remembering
+        };
+        let page = |id: &str| {
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resources":[{{"uri":"a:1"}}, {{"uri":"a:2"}},{{"uri":"a:3"}}],"nextCursor":"inner","ttlMs":900000,"cacheScope":"public"}}}}"#
+            )
+        };
+        let hide_one = Edit {
+            kept: Some(vec![true, false, true]),
+            next_cursor: Some("sealed-1".into()),
+            private: Some(Duration::from_secs(60)),
+        };
+        let private_only = Edit {
+            private: Some(Duration::from_secs(30)),
+            ..Edit::default()
+        };
+        let other_cursor = Edit {
+            next_cursor: Some("sealed-2".into()),
+            ..hide_one.clone()
+        };
+        let ids = [
+            ("1", json!(1)),
+            (" \"x\" ", json!("x")),
+            ("\t 7 \t", json!(7)),
+            ("\"a\\u0062\"", json!("ab")),
+            ("98765", json!(98765)),
+        ];
+        for content_type in ["application/json", "text/event-stream"] {
+            for edit in [
+                &hide_one,
+                &hide_one,
+                &private_only,
+                &other_cursor,
+                &hide_one,
+            ] {
+                for (text, id) in &ids {
+                    let message = page(text);
+                    let expected = written(content_type, &message, id, whole, edit);
+                    let from_memo = written(content_type, &message, id, remembering, edit);
+                    assert_eq!(from_memo, expected, "{content_type}, id {text}, {edit:?}");
+                }
+                let kept = memo.last("resources").expect("kept");
+                assert!(kept.written_with(edit).is_some(), "{edit:?}: written kept");
+            }
+        }
+        // What was written with one edit is not taken for another.
+        let kept = memo.last("resources").expect("kept");
+        assert!(kept.written_with(&hide_one).is_some());
+        assert!(kept.written_with(&other_cursor).is_none());
+        assert!(kept.written_with(&Edit::default()).is_none());
     }
 }
