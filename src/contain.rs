@@ -2,9 +2,11 @@
 //! unwinding layer or a stuck request.
 //!
 //! The layer runs two kinds of application code on the request path: the `evaluate` policy and
-//! the task start hook. Both go through [`contained`], so both are limited by the same timer
-//! (the lazy one of [`deadline`](crate::deadline), which arms nothing for a future that is ready
-//! on its first poll) and both catch panics the same way.
+//! the task start hook. The hook goes through [`contained`]; the policy, asked once per call
+//! and once per listed entry, through a small future of its own with the same rules
+//! (`policy/run.rs`). Both are limited the same lazy way (the timer of
+//! [`deadline`](crate::deadline) is armed only for a future that is not ready on its first
+//! poll) and both catch panics the same way.
 
 use std::fmt;
 use std::future::Future;

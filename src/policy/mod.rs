@@ -71,14 +71,13 @@ mod details;
 mod evaluation;
 mod explanation;
 mod presets;
+mod run;
 mod seen;
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-
-use crate::contain::{Contained, contained};
 
 pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, CredentialRemedy, Decision, Remediation, UrlRemedy};
@@ -90,6 +89,7 @@ pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,
     deny_all, first_match, scopes_per_tool,
 };
+pub(crate) use run::run;
 pub(crate) use seen::{ExtensionCopy, client_address, copied, copy_of, snapshot};
 
 /// An error a policy may return; the layer turns it into an internal error.
@@ -224,22 +224,6 @@ impl PolicyFailure {
             PolicyFailure::Panicked => "panic",
             PolicyFailure::TimedOut(_) => "timeout",
         }
-    }
-}
-
-/// Runs a policy with panic containment and a timeout.
-pub(crate) async fn run(
-    policy: &dyn Policy,
-    evaluation: Evaluation,
-    timeout: Duration,
-) -> Result<Decision, PolicyFailure> {
-    // The call itself happens inside the contained future, so a panic before the first await
-    // is caught too.
-    match contained(timeout, async move { policy.evaluate(evaluation).await }).await {
-        Err(Contained::TimedOut(limit)) => Err(PolicyFailure::TimedOut(limit)),
-        Err(Contained::Panicked) => Err(PolicyFailure::Panicked),
-        Ok(Err(error)) => Err(PolicyFailure::Failed(error)),
-        Ok(Ok(decision)) => Ok(decision),
     }
 }
 
