@@ -120,6 +120,8 @@ impl NamedLimits {
 }
 
 impl Evaluation {
+    // Inlined: the caller's literal then goes to the heap in one copy, not two.
+    #[inline(always)]
     pub(crate) fn new(data: EvaluationData) -> Self {
         Self(Arc::new(data))
     }
