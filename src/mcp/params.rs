@@ -33,6 +33,7 @@ impl Params {
     /// The pass built the whole object when it could; then the body is not read again.
     pub(crate) fn seen(seen: &mut ParamsSeen<'_>, message: Bytes) -> Self {
         let whole = match seen.whole.take() {
+            Some(whole) if whole.is_empty() => WholeParams::whole_at_once(Arc::clone(&EMPTY)),
             Some(whole) => WholeParams::whole_at_once(Arc::new(whole)),
             None => WholeParams::in_message(message),
         };
@@ -68,6 +69,12 @@ impl Params {
     /// The whole object, shared.
     pub(crate) fn whole_shared(&self) -> Arc<Map<String, Value>> {
         self.whole.shared()
+    }
+
+    /// The body kept to read the whole object from, when it was not built in the first pass.
+    #[cfg(test)]
+    pub(crate) fn kept_body(&self) -> Option<&Bytes> {
+        self.whole.message()
     }
 
     /// The lazily read whole, for a tool's arguments to share.

@@ -414,8 +414,10 @@ pub(crate) fn classify<B: MessageBytes + ?Sized>(body: &B) -> Result<Message, Pr
     };
     let refuse = |message: &str| ProtocolError::invalid_params(message).with_id(Some(&id));
     let (method, class) = known_method(method);
+    // No params: the whole object is known to be empty, and the body is not read again for it.
     let mut seen = envelope.params.take().unwrap_or(ParamsSeen {
         is_object: true,
+        whole: Some(Map::new()),
         ..ParamsSeen::default()
     });
     check_params(&seen).map_err(|problem| refuse(&problem))?;
@@ -664,6 +666,24 @@ mod tests {
             Ok(Message::Request(r)) => *r,
             other => panic!("{body}: {other:?}"),
         }
+    }
+
+    /// A request without `params` has the empty object, known in the first pass: the body is
+    /// not kept to be read again for it.
+    #[test]
+    fn no_params_is_the_empty_object_without_a_second_read() {
+        for body in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        ] {
+            let request = request(body);
+            assert!(request.params.kept_body().is_none(), "{body}");
+            assert!(request.params.whole().is_empty(), "{body}");
+            assert_eq!(request.param("cursor"), None, "{body}");
+        }
+        let with =
+            request(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"c"}}"#);
+        assert_eq!(with.param("cursor"), Some(&Value::from("c")));
     }
 
     /// No arguments at all (a listed tool's target) read as the empty map, equal to an empty

@@ -168,8 +168,9 @@ fn json_bytes(message: &Value, hint: usize) -> Bytes {
 }
 
 /// Headers of the inner answer that describe the bytes (or the connection) the layer replaced
-/// with its own; they never pass.
-const REPLACED: [HeaderName; 9] = [
+/// with its own; they never pass. Names, not strings: a string is parsed again at every
+/// removal.
+const REPLACED: [HeaderName; 14] = [
     header::CONTENT_TYPE,
     header::CONTENT_LENGTH,
     header::CONTENT_ENCODING,
@@ -179,10 +180,13 @@ const REPLACED: [HeaderName; 9] = [
     header::TRAILER,
     header::CONNECTION,
     header::UPGRADE,
+    // Digests of the inner body (no `http` constants for them).
+    HeaderName::from_static("content-md5"),
+    HeaderName::from_static("digest"),
+    HeaderName::from_static("content-digest"),
+    HeaderName::from_static("repr-digest"),
+    HeaderName::from_static("keep-alive"),
 ];
-
-/// Digests of the inner body, by name (no `http` constants for them).
-const REPLACED_DIGESTS: [&str; 4] = ["content-md5", "digest", "content-digest", "repr-digest"];
 
 fn written(
     mut head: http::response::Parts,
@@ -192,10 +196,6 @@ fn written(
     for name in &REPLACED {
         head.headers.remove(name);
     }
-    for name in REPLACED_DIGESTS {
-        head.headers.remove(name);
-    }
-    head.headers.remove("keep-alive");
     if let Some(content_type) = content_type {
         head.headers
             .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
@@ -368,6 +368,14 @@ fn framing(headers: &HeaderMap) -> Result<Framing, Problem> {
     let (Some(value), None) = (types.next(), types.next()) else {
         return Err(Problem::ContentType);
     };
+    // The two types as servers write them, without parameters, need no parser.
+    let bytes = value.as_bytes();
+    if bytes.eq_ignore_ascii_case(b"application/json") {
+        return Ok(Framing::Json);
+    }
+    if bytes.eq_ignore_ascii_case(b"text/event-stream") {
+        return Ok(Framing::EventStream);
+    }
     let mime: mime::Mime = value
         .to_str()
         .ok()

@@ -230,3 +230,24 @@ fn the_security_model_lists_every_problem() {
         assert!(security.contains(&row), "docs/security.md has no row {row}");
     }
 }
+
+#[test]
+fn the_framing_read_without_the_parser_is_the_parsers() {
+    // Written as servers write them (any case): no parser; anything else goes through it.
+    for (value, expected) in [
+        ("application/json", Ok(Framing::Json)),
+        ("APPLICATION/Json", Ok(Framing::Json)),
+        ("text/event-stream", Ok(Framing::EventStream)),
+        ("Text/Event-Stream", Ok(Framing::EventStream)),
+        ("application/json; charset=utf-8", Ok(Framing::Json)),
+        ("text/event-stream;charset=utf-8", Ok(Framing::EventStream)),
+        ("application/jsonx", Err(Problem::ContentType)),
+        ("application/json-seq", Err(Problem::ContentType)),
+        ("text/event-streams", Err(Problem::ContentType)),
+        ("application", Err(Problem::ContentType)),
+        ("", Err(Problem::ContentType)),
+    ] {
+        let headers = head(200, &[("content-type", value)]).headers;
+        assert_eq!(framing(&headers), expected, "{value:?}");
+    }
+}
