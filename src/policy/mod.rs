@@ -234,7 +234,8 @@ mod tests {
     use super::*;
     use crate::Principal;
 
-    fn evaluation() -> Evaluation {
+    /// An evaluation of a call to tool `t` (also `run.rs`'s tests').
+    pub(super) fn evaluation() -> Evaluation {
         let principal = Principal::builder().issuer("https://as.example").build();
         Evaluation::builder(principal.expect("a principal"))
             .tool("t", Value::Null)

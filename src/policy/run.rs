@@ -52,21 +52,19 @@ impl Future for Run<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        if let State::Unasked(_) = this.state {
-            let State::Unasked(evaluation) = std::mem::replace(&mut this.state, State::Done) else {
-                return Poll::Ready(Err(PolicyFailure::Panicked));
-            };
-            let policy = this.policy;
-            match catch_unwind(AssertUnwindSafe(|| policy.evaluate(evaluation))) {
-                Ok(answer) => {
-                    this.state = State::Asked {
+        let policy = this.policy;
+        this.state = match std::mem::replace(&mut this.state, State::Done) {
+            State::Unasked(evaluation) => {
+                match catch_unwind(AssertUnwindSafe(|| policy.evaluate(evaluation))) {
+                    Ok(answer) => State::Asked {
                         answer,
                         timer: None,
-                    }
+                    },
+                    Err(_panic) => return Poll::Ready(Err(PolicyFailure::Panicked)),
                 }
-                Err(_panic) => return Poll::Ready(Err(PolicyFailure::Panicked)),
             }
-        }
+            asked_or_done => asked_or_done,
+        };
         let State::Asked { answer, timer } = &mut this.state else {
             // Polled after its outcome: nothing is allowed on it.
             return Poll::Ready(Err(PolicyFailure::Panicked));
@@ -95,16 +93,8 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Instant;
 
+    use super::super::tests::evaluation;
     use super::*;
-    use crate::Principal;
-
-    fn evaluation() -> Evaluation {
-        let principal = Principal::builder().issuer("https://as.example").build();
-        Evaluation::builder(principal.expect("a principal"))
-            .tool("t", serde_json::Value::Null)
-            .build()
-            .expect("an evaluation")
-    }
 
     /// Sets its flag when dropped.
     struct Dropped(Arc<AtomicBool>);
