@@ -24,6 +24,8 @@
 #   LOOPBACK_PORT=18941        the server's port (the tokens' audience names it)
 #   LOOPBACK_BIN               a bench_target built already (else built, release, into
 #                              CARGO_TARGET_DIR or target)
+#   LOOPBACK_KEEP              a folder to copy each measured window's callgrind dump into
+#                              (cg.bare, cg.allow), for callgrind_annotate
 #
 # Needs valgrind and wrk. Exit status: 0; 1 on a failure; 2 for a bad setting.
 set -euo pipefail
@@ -51,6 +53,8 @@ connections=${LOOPBACK_CONNECTIONS:-4}
 number LOOPBACK_CONNECTIONS "$connections" 1 256
 port=${LOOPBACK_PORT:-18941}
 number LOOPBACK_PORT "$port" 1024 65535
+keep=${LOOPBACK_KEEP:-}
+[[ -z "$keep" || -d "$keep" ]] || bad "LOOPBACK_KEEP=$keep: not a folder"
 for tool in valgrind callgrind_control callgrind_annotate wrk timeout; do
   command -v "$tool" >/dev/null 2>&1 || die "missing $tool (Debian: apt-get install valgrind wrk)"
 done
@@ -110,6 +114,7 @@ measure() { # CONFIG
   # The dump made on request is the file with a part number.
   dump=$(ls "$out"/cg."$config".*.[0-9]* 2>/dev/null | head -n 1)
   [[ -n "$dump" ]] || die "$config: callgrind wrote no dump"
+  [[ -z "$keep" ]] || cp "$dump" "$keep/cg.$config"
   local total sha
   total=$(sed -n 's/^\(summary\|totals\): *\([0-9]*\).*/\2/p' "$dump" | head -n 1)
   sha=$(callgrind_annotate --inclusive=yes "$dump" 2>/dev/null |

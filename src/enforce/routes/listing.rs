@@ -159,7 +159,7 @@ impl ListRequest<'_> {
     /// Whether the policy lets this caller see one entry; an entry the layer cannot name is
     /// hidden. A listed tool's annotations are remembered on the way (an empty object for a
     /// tool listed without any).
-    async fn shows(&self, entry: &mut answer::Entry<'_>) -> Result<bool, Reply> {
+    async fn shows(&self, entry: &mut answer::Entry<'_>) -> Result<bool, Unjudged> {
         let Some(name) = entry.name.take() else {
             return Ok(false);
         };
@@ -169,7 +169,7 @@ impl ListRequest<'_> {
             Some(answer::Tool::Text(text)) => match known.remember_text(&name, text) {
                 Ok(listed) => Some(listed),
                 // Read whole and strictly before: not reached, and refused were it ever.
-                Err(_) => return Err(internal_error(self.request)),
+                Err(_) => return Err(Unjudged),
             },
             None => None,
         };
@@ -186,7 +186,6 @@ impl ListRequest<'_> {
         };
         let entry = Entry {
             list_remediable: self.settings.discovery.list_remediable,
-            request: self.request,
         };
         self.settings.policy.judge(self.id).judge(case, entry).await
     }
@@ -212,7 +211,10 @@ impl ListRequest<'_> {
         let listed = entries.len();
         let mut kept = Vec::with_capacity(listed);
         for entry in entries.iter_mut() {
-            kept.push(self.shows(entry).await?);
+            match self.shows(entry).await {
+                Ok(shown) => kept.push(shown),
+                Err(Unjudged) => return Err(internal_error(self.request)),
+            }
         }
         let shown = kept.iter().filter(|shown| **shown).count();
         if shown < listed {
@@ -241,14 +243,22 @@ impl ListRequest<'_> {
 }
 
 /// How a ruling on one listed entry is said: the entry shown or hidden.
-struct Entry<'a> {
+struct Entry {
     /// Entries whose remedy the client can act on stay listed.
     list_remediable: bool,
-    request: &'a McpRequest,
 }
 
-impl Express for Entry<'_> {
-    type Then = Result<bool, Reply>;
+/// An entry the layer could not judge (the policy failed, or its tool could not be
+/// remembered): the whole list is answered with an internal error.
+///
+/// A unit, not the error's response: the outcome of each entry passes through every future
+/// between the policy and the list's loop, and a response there (144 bytes) was copied at
+/// each of them, for every entry of every list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Unjudged;
+
+impl Express for Entry {
+    type Then = Result<bool, Unjudged>;
 
     async fn express(self, ruling: Ruling) -> Judged<Self::Then> {
         let (decision, remedy, shown) = match ruling {
@@ -271,7 +281,7 @@ impl Express for Entry<'_> {
                 };
                 return Judged {
                     said: Said::refused(refusal),
-                    then: Err(internal_error(self.request)),
+                    then: Err(Unjudged),
                 };
             }
         };
