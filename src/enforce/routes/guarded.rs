@@ -138,8 +138,10 @@ pub(crate) enum Action {
     /// until its answer is complete.
     Forward(Option<InFlight>),
     /// A reply of the layer's: a denial, an input request, a held task's `CreateTaskResult`,
-    /// a refusal.
-    Reply(Reply),
+    /// a refusal. Boxed: an action passes through every future between the policy and the
+    /// route, and a response inline (144 bytes) was copied at each of them on every call,
+    /// allowed ones too; a reply is rarer and costs an allocation more.
+    Reply(Box<Reply>),
     /// Answer as the inner server answers for a component that does not exist; the field
     /// naming the component.
     Conceal(ConcealedField),
@@ -177,7 +179,7 @@ fn act<S: Inner>(
                 }
             }
             Action::Reply(reply) => {
-                let named = Box::pin(named(&call, inner, reply));
+                let named = Box::pin(named(&call, inner, *reply));
                 Ok(Routed::reply(named.await))
             }
             Action::Conceal(field) => {
@@ -302,7 +304,7 @@ async fn judge_listen(call: &Call<'_>, continuation: Option<&Payload>) -> Option
         match judge.judge(case, invocation).await {
             // A listen takes no place in flight.
             Action::Forward(_) => {}
-            Action::Reply(reply) => return Some(reply),
+            Action::Reply(reply) => return Some(*reply),
             // Concealment does not apply to a listen.
             Action::Conceal(_) => return Some(internal_error(request)),
         }
@@ -387,11 +389,11 @@ impl Express for Invocation<'_> {
                 let answer = limited_answer(round.request, round.protocol, revision, &limited);
                 let mut told = Said::plain(DecisionKind::Limited);
                 told.limit = Some(limited.scope);
-                said(told, Action::Reply(answer))
+                said(told, Action::Reply(Box::new(answer)))
             }
             Ruling::LimitFailed(error) => said(
                 Said::refused(Refusal::LimitStore(error.to_string())),
-                Action::Reply(limit_store_refusal(&error, self.round.request)),
+                Action::Reply(Box::new(limit_store_refusal(&error, self.round.request))),
             ),
             // Only a held call is judged withdrawn (an invocation's token was checked as it
             // came); were one, it would be refused.
@@ -477,7 +479,7 @@ impl Invocation<'_> {
                     .expressed(expressed_as)
                     .context(&context_id);
                 told.remediation = remedy;
-                said(told, Action::Reply(reply))
+                said(told, Action::Reply(Box::new(reply)))
             }
             Elicited::NoRandomness => self.refuse(Refusal::NoRandomness),
         })
@@ -498,13 +500,13 @@ impl Invocation<'_> {
                     .expressed(Expressed::Task)
                     .context(&held.context_id);
                 told.task_id = Some(held.task_id);
-                said(told, Action::Reply(held.reply))
+                said(told, Action::Reply(Box::new(held.reply)))
             }
             Err(refused) => {
                 let told = Said::plain(DecisionKind::Deny)
                     .remedy(RemedyKind::Task)
                     .expressed(Expressed::Refused);
-                said(told, Action::Reply(refused))
+                said(told, Action::Reply(Box::new(refused)))
             }
         }
     }
@@ -525,7 +527,10 @@ impl Invocation<'_> {
         });
         let (expressed_as, action) = match concealed {
             Some(field) => (Expressed::Concealed, Action::Conceal(field)),
-            None => (rendered.expressed_as, Action::Reply(rendered.response)),
+            None => (
+                rendered.expressed_as,
+                Action::Reply(Box::new(rendered.response)),
+            ),
         };
         let mut told = Said::plain(decision)
             .expressed(expressed_as)
@@ -538,7 +543,7 @@ impl Invocation<'_> {
     fn refuse(&self, refusal: Refusal) -> Judged<Action> {
         said(
             Said::refused(refusal),
-            Action::Reply(internal_error(self.round.request)),
+            Action::Reply(Box::new(internal_error(self.round.request))),
         )
     }
 }
