@@ -28,6 +28,9 @@
 #   BENCH_TS_VALIDATOR_PER_REQUEST=0 (1: each TS server builds its own Ajv validator)
 #   BENCH_FEATURES= (the crate features bench_target is built with; `metrics`: the gated
 #   servers count every decision into an installed Prometheus recorder)
+#   BENCH_PIN=0 (1: the server under test runs on CPU 0 and wrk on CPU 1, with taskset, so the
+#   two never share a core and throughput is what one core of server work gives; needs two
+#   cores or more)
 #   BENCH_METHOD=call (list: every configuration answers `tools/list` instead, the example's
 #   13 tools, each judged by the gate; every configuration but c, which lists nothing; the
 #   list goal b/a >= 0.9 in place of the call's)
@@ -123,6 +126,7 @@ warmup=$(setting BENCH_WARMUP 2 0 60)
 rounds=$(setting BENCH_ROUNDS 3 1 50)
 connections=$(setting BENCH_CONNECTIONS 32 1 1024)
 threads=$(setting BENCH_THREADS 2 1 64)
+pin=$(setting BENCH_PIN 0 0 1)
 port=$(setting BENCH_PORT 18931 1024 65535)
 memory=$(setting BENCH_MEMORY 1 0 1)
 mem_requests=$(setting BENCH_MEM_REQUESTS 100000 1 10000000)
@@ -154,6 +158,19 @@ fi
 if ! [[ "$configs" =~ ^[a-eg]+$ ]]; then
   log "BENCH_CONFIGS=$configs: use letters among a, b, c, d, e and g"
   exit 2
+fi
+# Pinned: the server on CPU 0, wrk on CPU 1.
+server_cpu=() client_cpu=()
+if ((pin == 1)); then
+  command -v taskset >/dev/null 2>&1 || {
+    log "BENCH_PIN=1 needs taskset (Debian: util-linux)"
+    exit 2
+  }
+  (($(nproc) >= 2)) || {
+    log "BENCH_PIN=1 needs two cores; this machine has $(nproc)"
+    exit 2
+  }
+  server_cpu=(taskset -c 0) client_cpu=(taskset -c 1)
 fi
 # wrk gives each thread at least one connection.
 ((threads <= connections)) || threads=$connections
@@ -337,7 +354,8 @@ start_target() { # CONFIG LOGFILE: start a server, wait until it listens
     ;;
   esac
   # A simple command, so that $! is the server itself (its CPU time and memory are measured).
-  "${command[@]}" --port "$port" --max-seconds "$server_life" >"$logfile" 2>&1 &
+  # taskset runs the command in its own place, so $! stays the server.
+  ${server_cpu[@]+"${server_cpu[@]}"} "${command[@]}" --port "$port" --max-seconds "$server_life" >"$logfile" 2>&1 &
   target_pid=$!
   started+=("$target_pid")
   deadline=$((SECONDS + 30))
@@ -409,7 +427,7 @@ run_wrk() { # CONFIG DURATION LOGFILE: one wrk run with echo.lua; prints its BEN
   local config=$1 duration=$2 logfile=$3 authorization=""
   [[ $config == a ]] || authorization="Bearer $token"
   BENCH_AUTHORIZATION="$authorization" BENCH_METHOD="$method" timeout -k 5 $((duration + 30)) \
-    wrk -t "$threads" -c "$connections" -d "${duration}s" --timeout 10s --latency \
+    ${client_cpu[@]+"${client_cpu[@]}"} wrk -t "$threads" -c "$connections" -d "${duration}s" --timeout 10s --latency \
     -s "$lua/echo.lua" "$url" >"$logfile" 2>&1 || true
   grep '^BENCH-RESULT ' "$logfile" || {
     log "!!! ${label[$config]}: wrk gave no result: $(tail -5 "$logfile")"
@@ -489,7 +507,7 @@ median() { # CONFIG COLUMN: median over rounds
 max_others=$(awk -F'\t' 'BEGIN {m = 0} $8 > m {m = $8} END {print m}' "$results")
 
 echo
-echo "mcp-gate vs peers, loopback, $method, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds${features:+, features: $features}"
+echo "mcp-gate vs peers, loopback, $method, wrk -t$threads -c$connections, ${seconds}s x $rounds round(s), median over rounds${features:+, features: $features}$( ((pin == 0)) || echo ", server on CPU 0, wrk on CPU 1")"
 printf '%-32s %10s %9s %9s %14s %12s %7s\n' configuration 'req/s' 'p50 ms' 'p99 ms' 'server us/req' 'server cores' errors
 declare -A rps=()
 for config in $(grep -o . <<<"$configs"); do

@@ -36,6 +36,8 @@ mod sse;
 mod stream;
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::Poll;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -223,6 +225,9 @@ where
 
 /// Calls the inner service and collects its answer whole, not yet read: head and body within
 /// `limit`, the body up to `max` bytes (see [`fetch`]).
+///
+/// One timer bounds both steps, and only once the answer has kept the request waiting while
+/// the runtime ran what else it had queued ([`before`]).
 pub(crate) async fn fetch_whole<F, B, E>(
     call: F,
     (max, limit): (usize, Option<Duration>),
@@ -232,17 +237,61 @@ where
     B: Body<Data = Bytes>,
 {
     let deadline = limit.map(|limit| tokio::time::Instant::now() + limit);
-    let response = match deadline {
-        Some(deadline) => match tokio::time::timeout_at(deadline, call).await {
-            Ok(response) => response?,
-            Err(_) => return Ok(Err(Problem::Late)),
-        },
-        None => call.await?,
+    let mut timer = std::pin::pin!(None);
+    let response = match before(deadline, timer.as_mut(), call).await {
+        Some(response) => response?,
+        None => return Ok(Err(Problem::Late)),
     };
     let (head, body) = response.into_parts();
-    Ok(collect_by(body, max, deadline)
-        .await
-        .map(|bytes| (head, bytes)))
+    let Some(body) = before(deadline, timer.as_mut(), collect(body, max)).await else {
+        return Ok(Err(Problem::Late));
+    };
+    Ok(unread_problem(body).map(|bytes| (head, bytes)))
+}
+
+/// How many times a future is let wait for the runtime's other queued work before a timer is
+/// armed for it.
+const UNTIMED_ROUNDS: usize = 2;
+
+/// `future`'s output, or `None` once `deadline` (when there is one) has passed first.
+///
+/// Each Tokio timer is registered and removed under the runtime's one timer lock, and one due
+/// sooner than every other registered wakes the thread parked on the I/O driver (a write to
+/// its eventfd, then a context switch): over loopback, a timed answer made about one such
+/// wake-up per request, which the bare server never pays. An inner server in the same process
+/// mostly answers once the runtime has run the tasks already queued, so the future is first
+/// polled, then let the runtime run the rest of its queue ([`tokio::task::yield_now`]) a few
+/// times; only a future still pending then gets the timer, at the same deadline. `timer` is
+/// the one timer of every step of an answer, armed by the first step that needs it.
+async fn before<F: Future>(
+    deadline: Option<tokio::time::Instant>,
+    mut timer: Pin<&mut Option<tokio::time::Sleep>>,
+    future: F,
+) -> Option<F::Output> {
+    let Some(deadline) = deadline else {
+        return Some(future.await);
+    };
+    let mut future = std::pin::pin!(future);
+    if timer.is_none() {
+        for _ in 0..UNTIMED_ROUNDS {
+            if let Poll::Ready(output) =
+                std::future::poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
+            {
+                return Some(output);
+            }
+            tokio::task::yield_now().await;
+        }
+        timer.set(Some(tokio::time::sleep_until(deadline)));
+    }
+    // Armed just above or by an earlier step; were it not, the answer would count as late.
+    let mut timer = timer.as_pin_mut()?;
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        timer.as_mut().poll(cx).map(|()| None)
+    })
+    .await
 }
 
 /// The body, at most `max` bytes, by `deadline` when there is one.
@@ -259,6 +308,11 @@ async fn collect_by<B: Body<Data = Bytes>>(
         },
         None => body.await,
     };
+    unread_problem(body)
+}
+
+/// A body not read whole, as the problem it is.
+fn unread_problem(body: Result<Bytes, Unread>) -> Result<Bytes, Problem> {
     body.map_err(|unread| match unread {
         Unread::TooLarge => Problem::TooLarge,
         Unread::Broken => Problem::Broken,

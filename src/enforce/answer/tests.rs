@@ -222,6 +222,36 @@ async fn late_large_and_broken_answers() {
     assert_eq!(large.unwrap().unwrap_err(), Problem::TooLarge);
 }
 
+#[tokio::test]
+async fn one_time_limit_bounds_the_head_and_the_body_together() {
+    use http_body_util::StreamBody;
+    // A head after `head` and a body of one frame after `body` more.
+    let answer = |head: u64, body: u64| async move {
+        tokio::time::sleep(Duration::from_millis(head)).await;
+        let frame = futures_util::stream::once(async move {
+            tokio::time::sleep(Duration::from_millis(body)).await;
+            Ok::<_, std::convert::Infallible>(http_body::Frame::data(Bytes::from_static(b"{}")))
+        });
+        Ok::<_, std::convert::Infallible>(Response::new(StreamBody::new(frame)))
+    };
+    let limit = (1024, Some(Duration::from_millis(300)));
+    // Each step within the limit, both together past it: late.
+    let late = fetch_whole(answer(200, 200), limit).await.unwrap();
+    assert_eq!(late.unwrap_err(), Problem::Late);
+    // A body that never ends is late too, once the head came in time.
+    let late = fetch_whole(answer(10, 60_000), limit).await.unwrap();
+    assert_eq!(late.unwrap_err(), Problem::Late);
+    // Both within it: read whole.
+    let (_, bytes) = fetch_whole(answer(10, 10), limit).await.unwrap().unwrap();
+    assert_eq!(&bytes[..], b"{}");
+    // No limit: nothing is timed.
+    let (_, bytes) = fetch_whole(answer(0, 0), (1024, None))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&bytes[..], b"{}");
+}
+
 #[test]
 fn the_security_model_lists_every_problem() {
     let security = include_str!("../../../docs/security.md");
