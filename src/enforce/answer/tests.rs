@@ -252,6 +252,33 @@ async fn one_time_limit_bounds_the_head_and_the_body_together() {
     assert_eq!(&bytes[..], b"{}");
 }
 
+/// A future ready once the runtime has run its queue `rounds` times.
+fn ready_after(rounds: usize) -> impl Future<Output = &'static str> {
+    async move {
+        for _ in 0..rounds {
+            tokio::task::yield_now().await;
+        }
+        "answer"
+    }
+}
+
+#[tokio::test]
+async fn an_answer_that_comes_while_the_runtime_runs_its_queue_arms_no_timer() {
+    // A deadline already past is the probe: an armed timer says "late" at its first poll.
+    let past = Some(tokio::time::Instant::now() - Duration::from_millis(1));
+    let mut timer = std::pin::pin!(None);
+    let answer = before(past, timer.as_mut(), ready_after(1)).await;
+    assert_eq!(answer, Some("answer"), "timed although it came in time");
+    assert!(timer.is_none(), "a timer was armed");
+    // Still pending after the untimed rounds: the timer is armed, at the deadline given.
+    let late = before(past, timer.as_mut(), ready_after(UNTIMED_ROUNDS + 1)).await;
+    assert_eq!(late, None);
+    assert!(timer.is_some());
+    // A later step of the same answer is timed by that same timer at once.
+    let mut never = std::pin::pin!(std::future::pending::<()>());
+    assert_eq!(before(past, timer.as_mut(), never.as_mut()).await, None);
+}
+
 #[test]
 fn the_security_model_lists_every_problem() {
     let security = include_str!("../../../docs/security.md");
