@@ -183,7 +183,7 @@ impl<'a> Judge<'a> {
             principal: principal.clone(),
             method: method.clone(),
             target: target.into_owned(),
-            protocol: protocol.clone(),
+            protocol: crate::policy::Protocol::of(protocol),
             phase,
             answered,
             listed,

@@ -21,7 +21,7 @@ use crate::auth::Principal;
 use crate::mcp::annotations::ListedTool;
 use crate::mcp::{
     ClientCapabilities, CompletionReference, EntryKind, Era, METHODS, MODERN_VERSIONS, MethodClass,
-    ProtocolContext, Target, method_class,
+    ProtocolContext, SUPPORTED_VERSIONS, Target, method_class,
 };
 
 /// Why `evaluate` is being asked.
@@ -76,7 +76,7 @@ pub(crate) struct EvaluationData {
     pub(crate) principal: Principal,
     pub(crate) method: Cow<'static, str>,
     pub(crate) target: Target,
-    pub(crate) protocol: ProtocolContext,
+    pub(crate) protocol: Protocol,
     pub(crate) phase: Phase,
     pub(crate) answered: Option<Answered>,
     pub(crate) listed: Option<Arc<ListedTool>>,
@@ -89,6 +89,54 @@ pub(crate) struct EvaluationData {
     pub(crate) client: Option<std::net::SocketAddr>,
     /// The request extensions the builder asked to show ([`Evaluation::extension`]).
     pub(crate) extensions: http::Extensions,
+}
+
+/// The protocol of the request an evaluation is about, as the evaluation keeps it: a version
+/// the layer supports is the version table's own `'static` text, so making an evaluation
+/// (once per call and once per listed entry) copies no string for it.
+#[derive(Debug, Clone)]
+pub(crate) struct Protocol {
+    pub(crate) era: Era,
+    pub(crate) version: Option<Cow<'static, str>>,
+    pub(crate) capabilities: ClientCapabilities,
+}
+
+impl Protocol {
+    /// The protocol of a request's context.
+    pub(crate) fn of(context: &ProtocolContext) -> Self {
+        let version = context.protocol_version.as_deref();
+        Self {
+            era: context.era,
+            version: version.map(|version| match supported(version) {
+                Some(known) => Cow::Borrowed(known),
+                None => Cow::Owned(version.to_owned()),
+            }),
+            capabilities: context.capabilities.clone(),
+        }
+    }
+
+    /// As [`Protocol::of`], taking the context: a version the layer does not support is
+    /// moved, not copied.
+    pub(crate) fn owned(context: ProtocolContext) -> Self {
+        Self {
+            era: context.era,
+            version: context
+                .protocol_version
+                .map(|version| match supported(&version) {
+                    Some(known) => Cow::Borrowed(known),
+                    None => Cow::Owned(version),
+                }),
+            capabilities: context.capabilities,
+        }
+    }
+}
+
+/// The version table's own text for `version`, when the layer supports it.
+fn supported(version: &str) -> Option<&'static str> {
+    SUPPORTED_VERSIONS
+        .iter()
+        .find(|known| **known == version)
+        .copied()
 }
 
 /// The rate limits a policy named for one call: kept beside the evaluation, read by the judge
@@ -196,7 +244,7 @@ impl Evaluation {
 
     /// The protocol version, when known.
     pub fn protocol_version(&self) -> Option<&str> {
-        self.0.protocol.protocol_version.as_deref()
+        self.0.protocol.version.as_deref()
     }
 
     /// What the client declared it can do, for this request.
@@ -684,10 +732,10 @@ impl EvaluationBuilder {
             principal: self.principal,
             method,
             target: self.target,
-            protocol: ProtocolContext {
+            protocol: Protocol::owned(ProtocolContext {
                 protocol_version,
                 ..self.protocol
-            },
+            }),
             phase,
             answered,
             listed: self.listed.map(Arc::new),
@@ -772,6 +820,34 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_supported_version_is_kept_as_the_tables_text_any_other_as_sent() {
+        for version in crate::mcp::SUPPORTED_VERSIONS {
+            let context = ProtocolContext {
+                era: Era::Modern,
+                protocol_version: Some((*version).to_owned()),
+                capabilities: ClientCapabilities::default(),
+            };
+            for protocol in [Protocol::of(&context), Protocol::owned(context.clone())] {
+                assert!(matches!(protocol.version, Some(Cow::Borrowed(v)) if v == *version));
+            }
+        }
+        let context = ProtocolContext {
+            era: Era::Legacy,
+            protocol_version: Some("2025-06-18".to_owned()),
+            capabilities: ClientCapabilities::default(),
+        };
+        for protocol in [Protocol::of(&context), Protocol::owned(context.clone())] {
+            assert_eq!(protocol.version.as_deref(), Some("2025-06-18"));
+            assert_eq!(protocol.era, Era::Legacy);
+        }
+        let none = ProtocolContext {
+            protocol_version: None,
+            ..context
+        };
+        assert_eq!(Protocol::of(&none).version, None);
+    }
 
     fn principal() -> Principal {
         Principal::builder()

@@ -82,8 +82,8 @@ use std::time::Duration;
 pub use answered::{Answered, InputAction, Interaction};
 pub use decision::{CredentialReference, CredentialRemedy, Decision, Remediation, UrlRemedy};
 pub use details::authorization_details_cover;
-pub(crate) use evaluation::EvaluationData;
 pub use evaluation::{Approval, Evaluation, EvaluationBuilder, EvaluationError, Phase};
+pub(crate) use evaluation::{EvaluationData, Protocol};
 pub use explanation::Explanation;
 pub use presets::{
     AllOf, AllowAll, Allowlist, DenyAll, FirstMatch, ScopesPerTool, all_of, allow_all, allowlist,

@@ -258,7 +258,7 @@ mod tests {
             principal,
             method: "tools/call".into(),
             target,
-            protocol,
+            protocol: crate::policy::Protocol::owned(protocol),
             phase: Phase::Invocation,
             answered: None,
             listed: annotations.map(|annotations| {

@@ -253,13 +253,11 @@ async fn one_time_limit_bounds_the_head_and_the_body_together() {
 }
 
 /// A future ready once the runtime has run its queue `rounds` times.
-fn ready_after(rounds: usize) -> impl Future<Output = &'static str> {
-    async move {
-        for _ in 0..rounds {
-            tokio::task::yield_now().await;
-        }
-        "answer"
+async fn ready_after(rounds: usize) -> &'static str {
+    for _ in 0..rounds {
+        tokio::task::yield_now().await;
     }
+    "answer"
 }
 
 #[tokio::test]
