@@ -294,21 +294,17 @@ async fn before<F: Future>(
     .await
 }
 
-/// The body, at most `max` bytes, by `deadline` when there is one.
+/// The body, at most `max` bytes, by `deadline` when there is one (timed as [`before`] times).
 async fn collect_by<B: Body<Data = Bytes>>(
     body: B,
     max: usize,
     deadline: Option<tokio::time::Instant>,
 ) -> Result<Bytes, Problem> {
-    let body = collect(body, max);
-    let body = match deadline {
-        Some(deadline) => match tokio::time::timeout_at(deadline, body).await {
-            Ok(body) => body,
-            Err(_) => return Err(Problem::Late),
-        },
-        None => body.await,
-    };
-    unread_problem(body)
+    let timer = std::pin::pin!(None);
+    match before(deadline, timer, collect(body, max)).await {
+        Some(body) => unread_problem(body),
+        None => Err(Problem::Late),
+    }
 }
 
 /// A body not read whole, as the problem it is.
