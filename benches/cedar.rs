@@ -12,7 +12,11 @@
 //!    `benches/pipeline.rs` does), once with a closure policy and once with a `CedarPolicy`
 //!    that decides the same (its schema generated from the server's own `tools/list`, which is
 //!    also its tool list, so the drift check runs): requests per second of each, interleaved
-//!    in rounds, and the ratio cedar/closure against the goal of 0.95.
+//!    in rounds, and the ratio cedar/closure against the goal of 0.95. A third layer, the
+//!    evaluator floor, runs Cedar's `Authorizer::is_authorized` on the echo request built once
+//!    (part 3's) and then the closure policy: what no Cedar policy can go below, since every
+//!    one runs the evaluator. It prints floor/closure (the most a Cedar policy could reach)
+//!    and cedar/floor (what building the request costs through the layer).
 //! 3. The allowed echo decision of part 2 without the layer, one call at a time: the closure
 //!    policy, `CedarPolicy::evaluate`, and Cedar's own `Authorizer::is_authorized` on a request
 //!    built once with Cedar's API (the same principal, action, resource, context and sliced
@@ -52,6 +56,7 @@ mod tools;
 mod common;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 use axum::Router;
@@ -450,29 +455,36 @@ async fn part_two(requests: usize, rounds: usize) {
         key.mint(&tokens::claims(ISSUER, RESOURCE, "mcp:read"))
     );
 
-    let (cedar, _, _) = layer_set().await;
+    let (cedar, schema, listed) = layer_set().await;
     let count = cedar.policy_count();
+    let prebuilt = Arc::new(prebuilt_echo(&schema, &echo_evaluation(&listed)));
 
     let with_closure = router(Some(&gate(&keys, closure_policy)));
     let with_cedar = router(Some(&gate(&keys, cedar)));
-    for app in [&with_closure, &with_cedar] {
+    let with_floor = router(Some(&gate(&keys, evaluator_floor(prebuilt))));
+    for app in [&with_closure, &with_cedar, &with_floor] {
         throughput(app, &token, requests / 10 + 1).await;
     }
-    let (mut closure, mut cedar, mut ratios) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut closure, mut cedar, mut floor) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut ratios, mut floor_ratios) = (Vec::new(), Vec::new());
     for round in 0..rounds {
-        let (c, d) = if round % 2 == 0 {
-            let c = throughput(&with_closure, &token, requests).await;
-            (c, throughput(&with_cedar, &token, requests).await)
-        } else {
-            let d = throughput(&with_cedar, &token, requests).await;
-            (throughput(&with_closure, &token, requests).await, d)
-        };
+        // The three in a rotating order, so that no one always runs first or last.
+        let mut measured = [0.0; 3];
+        for step in 0..3 {
+            let which = (round + step) % 3;
+            let app = [&with_closure, &with_cedar, &with_floor][which];
+            measured[which] = throughput(app, &token, requests).await;
+        }
+        let [c, d, f] = measured;
         closure.push(c);
         cedar.push(d);
+        floor.push(f);
         ratios.push(d / c);
+        floor_ratios.push(f / c);
     }
     let per_round: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
     let (closure, cedar, ratio) = (median(closure), median(cedar), median(ratios));
+    let (floor, floor_ratio) = (median(floor), median(floor_ratios));
     println!();
     println!(
         "Allowed tools/call echo through the layer ({requests} sequential requests per round, {rounds} rounds, medians)"
@@ -490,6 +502,37 @@ async fn part_two(requests: usize, rounds: usize) {
         if ratio >= 0.95 { "met" } else { "MISSED" }
     );
     println!("  per round                 {}", per_round.join(" "));
+    println!(
+        "  evaluator floor           {floor:>9.0} req/s  {:>7.1} µs/request  (closure + is_authorized on a prebuilt request)",
+        1e6 / floor
+    );
+    println!(
+        "  floor/closure             {floor_ratio:>9.3}        (the most any Cedar policy could reach)"
+    );
+    println!("  cedar/floor               {:>9.3}", cedar / floor);
+}
+
+/// The floor of any Cedar policy through the layer: the closure policy's decision, after
+/// Cedar's evaluator has run on the echo call's request built once (`prebuilt_echo`), so that
+/// the layer does everything it does for `CedarPolicy` but build the request.
+fn evaluator_floor(
+    prebuilt: Arc<(
+        cedar_policy::Request,
+        cedar_policy::PolicySet,
+        cedar_policy::Entities,
+    )>,
+) -> impl Fn(Evaluation) -> std::pin::Pin<Box<dyn std::future::Future<Output = Decision> + Send>>
++ Send
++ Sync
++ 'static {
+    move |evaluation| {
+        let (request, policies, entities) = &*prebuilt;
+        let response = cedar_policy::Authorizer::new().is_authorized(request, policies, entities);
+        if response.decision() != cedar_policy::Decision::Allow {
+            fail("the prebuilt echo request was not allowed");
+        }
+        Box::pin(closure_policy(evaluation))
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

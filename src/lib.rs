@@ -156,6 +156,7 @@ mod settings;
 pub mod store;
 pub mod tasks;
 mod telemetry;
+mod utf8;
 
 #[cfg(feature = "introspection")]
 pub use auth::Introspection;

@@ -16,10 +16,13 @@ use serde_json::{Map, Number, Value};
 /// A JSON value parsed with duplicate keys refused.
 pub(crate) struct StrictValue(pub Value);
 
-/// Parses `bytes` as one JSON value, refusing duplicate object keys.
-#[cfg(test)]
+/// Parses `bytes` as one JSON value, refusing duplicate object keys. The bytes are checked as
+/// UTF-8 once, whole ([`crate::utf8`]), as [`parse_envelope`] checks a request, and the
+/// parser then checks no string again.
 pub(crate) fn parse_strict(bytes: &[u8]) -> Result<Value, serde_json::Error> {
-    serde_json::from_slice::<StrictValue>(bytes).map(|v| v.0)
+    let text = crate::utf8::text(bytes)
+        .ok_or_else(|| <serde_json::Error as de::Error>::custom("the text is not UTF-8"))?;
+    serde_json::from_str::<StrictValue>(text).map(|v| v.0)
 }
 
 impl<'de> Deserialize<'de> for StrictValue {
@@ -187,8 +190,8 @@ pub(crate) enum Shape<'de> {
 /// §8.1): a byte that is not refuses the body wherever it stands, and the parser then checks no
 /// string again, which a reader of bytes does for each string it reads.
 pub(crate) fn parse_envelope(bytes: &[u8]) -> Result<Shape<'_>, serde_json::Error> {
-    let text = std::str::from_utf8(bytes)
-        .map_err(|_| <serde_json::Error as de::Error>::custom("the body is not UTF-8"))?;
+    let text = crate::utf8::text(bytes)
+        .ok_or_else(|| <serde_json::Error as de::Error>::custom("the body is not UTF-8"))?;
     serde_json::from_str::<Shape>(text)
 }
 

@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
-use super::json::{ParamsSeen, StrictValue};
+use super::json::{ParamsSeen, parse_strict};
 
 /// The `params` object of a classified request.
 #[derive(Clone, Debug, Default)]
@@ -134,8 +134,8 @@ impl WholeParams {
         let Some(message) = &self.message else {
             return Arc::clone(&EMPTY);
         };
-        match serde_json::from_slice::<StrictValue>(message) {
-            Ok(StrictValue(Value::Object(mut top))) => match top.remove("params") {
+        match parse_strict(message) {
+            Ok(Value::Object(mut top)) => match top.remove("params") {
                 Some(Value::Object(params)) => Arc::new(params),
                 None => Arc::clone(&EMPTY),
                 Some(_) => unreadable(),

@@ -42,7 +42,7 @@ impl<'a> Frame<'a> {
         let (events, undispatched_data) = match framing {
             Framing::Json => {
                 // Invalid UTF-8 is not JSON.
-                let text = std::str::from_utf8(body).map_err(|_| Problem::NotJson)?;
+                let text = crate::utf8::text(body).ok_or(Problem::NotJson)?;
                 let event = sse::Event {
                     kind: Cow::Borrowed("message"),
                     data: Cow::Borrowed(text),
@@ -50,7 +50,7 @@ impl<'a> Frame<'a> {
                 (vec![event], false)
             }
             Framing::EventStream => {
-                let text = std::str::from_utf8(body).map_err(|_| Problem::NotUtf8)?;
+                let text = crate::utf8::text(body).ok_or(Problem::NotUtf8)?;
                 let mut stream = sse::parse(text);
                 // An event with empty data carries no message; clients skip it, and so does
                 // the layer.

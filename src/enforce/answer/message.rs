@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::Problem;
-use crate::mcp::json::StrictValue;
+use crate::mcp::json::parse_strict;
 
 /// The kinds of message an answer can hold.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,9 +18,7 @@ pub(crate) enum Kind {
 
 /// `text` as one JSON value, duplicate keys and trailing bytes refused.
 pub(crate) fn strict_json(text: &[u8]) -> Result<Value, Problem> {
-    serde_json::from_slice::<StrictValue>(text)
-        .map(|value| value.0)
-        .map_err(|_| Problem::NotJson)
+    parse_strict(text).map_err(|_| Problem::NotJson)
 }
 
 /// What `message` is, if it is one JSON-RPC 2.0 message: an object with `"jsonrpc": "2.0"`;

@@ -354,7 +354,7 @@ pub(crate) fn read(head: http::response::Parts, bytes: &[u8], id: &Value) -> Res
     let (messages, undispatched_data) = match framing {
         Framing::Json => (vec![strict_json(bytes)?], false),
         Framing::EventStream => {
-            let text = std::str::from_utf8(bytes).map_err(|_| Problem::NotUtf8)?;
+            let text = crate::utf8::text(bytes).ok_or(Problem::NotUtf8)?;
             let stream = sse::parse(text);
             let mut messages = Vec::with_capacity(stream.events.len());
             // An event with empty data (`data:` alone: a priming event, a keep-alive) carries
@@ -446,7 +446,7 @@ fn not_success_body(headers: &HeaderMap, bytes: &[u8]) -> Result<Option<Value>, 
     if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
         messages.push(value);
     }
-    if let Ok(text) = std::str::from_utf8(bytes) {
+    if let Some(text) = crate::utf8::text(bytes) {
         let stream = sse::parse(text);
         messages.extend(
             stream

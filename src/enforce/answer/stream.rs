@@ -84,7 +84,7 @@ impl Watch {
     }
 
     fn line(&mut self, line: &[u8], out: &mut Vec<u8>) -> Result<(), Problem> {
-        let mut line = std::str::from_utf8(line).map_err(|_| Problem::NotUtf8)?;
+        let mut line = crate::utf8::text(line).ok_or(Problem::NotUtf8)?;
         if std::mem::take(&mut self.first_line) {
             line = line.strip_prefix('\u{FEFF}').unwrap_or(line);
         }

@@ -126,7 +126,7 @@ fn input_text(arguments: &Arguments) -> Result<Cow<'_, str>, Malformed> {
         let text = serde_json::to_string(&**arguments).map_err(|_| Malformed)?;
         return Ok(Cow::Owned(text));
     };
-    let message = std::str::from_utf8(message).map_err(|_| Malformed)?;
+    let message = crate::utf8::text(message).ok_or(Malformed)?;
     Ok(Cow::Borrowed(arguments_text(message)?.unwrap_or("{}")))
 }
 
