@@ -12,11 +12,12 @@ use cedar_policy::{
 use serde_json::Value;
 
 use super::Settings;
+use super::gate::gate_record;
 use super::json_text::{Malformed, arguments_text};
 use super::load::Loaded;
 use super::mapping::{Uids, gate_fields, principal_attrs, template_scope, uids};
 use super::shape::Shape;
-use super::values::{Unrepresentable, gate_to_cedar, to_cedar_shaped, value_to_cedar};
+use super::values::{Unrepresentable, to_cedar_shaped, value_to_cedar};
 use crate::Principal;
 use crate::mcp::{Arguments, Target};
 use crate::policy::{BoxError, Decision, Evaluation, Explanation, Phase};
@@ -150,7 +151,7 @@ fn cedar_request(
         pairs.push(("input".to_owned(), input.map_err(within("input"))?));
     }
     shape.key("gate");
-    let gate = gate_to_cedar(gate_fields(evaluation), &mut shape).map_err(within("gate"))?;
+    let gate = gate_record(gate_fields(evaluation), &mut shape).map_err(within("gate"))?;
     pairs.push(("gate".to_owned(), gate));
     if let Some(app) = app {
         shape.key("app");

@@ -62,6 +62,7 @@
 
 mod actions;
 mod evaluate;
+mod gate;
 mod json_text;
 mod limits;
 mod load;

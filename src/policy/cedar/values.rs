@@ -7,14 +7,13 @@
 //! The conversion reads JSON *text* ([`to_cedar`]): a tool call's arguments are read from the
 //! request's own bytes, so that a number is the value its text says (see [`super::number`]),
 //! never the float `serde_json` made of it. The gate context is built field by field
-//! ([`gate_to_cedar`]); the other values the layer builds itself (the principal, once per
+//! ([`super::gate`]); the other values the layer builds itself (the principal, once per
 //! principal, and the hook's `app`) are written out by `serde_json` first ([`value_to_cedar`]).
 
 use cedar_policy::RestrictedExpression;
 use serde_json::Value;
 
 use super::json_text::{Reader, Start};
-use super::mapping::GateField;
 use super::number;
 use super::shape::Shape;
 
@@ -48,6 +47,11 @@ enum Problem {
 }
 
 impl Unrepresentable {
+    /// A record Cedar refused.
+    pub(super) fn record() -> Self {
+        Self::new(Problem::Record)
+    }
+
     fn new(kind: Problem) -> Self {
         Self {
             path: Vec::new(),
@@ -122,31 +126,6 @@ pub(super) fn value_to_cedar(
     schema: Option<&Value>,
 ) -> Result<RestrictedExpression, Unrepresentable> {
     to_cedar(&value.to_string(), schema)
-}
-
-/// `context.gate` as a Cedar record, made from the same fields as its JSON (no text between).
-/// Its shape is written to `shape`.
-pub(super) fn gate_to_cedar(
-    fields: [(&'static str, GateField<'_>); 7],
-    shape: &mut Shape,
-) -> Result<RestrictedExpression, Unrepresentable> {
-    shape.open_record();
-    let fields = fields.map(|(key, field)| {
-        shape.key(key);
-        let value = match field {
-            GateField::Text(text) => {
-                shape.string();
-                RestrictedExpression::new_string(text.to_owned())
-            }
-            GateField::Flag(flag) => {
-                shape.bool(flag);
-                RestrictedExpression::new_bool(flag)
-            }
-        };
-        (key.to_owned(), value)
-    });
-    shape.close_record();
-    RestrictedExpression::new_record(fields).map_err(|_| Unrepresentable::new(Problem::Record))
 }
 
 /// The value at `reader`, `depth` levels in; its shape is written to `shape`.
