@@ -38,6 +38,10 @@
 //! - `CEDAR_REQUESTS`    sequential requests per round and policy in part 2 (default 10,000)
 //! - `CEDAR_ROUNDS`      rounds of part 2, each running both policies, in alternating order
 //!   (default 5; the medians are reported; 0 skips part 2)
+//! - `CEDAR_LAYER`       `closure`, `cedar` or `floor`: part 2 runs that layer alone, one round
+//!   (for callgrind: `CEDAR_SIZES= CEDAR_DECISIONS=0 CEDAR_ROUNDS=1 CEDAR_LAYER=cedar
+//!   CEDAR_REQUESTS=<n>` at two values of n; per request = the change over 1.1 times the
+//!   requests added, the warm-up being a tenth)
 //! - `CEDAR_SIZES`       the policy-set sizes of part 1, multiples of 5 separated by commas
 //!   (default `10,100,1000`; empty skips part 1), e.g. one size under a profiler
 //! - `CEDAR_DECISIONS`   timed calls of each of part 3's three (default 20,000; a tenth as many
@@ -462,6 +466,22 @@ async fn part_two(requests: usize, rounds: usize) {
     let with_closure = router(Some(&gate(&keys, closure_policy)));
     let with_cedar = router(Some(&gate(&keys, cedar)));
     let with_floor = router(Some(&gate(&keys, evaluator_floor(prebuilt))));
+    if let Ok(only) = std::env::var("CEDAR_LAYER") {
+        // One layer alone, for callgrind: its instructions per request are the change between
+        // two values of CEDAR_REQUESTS, over the requests added (1.1 times the change).
+        let app = match only.as_str() {
+            "closure" => &with_closure,
+            "cedar" => &with_cedar,
+            "floor" => &with_floor,
+            _ => fail(format!(
+                "CEDAR_LAYER: {only:?} is not closure, cedar or floor"
+            )),
+        };
+        throughput(app, &token, requests / 10 + 1).await;
+        let rate = throughput(app, &token, requests).await;
+        println!("  {only} alone: {rate:.0} req/s over {requests} requests");
+        return;
+    }
     for app in [&with_closure, &with_cedar, &with_floor] {
         throughput(app, &token, requests / 10 + 1).await;
     }
