@@ -17,7 +17,7 @@ use super::json_text::{Malformed, arguments_text};
 use super::load::Loaded;
 use super::mapping::{Uids, gate_fields, principal_attrs, template_scope, uids};
 use super::shape::Shape;
-use super::values::{Unrepresentable, to_cedar_shaped, value_to_cedar};
+use super::values::{Unrepresentable, to_cedar_shaped, value_to_cedar, value_to_cedar_shaped};
 use crate::Principal;
 use crate::mcp::{Arguments, Target};
 use crate::policy::{BoxError, Decision, Evaluation, Explanation, Phase};
@@ -155,7 +155,7 @@ fn cedar_request(
     pairs.push(("gate".to_owned(), gate));
     if let Some(app) = app {
         shape.key("app");
-        let app = to_cedar_shaped(&app.to_string(), None, &mut shape).map_err(within("app"))?;
+        let app = value_to_cedar_shaped(app, &mut shape).map_err(within("app"))?;
         pairs.push(("app".to_owned(), app));
     }
     shape.close_record();

@@ -120,6 +120,22 @@ pub(super) fn to_cedar_shaped(
     Ok(expression)
 }
 
+/// `value` as a Cedar value written to `shape`: an empty object (the context hook's absence)
+/// directly, anything else through its `serde_json` text (see [`to_cedar`]).
+pub(super) fn value_to_cedar_shaped(
+    value: &Value,
+    shape: &mut Shape,
+) -> Result<RestrictedExpression, Unrepresentable> {
+    match value {
+        Value::Object(members) if members.is_empty() => {
+            shape.open_record();
+            shape.close_record();
+            RestrictedExpression::new_record([]).map_err(|_| Unrepresentable::new(Problem::Record))
+        }
+        _ => to_cedar_shaped(&value.to_string(), None, shape),
+    }
+}
+
 /// `value` as a Cedar value, through its `serde_json` text (see [`to_cedar`]).
 pub(super) fn value_to_cedar(
     value: &Value,
@@ -199,6 +215,22 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn an_empty_object_is_the_record_its_text_makes() {
+        let context = |record: RestrictedExpression| {
+            cedar_policy::Context::from_pairs([("app".to_owned(), record)])
+                .expect("a context")
+                .to_string()
+        };
+        for value in [json!({}), json!({"tenant": "a", "n": 2})] {
+            let (mut direct, mut through_text) = (Shape::new(), Shape::new());
+            let made = value_to_cedar_shaped(&value, &mut direct).unwrap();
+            let from_text = to_cedar_shaped(&value.to_string(), None, &mut through_text).unwrap();
+            assert_eq!(context(made), context(from_text));
+            assert_eq!(direct, through_text);
+        }
+    }
 
     fn cedar_text(value: &Value, schema: &Value) -> Result<String, Unrepresentable> {
         cedar_text_of(&value.to_string(), schema)
