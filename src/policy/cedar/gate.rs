@@ -14,14 +14,19 @@ use std::sync::OnceLock;
 
 use cedar_policy::RestrictedExpression;
 
-use super::mapping::GateField;
+use super::mapping::{GateField, era_name, phase_name};
 use super::shape::Shape;
 use super::values::Unrepresentable;
-use crate::mcp::SUPPORTED_VERSIONS;
+use crate::mcp::{Era, SUPPORTED_VERSIONS};
+use crate::policy::Phase;
 
 /// The eras and phases as `context.gate` spells them.
-const ERAS: [&str; 2] = ["modern", "legacy"];
-const PHASES: [&str; 3] = ["invocation", "discovery", "approval"];
+const ERAS: [&str; 2] = [era_name(Era::Modern), era_name(Era::Legacy)];
+const PHASES: [&str; 3] = [
+    phase_name(Phase::Invocation),
+    phase_name(Phase::Discovery),
+    phase_name(Phase::Approval),
+];
 
 /// How many records can be kept: every era, phase, version (or none) and flag; no approver.
 const KEPT: usize = ERAS.len() * PHASES.len() * (SUPPORTED_VERSIONS.len() + 1) * 2 * 2 * 2;
@@ -103,6 +108,7 @@ mod tests {
     use std::collections::HashSet;
 
     use super::*;
+    use crate::policy::cedar::values::tests::context_text;
 
     /// Every set of fields `gate_fields` can make with no approver, in its order.
     fn every_keepable() -> Vec<[(&'static str, GateField<'static>); 7]> {
@@ -151,11 +157,7 @@ mod tests {
     /// twice gives the kept one.
     #[test]
     fn a_kept_record_is_the_one_built_for_its_fields() {
-        let context = |record: RestrictedExpression| {
-            cedar_policy::Context::from_pairs([("gate".to_owned(), record)])
-                .expect("a context")
-                .to_string()
-        };
+        let context = |record| context_text("gate", record);
         for fields in every_keepable().into_iter().step_by(7) {
             let (mut first, mut second, mut built) = (Shape::new(), Shape::new(), Shape::new());
             let kept = gate_record(fields, &mut first).unwrap();

@@ -181,19 +181,29 @@ pub(super) enum GateField<'a> {
     Flag(bool),
 }
 
+/// `context.gate.era` as policies read it.
+pub(super) const fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Modern => "modern",
+        Era::Legacy => "legacy",
+    }
+}
+
+/// `context.gate.phase` as policies read it.
+pub(super) const fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Invocation => "invocation",
+        Phase::Discovery => "discovery",
+        Phase::Approval => "approval",
+    }
+}
+
 /// `context.gate`, field by field: the one list both its JSON (what templates read) and its
 /// Cedar record (what policies read) are made from.
 pub(super) fn gate_fields(evaluation: &Evaluation) -> [(&'static str, GateField<'_>); 7] {
     let capabilities = evaluation.capabilities();
-    let era = match evaluation.era() {
-        Era::Modern => "modern",
-        Era::Legacy => "legacy",
-    };
-    let phase = match evaluation.phase() {
-        Phase::Invocation => "invocation",
-        Phase::Discovery => "discovery",
-        Phase::Approval => "approval",
-    };
+    let era = era_name(evaluation.era());
+    let phase = phase_name(evaluation.phase());
     let approved_by = evaluation.approval().map_or("", |a| a.approved_by.as_str());
     [
         ("era", GateField::Text(era)),

@@ -211,18 +211,24 @@ fn convert(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use serde_json::json;
 
     use super::*;
 
+    /// A context holding `record` under `key`, as Cedar writes it.
+    pub(in crate::policy::cedar) fn context_text(
+        key: &str,
+        record: RestrictedExpression,
+    ) -> String {
+        cedar_policy::Context::from_pairs([(key.to_owned(), record)])
+            .expect("a context")
+            .to_string()
+    }
+
     #[test]
     fn an_empty_object_is_the_record_its_text_makes() {
-        let context = |record: RestrictedExpression| {
-            cedar_policy::Context::from_pairs([("app".to_owned(), record)])
-                .expect("a context")
-                .to_string()
-        };
+        let context = |record| context_text("app", record);
         for value in [json!({}), json!({"tenant": "a", "n": 2})] {
             let (mut direct, mut through_text) = (Shape::new(), Shape::new());
             let made = value_to_cedar_shaped(&value, &mut direct).unwrap();
@@ -238,8 +244,7 @@ mod tests {
 
     fn cedar_text_of(text: &str, schema: &Value) -> Result<String, Unrepresentable> {
         let expression = to_cedar(text, Some(schema)).map_err(|e| e.within("input"))?;
-        let context = cedar_policy::Context::from_pairs([("input".to_owned(), expression)]);
-        Ok(context.expect("a context").to_string())
+        Ok(context_text("input", expression))
     }
 
     #[test]
